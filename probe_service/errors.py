@@ -1,0 +1,141 @@
+"""The one exception tree of the probe service.
+
+Every refusal the service makes is one of these, so an interface needs a single
+``except ProbeServiceError`` to turn it into an exit code or an error frame.
+Branches are grouped by what the caller does next::
+
+    ProbeServiceError
+    ├── InvalidInput                  bad input: fix the request, do not retry
+    │   ├── InvalidPlan               a plan field is wrong (names the field)
+    │   ├── InvalidClaim              a claim, dependency or evidence is wrong
+    │   ├── PolicyError               policy file missing, unsafe or malformed
+    │   ├── UnsafePath                a path escapes, links, or is not a regular file
+    │   ├── LimitExceeded             a size or count limit was crossed (names the limit)
+    │   ├── NotFound                  an id that the store does not hold
+    │   └── Conflict                  the request contradicts stored, immutable state
+    ├── UnstableWorkingTree           files moved while a snapshot was captured
+    ├── InfrastructureError           retry later: the dependency was unavailable
+    │   ├── StoreUnavailable          the database could not be reached or answered
+    │   └── BrokerUnavailable         the queue broker could not be reached
+    ├── SandboxUnavailable            a sandbox prerequisite is missing or unverified
+    └── ReceiptInvalid                a receipt does not match its commitment
+
+Errors from libraries underneath (SQLAlchemy, Redis, subprocess) are translated
+once, at the edge that calls them, with ``raise Mapped(...) from exc``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BrokerUnavailable",
+    "Conflict",
+    "InfrastructureError",
+    "InvalidClaim",
+    "InvalidInput",
+    "InvalidPlan",
+    "LimitExceeded",
+    "NotFound",
+    "PolicyError",
+    "ProbeServiceError",
+    "ReceiptInvalid",
+    "SandboxUnavailable",
+    "StoreUnavailable",
+    "UnsafePath",
+    "UnstableWorkingTree",
+]
+
+
+class ProbeServiceError(Exception):
+    """Root of every error the probe service raises on purpose."""
+
+    #: A short machine-readable code, stable across releases, for JSON error frames.
+    code = "error"
+
+
+class InvalidInput(ProbeServiceError):
+    """The request itself is wrong; retrying it unchanged fails the same way."""
+
+    code = "invalid_input"
+
+
+class InvalidPlan(InvalidInput):
+    """A probe plan field is missing, malformed or outside its limits."""
+
+    code = "invalid_plan"
+
+
+class InvalidClaim(InvalidInput):
+    """A claim, its evidence or one of its dependencies is malformed."""
+
+    code = "invalid_claim"
+
+
+class PolicyError(InvalidInput):
+    """The policy file is missing, unsafe, malformed, or names no such policy."""
+
+    code = "policy_error"
+
+
+class UnsafePath(InvalidInput):
+    """A path escapes its root, passes through a link, or is not a regular file."""
+
+    code = "unsafe_path"
+
+
+class LimitExceeded(InvalidInput):
+    """A documented size or count limit was crossed."""
+
+    code = "limit_exceeded"
+
+
+class NotFound(InvalidInput):
+    """An id names nothing the store holds."""
+
+    code = "not_found"
+
+
+class Conflict(InvalidInput):
+    """The request contradicts immutable state already stored."""
+
+    code = "conflict"
+
+
+class UnstableWorkingTree(ProbeServiceError):
+    """The working tree kept changing while a snapshot was being captured."""
+
+    code = "unstable_working_tree"
+
+
+class InfrastructureError(ProbeServiceError):
+    """A service the probe service depends on failed; the same request may succeed later."""
+
+    code = "infrastructure"
+
+
+class StoreUnavailable(InfrastructureError):
+    """The database could not be reached, or failed mid-transaction."""
+
+    code = "store_unavailable"
+
+
+class BrokerUnavailable(InfrastructureError):
+    """The queue broker could not be reached."""
+
+    code = "broker_unavailable"
+
+
+class SandboxUnavailable(ProbeServiceError):
+    """A sandbox prerequisite is missing or failed verification; nothing was run."""
+
+    code = "sandbox_unavailable"
+
+    def __init__(self, message: str, reason: str = "sandbox_prerequisite_missing") -> None:
+        super().__init__(message)
+        #: The machine-readable ``inconclusive`` reason this failure maps to.
+        self.reason = reason
+
+
+class ReceiptInvalid(ProbeServiceError):
+    """A receipt's content no longer matches its commitment."""
+
+    code = "receipt_invalid"
