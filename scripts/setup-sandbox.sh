@@ -2,8 +2,9 @@
 # Install the pinned Anthropic Sandbox Runtime from sandbox/package-lock.json with `npm ci`.
 # Idempotent: reinstalls only when the lock file is newer than the installed tree.
 set -euo pipefail
-cd "$(dirname "$0")/../sandbox"
-[ -f package-lock.json ] || exit 0
+dir="$(dirname "$0")/../sandbox"
+[ -f "$dir/package-lock.json" ] || exit 0
+cd "$dir"
 stamp=node_modules/.installed-stamp
 if [ -f "$stamp" ] && [ "$stamp" -nt package-lock.json ]; then
     exit 0
