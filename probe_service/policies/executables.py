@@ -91,9 +91,7 @@ def _candidate(policy: Policy, name: str) -> Path:
     raise ExecutableUnresolved(f"{name!r} is in no fixed system directory and has no pin")
 
 
-def resolve_executable(
-    policy: Policy, name: str, forbidden_roots: Sequence[Path] = ()
-) -> Path:
+def resolve_executable(policy: Policy, name: str, forbidden_roots: Sequence[Path] = ()) -> Path:
     """Return the canonical path of allowlisted ``name``.
 
     Raises ``ExecutableNotAllowed`` if the policy does not list it, and
