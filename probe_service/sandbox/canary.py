@@ -44,6 +44,9 @@ class CanaryVerdict:
 def _secret_dir(allowed_roots: Sequence[Path]) -> Path:
     # Outside HOME and outside every allowed path, in the host's temp dir.
     directory = Path(tempfile.mkdtemp(prefix="byte-probe-canary-"))
+    # World-readable on purpose: only the sandbox, not file modes or the
+    # probe's dropped uid, may be what stops the reader.
+    directory.chmod(0o755)
     real = Path(os.path.realpath(directory))
     home = Path(os.path.realpath(Path.home()))
     for root in [home, *allowed_roots]:
@@ -62,6 +65,7 @@ def run_canary(
         secret = secrets.token_hex(32).encode("ascii")
         target = directory / "secret"
         target.write_bytes(secret)
+        target.chmod(0o644)
         outcome = run_bounded(
             launch.argv(CANARY_READER, [str(target)]),
             env=launch.runtime_env,

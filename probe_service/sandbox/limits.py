@@ -6,10 +6,14 @@ The runtime (0.0.55) limits filesystem and network only. We add:
   writable ones -- it holds the whole run tree (node, bwrap, socat, the probe),
   so the limits carry a documented runtime overhead, and it lets the runner kill
   every survivor, including ``setsid`` double-forked daemons;
-* otherwise rlimits on the probe alone (``prlimit --as --nproc``). RLIMIT_NPROC
-  is not enforced for root in the initial user namespace, but the probe runs
-  inside apply-seccomp's nested user namespace where it is (see tests);
-* always ``prlimit --cpu`` (CPU seconds) and, with ``scratch_bytes``, ``--fsize``.
+* otherwise rlimits on the probe alone (``prlimit --as --nproc``);
+* always ``prlimit --cpu`` (CPU seconds) and, with ``scratch_bytes``, ``--fsize``;
+* when the worker is root, ``setpriv`` drops every capability, because bwrap
+  run by root leaves the probe fully capable.
+
+RLIMIT_NPROC is never enforced for uid 0 (the kernel exempts the root user
+whatever its capabilities), so a root worker without a usable cgroup refuses
+a policy that sets ``max_processes`` rather than pretending to enforce it.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ __all__ = [
     "RUNTIME_TASK_OVERHEAD",
     "RunCgroup",
     "create_run_cgroup",
+    "drop_privileges_argv",
     "plan_limits",
     "prlimit_argv",
 ]
@@ -131,16 +136,36 @@ def create_run_cgroup(run_id: str, memory_bytes: int, tasks: int) -> RunCgroup |
 
 def plan_limits(policy: Policy, mechanism: str) -> LimitsApplied:
     """Return the limits a run of ``policy`` gets under ``mechanism``."""
+    tasks: int | None = policy.max_processes or DEFAULT_MAX_PROCESSES
+    if mechanism == "rlimit" and os.geteuid() == 0:
+        tasks = None  # not enforceable for uid 0; see the module docstring
     return LimitsApplied(
         mechanism=mechanism,
         timeout_seconds=policy.timeout_seconds,
         max_output_bytes=policy.max_output_bytes,
         cpu_seconds=policy.timeout_seconds + 1,
         memory_bytes=policy.memory_bytes or DEFAULT_MEMORY_BYTES,
-        max_processes=policy.max_processes or DEFAULT_MAX_PROCESSES,
+        max_processes=tasks,
         scratch_bytes=policy.scratch_bytes,
         file_size_bytes=policy.scratch_bytes,
     )
+
+
+def drop_privileges_argv(setpriv: Path) -> list[str]:
+    """Return the ``setpriv`` prefix that strips every capability from a root worker's probe.
+
+    bwrap run by real root keeps every capability (CapEff full, init user
+    namespace), so without this a probe could mknod/mount its way out. The uid
+    stays 0: bwrap 0.8 creates the parents of bind mounts with mode 0700, so a
+    non-root uid could not reach the snapshot or scratch by absolute path.
+    """
+    return [
+        str(setpriv),
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+        "--",
+    ]
 
 
 def prlimit_argv(prlimit: Path, limits: LimitsApplied) -> list[str]:
@@ -150,5 +175,7 @@ def prlimit_argv(prlimit: Path, limits: LimitsApplied) -> list[str]:
         argv.append(f"--fsize={limits.file_size_bytes}")
     if limits.mechanism == "rlimit":
         # No cgroup: the probe's own rlimits are the only memory/process bound.
-        argv += [f"--as={limits.memory_bytes}", f"--nproc={limits.max_processes}"]
+        argv.append(f"--as={limits.memory_bytes}")
+        if limits.max_processes is not None:
+            argv.append(f"--nproc={limits.max_processes}")
     return [*argv, "--"]

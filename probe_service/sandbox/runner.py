@@ -36,6 +36,7 @@ from probe_service.sandbox.limits import (
     RUNTIME_TASK_OVERHEAD,
     RunCgroup,
     create_run_cgroup,
+    drop_privileges_argv,
     plan_limits,
     prlimit_argv,
 )
@@ -118,6 +119,25 @@ def _probe_env(policy: Policy, scratch: Path) -> dict[str, str]:
     return env
 
 
+def _system_tool(name: str) -> Path:
+    found = find_system_tool(name)
+    if found is None:
+        raise Refused("sandbox_prerequisite_missing", f"{name} not in fixed system directories")
+    return found
+
+
+def _prefix_argv(policy: Policy, limits: LimitsApplied) -> list[str]:
+    if policy.max_processes is not None and limits.max_processes is None:
+        raise Refused(
+            "sandbox_prerequisite_missing",
+            "max_processes cannot be enforced for a root worker without a writable cgroup",
+        )
+    argv = prlimit_argv(_system_tool("prlimit"), limits)
+    if os.geteuid() == 0:
+        argv += drop_privileges_argv(_system_tool("setpriv"))
+    return argv
+
+
 def _make_launch(
     policy: Policy,
     runtime: SandboxRuntime,
@@ -127,9 +147,8 @@ def _make_launch(
 ) -> tuple[Launch, str]:
     settings = build_settings(policy, runtime, prepared.paths, Path(prepared.executable.path))
     digest = write_settings(settings, run_dir / "settings.json")
-    prlimit = find_system_tool("prlimit")
-    if prlimit is None:
-        raise Refused("sandbox_prerequisite_missing", "prlimit not in fixed system directories")
+    probe_env = _probe_env(policy, prepared.paths.scratch)
+    prefix = _prefix_argv(policy, limits)
     launch = build_launch(
         settings_path=run_dir / "settings.json",
         node_path=runtime.node_path,
@@ -137,8 +156,8 @@ def _make_launch(
         cwd=prepared.cwd,
         runtime_home=prepared.paths.runtime_home,
         runtime_tmp=prepared.paths.runtime_tmp,
-        prefix_argv=prlimit_argv(prlimit, limits),
-        probe_env=_probe_env(policy, prepared.paths.scratch),
+        prefix_argv=prefix,
+        probe_env=probe_env,
         pass_proxy_env=bool(policy.allowed_domains),
         nonce=secrets.token_hex(16),
         marker=run_dir.name,

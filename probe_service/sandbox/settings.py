@@ -31,7 +31,8 @@ __all__ = [
 
 #: System paths read back inside the root read deny: code, loader, shared
 #: libraries, time zone and the name-service files programs expect. Never
-#: ``/root``, ``/home``, ``/etc/shadow``, ``/tmp`` or ``/var``.
+#: ``/root``, ``/home``, ``/etc/shadow``, ``/etc/ssl/private``, ``/tmp`` or ``/var``
+#: (a root worker's probe keeps uid 0, so root-only files must stay unlisted).
 SYSTEM_READ_PATHS: tuple[str, ...] = (
     "/usr",
     "/bin",
@@ -49,7 +50,8 @@ SYSTEM_READ_PATHS: tuple[str, ...] = (
     "/etc/passwd",
     "/etc/group",
     "/etc/hosts",
-    "/etc/ssl",
+    "/etc/ssl/certs",
+    "/etc/ssl/openssl.cnf",
     "/etc/ca-certificates",
     "/etc/python3",
     "/etc/python3.11",

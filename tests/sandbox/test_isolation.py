@@ -112,7 +112,10 @@ class TestWrites:
         run("sh", ["-c", script, "sh", *targets])
         later = tmp_path / "scratch-later"
         later.mkdir()
-        check = run("sh", ["-c", 'for p in "$@"; do [ -e "$p" ] && echo "SEEN $p"; done; true',
-                           "sh", *targets], scratch_dir=later)
+        check = run(
+            "sh",
+            ["-c", 'for p in "$@"; do [ -e "$p" ] && echo "SEEN $p"; done; true', "sh", *targets],
+            scratch_dir=later,
+        )
         assert check.stdout == b""
         assert [t for t in targets if os.path.lexists(t)] == []
