@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-import random
+import secrets
 
 import psutil
 import pytest
@@ -62,7 +62,7 @@ class TestProcesses:
 
     def test_setsid_double_fork_is_gone_after_timeout(self, run: Runner) -> None:
         """setsid'd, double-forked children do not survive the run's timeout."""
-        token = f"{random.randint(10_000, 99_999)}.{random.randint(1000, 9999)}"
+        token = f"{10_000 + secrets.randbelow(89_999)}.{1000 + secrets.randbelow(8999)}"
         script = f'setsid sh -c "sleep {token} & sleep {token}" & sleep {token}'
         result = run("sh", ["-c", script], policy=make_policy(timeout_seconds=2))
         assert result.status == "timeout"
@@ -70,7 +70,7 @@ class TestProcesses:
 
     def test_daemon_left_behind_is_swept_after_exit(self, run: Runner) -> None:
         """A detached child with closed stdio is killed when the probe exits normally."""
-        token = f"{random.randint(10_000, 99_999)}.{random.randint(1000, 9999)}"
+        token = f"{10_000 + secrets.randbelow(89_999)}.{1000 + secrets.randbelow(8999)}"
         script = f'setsid sh -c "sleep {token}" >/dev/null 2>&1 </dev/null & echo started'
         result = run("sh", ["-c", script])
         assert (result.status, result.stdout) == ("ok", b"started\n")
@@ -103,7 +103,8 @@ class TestBudgets:
         script = "while :; do echo outoutoutout; echo errerrerr >&2; done"
         result = run("sh", ["-c", script], policy=make_policy(max_output_bytes=50_000))
         assert result.status == "output_limit"
-        assert result.stdout and result.stderr
+        assert result.stdout
+        assert result.stderr
         assert len(result.stdout) + len(result.stderr) == 50_000
 
     def test_kept_output_digest_matches(self, run: Runner) -> None:
@@ -123,7 +124,7 @@ class TestEnvironment:
     def test_environment_holds_only_the_allowed_names(
         self, run: Runner, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """The probe sees the policy's names plus BYTE_PROBE_SCRATCH, HOME, TMPDIR -- nothing else."""
+        """The probe sees the policy's names plus BYTE_PROBE_SCRATCH, HOME and TMPDIR only."""
         monkeypatch.setenv("WORKER_SECRET_TOKEN", "must-not-leak")
         monkeypatch.setenv("LANG", "C.UTF-8")
         result = run("python3", ["-c", "import os; print(' '.join(sorted(os.environ)))"])
