@@ -91,6 +91,11 @@ def _prepare(
     snapshot_dir, scratch_dir, run_dir = dirs
     if any("\x00" in arg for arg in args):
         raise Refused("invalid_argument", "an argument contains a NUL byte")
+    try:
+        # srt is a Node program: its argv must be valid UTF-8 to arrive intact.
+        [arg.encode("utf-8") for arg in args]
+    except UnicodeEncodeError as exc:
+        raise Refused("invalid_argument", "an argument is not valid UTF-8") from exc
     snapshot = _canonical_dir(snapshot_dir, "snapshot")
     scratch = _canonical_dir(scratch_dir, "scratch")
     work_dir = _resolve_cwd(snapshot, cwd)

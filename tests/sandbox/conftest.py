@@ -50,9 +50,10 @@ def make_policy(**overrides: Any) -> Policy:
         "max_output_bytes": 100_000,
         "allowed_domains": [],
         "environment": ["PATH", "LANG"],
-        "executable_pins": {"sh": "/usr/bin/dash"},
     }
     fields.update(overrides)
+    if "sh" in fields["allowed_executables"]:
+        fields.setdefault("executable_pins", {"sh": "/usr/bin/dash"})
     return Policy.model_validate(fields)
 
 
