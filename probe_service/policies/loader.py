@@ -47,16 +47,20 @@ def _read_checked(path: Path) -> bytes:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise PolicyError(f"{path}: cannot open policy file: {exc.strerror}") from exc
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise PolicyError(f"{path}: policy file is not a regular file")
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise PolicyError(f"{path}: policy file is not a regular file")
         # seed 000: group- or world-writable policy files are rejected.
         if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
             raise PolicyError(f"{path}: policy file is group- or world-writable")
         if info.st_size > MAX_POLICY_FILE_BYTES:
             raise PolicyError(f"{path}: policy file exceeds {MAX_POLICY_FILE_BYTES} bytes")
-        return handle.read(MAX_POLICY_FILE_BYTES + 1)
+        raw = handle.read(MAX_POLICY_FILE_BYTES + 1)
+    if len(raw) > MAX_POLICY_FILE_BYTES:
+        raise PolicyError(f"{path}: policy file exceeds {MAX_POLICY_FILE_BYTES} bytes")
+    return raw
 
 
 def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

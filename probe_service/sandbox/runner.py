@@ -45,7 +45,7 @@ from probe_service.sandbox.results import LimitsApplied, SandboxResult
 from probe_service.sandbox.runtime import SandboxRuntime, find_system_tool, verify_unchanged
 from probe_service.sandbox.settings import RunPaths, build_settings, write_settings
 
-__all__ = ["Refused", "run_sandboxed"]
+__all__ = ["Refused", "run_canary", "run_sandboxed"]
 
 
 class Refused(ProbeServiceError):

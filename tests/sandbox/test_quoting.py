@@ -46,7 +46,7 @@ HOSTILE = st.sampled_from(
 )
 ARGUMENT = st.lists(
     st.one_of(
-        HOSTILE, st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
+        HOSTILE, st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"))
     ),
     max_size=4,
 ).map("".join)

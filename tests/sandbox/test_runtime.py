@@ -50,7 +50,7 @@ def test_wrong_version_is_unverified(runtime: SandboxRuntime, tmp_path: Path) ->
 
 
 def test_missing_install_is_a_missing_prerequisite(tmp_path: Path) -> None:
-    """An install dir without node_modules reports sandbox_prerequisite_missing and says how to fix it."""
+    """An empty install dir is sandbox_prerequisite_missing and says how to fix it."""
     with pytest.raises(SandboxUnavailable) as caught:
         locate_runtime(tmp_path)
     assert caught.value.reason == "sandbox_prerequisite_missing"
