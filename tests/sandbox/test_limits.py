@@ -137,3 +137,20 @@ class TestEnvironment:
         home, tmpdir, base = result.stdout.decode().split()
         assert home.startswith(base + "/")
         assert tmpdir.startswith(base + "/")
+
+
+class TestMemory:
+    def test_memory_hog_is_stopped(self, run: Runner) -> None:
+        """A probe touching far more than memory_bytes (+ runtime overhead) is killed or refused."""
+        code = "data = b'x' * (1536 * 1024 * 1024)\nprint('SURVIVED')"
+        result = run("python3", ["-c", code], policy=make_policy(memory_bytes=64 * 1024 * 1024))
+        assert b"SURVIVED" not in result.stdout
+        assert result.exit_code != 0
+
+
+class TestScratch:
+    def test_scratch_over_its_allowance_is_inconclusive(self, run: Runner) -> None:
+        """Writing more than scratch_bytes in total ends inconclusive scratch_limit."""
+        script = 'cd "$BYTE_PROBE_SCRATCH" && head -c 900 /dev/zero > a && cp a b'
+        result = run("sh", ["-c", script], policy=make_policy(scratch_bytes=1000))
+        assert (result.status, result.reason) == ("inconclusive", "scratch_limit")
