@@ -98,6 +98,9 @@ def _prepare(
         raise Refused("invalid_argument", "an argument is not valid UTF-8") from exc
     snapshot = _canonical_dir(snapshot_dir, "snapshot")
     scratch = _canonical_dir(scratch_dir, "scratch")
+    if snapshot == scratch or snapshot in scratch.parents or scratch in snapshot.parents:
+        # Overlap would make the source writable or the scratch read-only.
+        raise Refused("sandbox_failed", "snapshot and scratch directories overlap")
     work_dir = _resolve_cwd(snapshot, cwd)
     roots = [snapshot, scratch, *forbidden]
     try:
