@@ -61,4 +61,7 @@ class SandboxResult(BaseModel):
     sandbox_digest: str | None = None
     settings_digest: str | None = None
     limits: LimitsApplied | None = None
+    #: Wall time of the whole call (verification, canary, probe), time.monotonic.
     elapsed_seconds: float = 0.0
+    #: Wall time of the probe launch alone, time.monotonic; None if it never launched.
+    probe_elapsed_seconds: float | None = None

@@ -213,6 +213,7 @@ def _finish(outcome: Bounded, launch: Launch, policy: Policy, scratch: Path) -> 
         "stderr": outcome.stderr,
         "stdout_sha256": _digest(outcome.stdout),
         "stderr_sha256": _digest(outcome.stderr),
+        "probe_elapsed_seconds": outcome.elapsed_seconds,
     }
     if outcome.prefix != launch.nonce.encode("ascii"):
         # No start marker: srt or bwrap failed before the probe's shell ran
