@@ -6,7 +6,7 @@ from .models import LIMITS, Fixture, Intervention, Oracle, Plan, PlanLimits, par
 from .oracle import CheckVerdict, Decision, decide_outcome, evaluate_check
 from .persist import find_reusable_receipt, load_plan, load_receipt, save_plan, save_receipt
 from .receipts import build_receipt, verify_receipt
-from .run import ProbeRunResult, action_key_for, probe_run
+from .run import ProbeRunResult, action_key_for, probe_abandon, probe_run
 
 __all__ = [
     "LIMITS",
@@ -27,6 +27,7 @@ __all__ = [
     "load_receipt",
     "parse_plan",
     "plan_id_of",
+    "probe_abandon",
     "probe_run",
     "save_plan",
     "save_receipt",

@@ -38,7 +38,7 @@ from .overlay import apply_interventions, write_fixtures
 from .persist import find_reusable_receipt, load_plan, load_receipt, save_receipt
 from .receipts import RECEIPT_VERSION, build_receipt
 
-__all__ = ["ProbeRunResult", "action_key_for", "probe_run"]
+__all__ = ["ProbeRunResult", "action_key_for", "probe_abandon", "probe_run"]
 
 #: Bounded output returned to callers (the receipt commits to the full kept bytes' digest).
 MAX_RETURNED_OUTPUT = 64 * 1024
@@ -104,6 +104,27 @@ def probe_run(
             return _result_from_receipt(run_id, cached, reused=True)
     result, verdict = _execute(store, plan, policy, runtime)
     return context.finish(store, result, verdict, runtime.digest, key)
+
+
+def probe_abandon(
+    store: Store,
+    plan_id: str,
+    policy_id: str,
+    *,
+    policy_file: PolicyFile,
+    run_id: str,
+    reason: str,
+    detail: str,
+    worker: str,
+) -> ProbeRunResult:
+    """Write the receipt of a run that never completed (e.g. ``worker_lost``): inconclusive.
+
+    Raises NotFound or PolicyError like ``probe_run``.
+    """
+    plan = load_plan(store, plan_id)
+    policy = find_policy(policy_file, policy_id)
+    context = _RunContext(plan_id, plan, policy, run_id, worker)
+    return context.finish(store, _refused(reason, detail), None, "not_run", "")
 
 
 def _executable_sha(policy: Policy, name: str) -> str:
