@@ -17,7 +17,7 @@ from typing import Any
 import dramatiq
 import redis
 from dramatiq.brokers.redis import RedisBroker
-from dramatiq.errors import ConnectionError as DramatiqConnectionError
+from dramatiq.errors import BrokerConnectionError as DramatiqConnectionError
 
 from ..errors import BrokerUnavailable, InfrastructureError
 
