@@ -62,7 +62,8 @@ def postgres_base_url() -> Iterator[str]:
 def pg_url(postgres_base_url: str) -> Iterator[str]:
     """A URL whose search_path is a fresh schema, dropped after the test."""
     schema = f"t_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(postgres_base_url)
+    # pre_ping: a test may terminate backends on purpose; teardown must still work.
+    admin = create_engine(postgres_base_url, pool_pre_ping=True)
     with admin.begin() as conn:
         conn.execute(text(f'CREATE SCHEMA "{schema}"'))
     sep = "&" if "?" in postgres_base_url else "?"
@@ -70,6 +71,48 @@ def pg_url(postgres_base_url: str) -> Iterator[str]:
     with admin.begin() as conn:
         conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
     admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """A reachable Redis URL: a testcontainer, else PROBE_TEST_REDIS_URL."""
+    import redis
+
+    if _docker_answers():
+        from testcontainers.redis import RedisContainer
+
+        with RedisContainer("redis:7") as container:
+            host = container.get_container_host_ip()
+            yield f"redis://{host}:{container.get_exposed_port(6379)}/0"
+        return
+    url = os.environ.get("PROBE_TEST_REDIS_URL")
+    if not url:
+        pytest.fail(
+            "Redis is needed: no Docker engine answers and PROBE_TEST_REDIS_URL is unset "
+            "(e.g. redis://127.0.0.1:6379/0)"
+        )
+    client = redis.Redis.from_url(url)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        pytest.fail(f"Redis at PROBE_TEST_REDIS_URL={url} is unreachable: {exc}")
+    finally:
+        client.close()
+    yield url
+
+
+@pytest.fixture
+def redis_namespace(redis_url: str) -> Iterator[str]:
+    """A fresh key namespace for one test; its keys are deleted afterwards."""
+    import redis
+
+    namespace = f"test-{uuid.uuid4().hex[:12]}"
+    yield namespace
+    client = redis.Redis.from_url(redis_url)
+    keys = list(client.scan_iter(f"{namespace}*"))
+    if keys:
+        client.delete(*keys)
+    client.close()
 
 
 @pytest.fixture

@@ -94,7 +94,9 @@ def _verify_outputs(committed: dict[str, Any], operational: object) -> None:
             data = base64.b64decode(encoded, validate=True)
         except (binascii.Error, TypeError) as exc:
             raise ReceiptInvalid(f"receipt: operational.{stream}_b64 is not base64") from exc
-        if sha256_hex(data) != committed.get(f"{stream}_sha256"):
+        digest = committed.get(f"{stream}_sha256")
+        # A probe that never launched commits no digest; its kept output must be empty.
+        if (digest is None and data) or (digest is not None and sha256_hex(data) != digest):
             raise ReceiptInvalid(
                 f"receipt: operational.{stream}_b64 does not match {stream}_sha256"
             )

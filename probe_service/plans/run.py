@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from ..canonical import sha256_of_json
-from ..errors import PolicyError, ProbeServiceError, SandboxUnavailable
+from ..errors import InfrastructureError, PolicyError, ProbeServiceError, SandboxUnavailable
 from ..policies import (
     Policy,
     PolicyFile,
@@ -150,6 +150,8 @@ def _execute(
     try:
         try:
             snapshot_materialize(store, plan.snapshot_id, snapshot_dir)
+        except InfrastructureError:
+            raise  # the store may answer on a retry; that is not the probe's outcome
         except ProbeServiceError as exc:
             return _refused("snapshot_unavailable", str(exc)), None
         try:

@@ -158,7 +158,8 @@ def reap_runs(ctx: WorkerContext, enqueue: Callable[[Sequence[str]], int]) -> di
     counts = {"requeued": 0, "abandoned": 0, "resent": 0}
     for run in expired_runs(ctx.store):
         if run.attempts >= ctx.max_attempts:
-            if claim_run(ctx.store, run.run_id, ctx.owner, ctx.lease_ms).run is not None:
+            claim = claim_run(ctx.store, run.run_id, ctx.owner, ctx.lease_ms, count_attempt=False)
+            if claim.run is not None:
                 _abandon(ctx, run.run_id, run.plan_id, run.policy_id)
                 counts["abandoned"] += 1
         elif requeue_run(ctx.store, run.run_id):

@@ -96,8 +96,13 @@ def mark_enqueued(store: Store, run_ids: Sequence[str]) -> None:
         )
 
 
-def claim_run(store: Store, run_id: str, owner: str, lease_ms: int) -> Claim:
-    """Take the lease on a queued run (or one whose lease expired) and count the attempt."""
+def claim_run(
+    store: Store, run_id: str, owner: str, lease_ms: int, *, count_attempt: bool = True
+) -> Claim:
+    """Take the lease on a queued run (or one whose lease expired) and count the attempt.
+
+    The janitor claims without counting when it only means to close a run for good.
+    """
     now = now_ms()
     with store.transaction() as conn:
         row = conn.execute(select(runs).where(runs.c.run_id == run_id)).first()
@@ -114,14 +119,15 @@ def claim_run(store: Store, run_id: str, owner: str, lease_ms: int) -> Claim:
             )
             .values(
                 state="running",
-                attempts=row.attempts + 1,
+                attempts=row.attempts + int(count_attempt),
                 lease_owner=owner,
                 lease_expires_ms=now + lease_ms,
             )
         ).rowcount
     if claimed != 1:
         return Claim(None, "lost_race")
-    return Claim(RunRow(run_id, row.plan_id, row.policy_id, "running", row.attempts + 1), "claimed")
+    attempts = row.attempts + int(count_attempt)
+    return Claim(RunRow(run_id, row.plan_id, row.policy_id, "running", attempts), "claimed")
 
 
 def renew_lease(store: Store, run_id: str, owner: str, lease_ms: int) -> bool:
