@@ -1,0 +1,99 @@
+"""The small read interface the pure parts (queries, baselines, applicability) run against.
+
+A ``TreeView`` is one immutable snapshot: its entries by path and a way to read a blob.
+The store-backed view lives in ``sources``; tests build views from plain dicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .digests import digest_bytes, digest_json
+
+__all__ = ["BlobMissing", "EntryLike", "MemoryEntry", "TreeView", "entry_fingerprint"]
+
+
+class BlobMissing(Exception):
+    """A blob a snapshot names cannot be read; applicability becomes ``unknown``."""
+
+
+class EntryLike(Protocol):
+    """What the claims part needs from a snapshot entry."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def digest(self) -> str | None: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def target(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class MemoryEntry:
+    """An in-memory entry, used by tests and benchmarks."""
+
+    path: str
+    kind: str
+    digest: str | None
+    size: int
+    target: str | None = None
+
+
+@dataclass(frozen=True)
+class TreeView:
+    """One snapshot as the claims part sees it."""
+
+    snapshot_id: str
+    entries: Mapping[str, EntryLike]
+    read_blob: Callable[[str], bytes]
+    _cache: dict[str, bytes] = field(default_factory=dict, compare=False, repr=False)
+
+    def read(self, entry: EntryLike) -> bytes:
+        """Bytes of a file entry; raise BlobMissing when the store cannot produce them."""
+        if entry.digest is None:
+            raise BlobMissing(f"{entry.path}: not a file")
+        cached = self._cache.get(entry.digest)
+        if cached is None:
+            cached = self.read_blob(entry.digest)
+            if len(self._cache) < 4096:
+                self._cache[entry.digest] = cached
+        return cached
+
+    @classmethod
+    def from_files(
+        cls, files: Mapping[str, bytes | tuple[str, str]], snapshot_id: str = ""
+    ) -> TreeView:
+        """Build a view from ``{path: bytes}`` (files) or ``{path: ("symlink", target)}``."""
+        entries: dict[str, EntryLike] = {}
+        blobs: dict[str, bytes] = {}
+        for path, content in files.items():
+            if isinstance(content, tuple):
+                entries[path] = MemoryEntry(path, "symlink", None, len(content[1]), content[1])
+                continue
+            digest = digest_bytes(content)
+            blobs[digest] = content
+            entries[path] = MemoryEntry(path, "file", digest, len(content))
+
+        def read_blob(digest: str) -> bytes:
+            try:
+                return blobs[digest]
+            except KeyError as exc:
+                raise BlobMissing(digest) from exc
+
+        fingerprints = sorted((path, entry_fingerprint(e)) for path, e in entries.items())
+        return cls(snapshot_id or digest_json(fingerprints), entries, read_blob)
+
+
+def entry_fingerprint(entry: EntryLike | None) -> str | None:
+    """What an ``exact_blob`` dependency keeps: the file digest, link target, or absence."""
+    if entry is None:
+        return None
+    if entry.kind == "symlink":
+        return f"symlink:{entry.target}"
+    return f"file:{entry.digest}"
