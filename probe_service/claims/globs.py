@@ -42,9 +42,11 @@ def compile_glob(pattern: str) -> DomainGlob:
 def _compile_cached(pattern: str) -> DomainGlob:
     segments = _check_pattern(pattern)
     parts: list[str] = []
-    for segment in segments:
+    for index, segment in enumerate(segments):
         if segment == "**":
-            parts.append("(?:[^/]+/)*")
+            # A trailing ``**`` means "everything below", never the directory itself.
+            last = index == len(segments) - 1
+            parts.append("(?:[^/]+/)+" if last else "(?:[^/]+/)*")
         else:
             parts.append(_translate_segment(segment, pattern) + "/")
     regex = re.compile("".join(parts) + r"\Z", re.DOTALL)
