@@ -28,7 +28,7 @@ import typer
 from pydantic import BaseModel
 
 from . import claims as svc
-from .errors import InvalidClaim, InvalidInput, ProbeServiceError
+from .errors import InfrastructureError, InvalidClaim, ProbeServiceError, UnstableWorkingTree
 from .store import Store, open_store
 
 __all__ = ["change_app", "claim_app", "gate_command", "knowledge_app", "obligations_app"]
@@ -48,16 +48,28 @@ ScopeOpt = Annotated[str | None, typer.Option("--scope", help="Project key to co
 
 
 @contextmanager
-def _cli_errors() -> Iterator[None]:
-    """The one place errors become an exit code and one line on stderr."""
+def _cli_errors(as_json: bool = False) -> Iterator[None]:
+    """The one place errors become an exit code and one line on stderr.
+
+    Mirrors ``probe_service.cli.main``: ``byte-probe: error: ...`` on stderr, an error frame
+    on stdout under ``--json``, exit 3 for input errors and 4 for infrastructure.
+    """
     try:
         yield
     except ProbeServiceError as exc:
-        typer.echo(f"error: {exc.code}: {exc}", err=True)
-        raise typer.Exit(EXIT_INPUT if isinstance(exc, InvalidInput) else EXIT_OTHER) from None
+        infra = isinstance(exc, InfrastructureError | UnstableWorkingTree)
+        _report(str(exc), exc.code, as_json)
+        raise typer.Exit(EXIT_OTHER if infra else EXIT_INPUT) from None
     except OSError as exc:
-        typer.echo(f"error: io: {exc}", err=True)
+        _report(f"{exc.filename or ''}: {exc.strerror or exc}", "os_error", as_json)
         raise typer.Exit(EXIT_INPUT) from None
+
+
+def _report(message: str, code: str, as_json: bool) -> None:
+    line = " ".join(message.split())
+    typer.echo(f"byte-probe: error: {line}", err=True)
+    if as_json:
+        typer.echo(json.dumps({"error": code, "message": line}))
 
 
 @contextmanager
@@ -102,7 +114,7 @@ def claim_create_command(
 
     Example: byte-probe claim create claim.json --json
     """
-    with _cli_errors(), _store(root) as store:
+    with _cli_errors(as_json), _store(root) as store:
         record = svc.claim_create(
             store,
             _read_json(file),
@@ -125,7 +137,7 @@ def claim_show_command(
 
     Example: byte-probe claim show clm_0123... --scope payments
     """
-    with _cli_errors(), _store(root) as store:
+    with _cli_errors(as_json), _store(root) as store:
         record = svc.claim_show(store, claim_id, scope=scope)
         _emit(
             record,
@@ -146,7 +158,7 @@ def claim_check_command(
 
     Example: byte-probe claim check clm_01... clm_02... --snapshot 3fa4...
     """
-    with _cli_errors(), _store(root) as store:
+    with _cli_errors(as_json), _store(root) as store:
         checks = svc.claim_check(store, claim_ids, snapshot, scope=scope, interface="cli")
         _emit(checks, as_json, "\n".join(_check_line(c) for c in checks))
 
@@ -163,7 +175,7 @@ def claim_withdraw_command(
 
     Example: byte-probe claim withdraw clm_01... --rationale "wrong premise"
     """
-    with _cli_errors(), _store(root) as store:
+    with _cli_errors(as_json), _store(root) as store:
         tomb = svc.claim_withdraw(store, claim_id, rationale, scope=scope, interface="cli")
         _emit(tomb, as_json, f"{tomb.claim_id} withdrawn")
 
@@ -185,7 +197,7 @@ def change_analyze_command(
 
     Example: byte-probe change analyze 3fa4... 9bc1... --json
     """
-    with _cli_errors(), _store(root) as store:
+    with _cli_errors(as_json), _store(root) as store:
         result = svc.change_analyze(store, from_snapshot, to_snapshot, scope=scope, interface="cli")
         summary = (
             f"{len(result.changed_paths)} changed path(s), {result.candidates} candidate "
@@ -206,7 +218,7 @@ def obligations_list_command(
 
     Example: byte-probe obligations list --open --scope payments --json
     """
-    with _cli_errors(), _store(root) as store:
+    with _cli_errors(as_json), _store(root) as store:
         found = svc.obligation_list(
             store, scope=scope, state="open" if only_open else None, claim_id=claim_id
         )
@@ -232,7 +244,7 @@ def obligations_resolve_command(
     Example: byte-probe obligations resolve obl_01... --resolution accepted_risk
     --rationale "doc-only change"
     """
-    with _cli_errors(), _store(root) as store:
+    with _cli_errors(as_json), _store(root) as store:
         done = svc.obligation_resolve(
             store,
             obligation_id,
@@ -259,7 +271,7 @@ def knowledge_query_command(
 
     Example: byte-probe knowledge query --scope payments --snapshot 3fa4... --text "trailing comma"
     """
-    with _cli_errors(), _store(root) as store:
+    with _cli_errors(as_json), _store(root) as store:
         hits = svc.knowledge_query(
             store,
             scope=scope,
@@ -289,7 +301,7 @@ def knowledge_record_answer_command(
 
     Example: byte-probe knowledge record-answer answer.json --json
     """
-    with _cli_errors(), _store(root) as store:
+    with _cli_errors(as_json), _store(root) as store:
         record = svc.knowledge_record_answer(store, _read_json(file), interface="cli")
         _emit(record, as_json, f"{record.claim_id} {record.outcome}")
 
@@ -304,7 +316,7 @@ def gate_command(
 
     Example: byte-probe gate --snapshot 3fa4... --scope payments --json
     """
-    with _cli_errors(), _store(root) as store:
+    with _cli_errors(as_json), _store(root) as store:
         result = svc.gate(store, snapshot, scope=scope, interface="cli")
     lines = [
         f"gate {'passed' if result.passed else 'closed'}: {result.checked} claim(s) checked, "

@@ -66,6 +66,7 @@ def evaluate_claims(
     """Pure part of the check: compare each claim's baselines with the snapshot."""
     tree = source.tree(snapshot_id)
     checks: list[ClaimCheck] = []
+    reasons: tuple[str, ...]
     for claim_id, (scope, outcome) in heads.items():
         if tree is None:
             deps: list[DependencyCheck] = []

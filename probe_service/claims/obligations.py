@@ -82,12 +82,17 @@ def open_obligations(
 
 
 def _insert_new(conn: Connection) -> Insert:
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    return (
-        dialect.insert(obligations)
-        .on_conflict_do_nothing(index_elements=["claim_id", "snapshot_id"])
-        .returning(obligations.c.obligation_id)
+    """INSERT that skips an existing (claim, snapshot) pair instead of failing the
+    transaction (PostgreSQL aborts a transaction on a unique violation)."""
+    if conn.dialect.name == "postgresql":
+        pg = postgresql.insert(obligations).on_conflict_do_nothing(
+            index_elements=["claim_id", "snapshot_id"]
+        )
+        return pg.returning(obligations.c.obligation_id)
+    lite = sqlite.insert(obligations).on_conflict_do_nothing(
+        index_elements=["claim_id", "snapshot_id"]
     )
+    return lite.returning(obligations.c.obligation_id)
 
 
 def obligation_list(

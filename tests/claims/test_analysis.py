@@ -72,7 +72,8 @@ class TestObligations:
         make(tree, receipts, start, {"negative_query": {"query": grep("legacy")}})
         end = tree.write("src/new.py", "fine\n").capture()
         result = change_analyze(tree.store, start, end)
-        assert result.candidates == 1 and result.opened == ()
+        assert result.candidates == 1
+        assert result.opened == ()
 
     def test_same_pair_twice_opens_nothing_new(
         self, tree: WorkTree, start: str, receipts: ReceiptLookup
@@ -82,7 +83,8 @@ class TestObligations:
         end = tree.write("src/parse.py", "changed\n").capture()
         first = change_analyze(tree.store, start, end)
         second = change_analyze(tree.store, start, end)
-        assert len(first.opened) == 1 and second.opened == ()
+        assert len(first.opened) == 1
+        assert second.opened == ()
         assert len(obligation_list(tree.store)) == 1
 
     def test_events_announce_applicability_and_obligations(
@@ -94,7 +96,8 @@ class TestObligations:
         change_analyze(tree.store, start, end)
         with tree.store.reading() as conn:
             kinds = [e.kind for e in read_events(conn, 0, 1000)]
-        assert "claim_applicability" in kinds and "obligation_opened" in kinds
+        assert "claim_applicability" in kinds
+        assert "obligation_opened" in kinds
 
     def test_missing_snapshot_is_not_found(self, tree: WorkTree, start: str) -> None:
         """Both snapshots must be in the store."""

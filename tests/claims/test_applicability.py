@@ -46,13 +46,15 @@ class TestExactBlob:
     def test_deleted_path_needs_recheck(self) -> None:
         """A deleted path needs a recheck."""
         result = check(baseline(BASE, EXACT), {"src/other.py": BASE["src/other.py"]})
-        assert result.state == "needs_recheck" and "deleted" in result.reason
+        assert result.state == "needs_recheck"
+        assert "deleted" in result.reason
 
     def test_created_path_needs_recheck_when_absence_was_captured(self) -> None:
         """A path captured as absent needs a recheck once it exists."""
         base = baseline(BASE, {"exact_blob": {"path": "src/new.py"}})
         result = check(base, {**BASE, "src/new.py": b""})
-        assert result.state == "needs_recheck" and "created" in result.reason
+        assert result.state == "needs_recheck"
+        assert "created" in result.reason
 
     def test_symlink_retarget_needs_recheck(self) -> None:
         """A symlink's target is its content."""
@@ -84,7 +86,8 @@ class TestNegativeQuery:
     def test_added_match_needs_recheck(self) -> None:
         """A new file containing a match reopens the claim."""
         result = check(baseline(BASE, NEG), {**BASE, "src/new.py": b"legacy()\n"})
-        assert result.state == "needs_recheck" and "src/new.py" in result.reason
+        assert result.state == "needs_recheck"
+        assert "src/new.py" in result.reason
 
     def test_changed_file_that_now_matches_needs_recheck(self) -> None:
         """A member edited to match reopens the claim."""
@@ -109,7 +112,8 @@ class TestNegativeQuery:
         base = baseline(BASE, NEG)
         monkeypatch.setitem(queries.ANALYZER_VERSION, "grep", "grep/999")
         result = check(base, BASE)
-        assert result.state == "needs_recheck" and "analyzer" in result.reason
+        assert result.state == "needs_recheck"
+        assert "analyzer" in result.reason
 
     def test_missing_blob_is_unknown(self) -> None:
         """A blob the store cannot produce makes the dependency unknown."""
@@ -132,4 +136,5 @@ class TestCombine:
             DependencyCheck(position=2, form="exact_blob", state="needs_recheck", reason="x"),
         ]
         state, reasons = combine_checks(checks)
-        assert state == "needs_recheck" and len(reasons) == 2
+        assert state == "needs_recheck"
+        assert len(reasons) == 2

@@ -120,7 +120,8 @@ class TestMissingData:
         """A target snapshot the store does not hold gives unknown, with the reason."""
         claim_id, _ = claim(base, receipts, NEG)
         check = claim_check(base.store, [claim_id], "e" * 64)[0]
-        assert check.state == "unknown" and "not in the store" in check.reasons[0]
+        assert check.state == "unknown"
+        assert "not in the store" in check.reasons[0]
 
     def test_missing_blob_is_unknown(self, base: WorkTree, receipts: ReceiptLookup) -> None:
         """A blob the store lost makes a query dependency unknown."""
@@ -128,9 +129,8 @@ class TestMissingData:
         target = base.write("src/n.py", "fresh content\n").capture()
         import hashlib
 
-        from sqlalchemy import delete
-
         from probe_service.store.schema import blobs
+        from sqlalchemy import delete
 
         lost = hashlib.sha256(b"fresh content\n").hexdigest()
         with base.store.transaction() as conn:
@@ -160,5 +160,7 @@ class TestRecordKeeping:
         claim_id, _ = claim(base, receipts, {"exact_blob": {"path": "src/parse.py"}})
         state(base, claim_id)
         with base.store.reading() as conn:
-            rows = conn.execute(select(claim_checks.c.state).where(claim_checks.c.claim_id == claim_id))
+            rows = conn.execute(
+                select(claim_checks.c.state).where(claim_checks.c.claim_id == claim_id)
+            )
             assert [r[0] for r in rows] == ["current"]

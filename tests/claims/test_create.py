@@ -59,7 +59,9 @@ class TestBaselines:
         self, store: Store, snap: str, receipts: ReceiptLookup
     ) -> None:
         """A query_set baseline keeps the result digest, membership and analyzer version."""
-        record = create(store, receipts, claim_request(snap, {"query_set": {"query": grep("parse(")}}))
+        record = create(
+            store, receipts, claim_request(snap, {"query_set": {"query": grep("parse(")}})
+        )
         base = record.dependencies[0]
         assert isinstance(base, QueryBaseline)
         assert (base.match_count, base.members, base.complete) == (2, 1, True)
@@ -138,7 +140,9 @@ class TestOutcome:
         self, store: Store, snap: str, receipts: ReceiptLookup
     ) -> None:
         """A caller cannot claim ``supported`` on inconclusive evidence."""
-        request = claim_request(snap, evidence=[{"receipt": RECEIPT_INCONCLUSIVE}], outcome="supported")
+        request = claim_request(
+            snap, evidence=[{"receipt": RECEIPT_INCONCLUSIVE}], outcome="supported"
+        )
         with pytest.raises(InvalidClaim, match="outcome"):
             create(store, receipts, request)
 
@@ -185,9 +189,7 @@ class TestPersistence:
         record = create(store, receipts, claim_request(snap, evidence=[{"text": "t"}]))
         assert claim_show(store, record.claim_id) == record
 
-    def test_create_emits_an_event(
-        self, store: Store, snap: str, receipts: ReceiptLookup
-    ) -> None:
+    def test_create_emits_an_event(self, store: Store, snap: str, receipts: ReceiptLookup) -> None:
         """A claim_created event names the claim and its scope."""
         record = create(store, receipts, claim_request(snap))
         with store.reading() as conn:

@@ -71,7 +71,9 @@ class TestResolve:
     ) -> None:
         """``superseded`` links the named successor claim."""
         snap = tree.capture()
-        successor = claim_create(tree.store, claim_request(snap, statement="new"), receipts=receipts)
+        successor = claim_create(
+            tree.store, claim_request(snap, statement="new"), receipts=receipts
+        )
         obligation_resolve(
             tree.store, opened.obligation_id, "superseded", "rewritten",
             successor_claim_id=successor.claim_id,
@@ -105,9 +107,11 @@ class TestGate:
         assert gate(tree.store, start, scope="payments").passed
         end = tree.write("src/parse.py", "changed\n").capture()
         closed = gate(tree.store, end, scope="payments")
-        assert not closed.passed and len(closed.opened) == 1
+        assert not closed.passed
+        assert len(closed.opened) == 1
         again = gate(tree.store, end, scope="payments")
-        assert again.opened == () and not again.passed
+        assert again.opened == ()
+        assert not again.passed
         obligation_resolve(tree.store, closed.opened[0].obligation_id, "accepted_risk", "ok")
         assert gate(tree.store, end, scope="payments").passed
 
@@ -118,4 +122,5 @@ class TestGate:
         start = tree.write("src/parse.py", PARSE_PY).capture()
         claim_create(tree.store, claim_request(start), receipts=receipts)
         result = gate(tree.store, "9" * 64, scope="payments")
-        assert not result.passed and result.opened[0].applicability == "unknown"
+        assert not result.passed
+        assert result.opened[0].applicability == "unknown"

@@ -39,7 +39,8 @@ class TestGrep:
             ("src/parse.py", 4),
             ("src/util/io.py", 2),
         ]
-        assert result.complete and not result.truncated
+        assert result.complete
+        assert not result.truncated
 
     def test_regex_grep_uses_the_pattern(self, view: TreeView) -> None:
         """With ``regex`` the pattern is a regular expression."""
@@ -57,20 +58,22 @@ class TestGrep:
         """A line beyond the regex line cap is skipped and reported."""
         view = TreeView.from_files({"a.txt": b"x" * (MAX_LINE_CHARS + 1)})
         result = evaluate_query(q(kind="grep", pattern="x", regex=True, domain="*"), view)
-        assert not result.complete and result.notes
+        assert not result.complete
+        assert result.notes
 
     def test_file_over_the_size_cap_is_skipped_and_reported(self) -> None:
         """A file larger than MAX_FILE_BYTES is not read and the result is incomplete."""
         view = TreeView.from_files({"big.txt": b"a" * (MAX_FILE_BYTES + 1)})
         result = evaluate_query(q(kind="grep", pattern="a", domain="*"), view)
-        assert result.matches == () and not result.complete
+        assert result.matches == ()
+        assert not result.complete
 
     def test_results_beyond_max_results_are_truncated(self, view: TreeView) -> None:
         """More matches than ``max_results`` gives a truncated, incomplete result."""
-        result = evaluate_query(
-            q(kind="grep", pattern="parse", domain="**", max_results=2), view
-        )
-        assert len(result.matches) == 2 and result.truncated and not result.complete
+        result = evaluate_query(q(kind="grep", pattern="parse", domain="**", max_results=2), view)
+        assert len(result.matches) == 2
+        assert result.truncated
+        assert not result.complete
 
     def test_same_input_gives_the_same_digest(self, view: TreeView) -> None:
         """Evaluation is deterministic: equal trees give equal result digests."""
@@ -112,4 +115,5 @@ class TestPythonSymbol:
         """Repository SyntaxWarnings never escape the analyzer (warnings are errors here)."""
         view = TreeView.from_files({"w.py": b"x = '\\d'\ny = x\n"})
         result = evaluate_query(q(kind="python_symbol", name="x", domain="*.py"), view)
-        assert result.complete and len(result.matches) == 2
+        assert result.complete
+        assert len(result.matches) == 2

@@ -34,7 +34,8 @@ def test_text_match_finds_the_claim_with_applicability(store: Store, snap: str) 
     hits = knowledge_query(store, scope="payments", target_snapshot=snap,
                            text_query="does parse accept a trailing comma?")  # fmt: skip
     assert [h.claim.statement for h in hits] == ["parse() accepts a trailing comma"]
-    assert hits[0].applicability.state == "current" and hits[0].matched_by == ("text",)
+    assert hits[0].applicability.state == "current"
+    assert hits[0].matched_by == ("text",)
 
 
 def test_stemming_matches_word_forms(store: Store, snap: str) -> None:

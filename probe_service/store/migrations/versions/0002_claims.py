@@ -176,7 +176,9 @@ def _postgresql_extras() -> None:
     )
     op.execute(
         "CREATE FUNCTION claims_append_only() RETURNS trigger LANGUAGE plpgsql AS $$ "
-        "BEGIN RAISE EXCEPTION '% is append-only', TG_TABLE_NAME; END $$"
+        # restrict_violation is an integrity error, so the store maps it to Conflict.
+        "BEGIN RAISE EXCEPTION '% is append-only', TG_TABLE_NAME "
+        "USING ERRCODE = 'restrict_violation'; END $$"
     )
     op.execute(
         "CREATE TRIGGER claim_audit_append_only BEFORE UPDATE OR DELETE ON claim_audit "
