@@ -53,8 +53,9 @@ def change_analyze(
         baselines = load_baselines(conn, list(heads))
     checks = evaluate_claims(heads, baselines, to_snapshot, source)
     with store.transaction() as conn:
-        record_checks(conn, checks, interface)
         opened = open_obligations(conn, checks, from_snapshot, interface)
+        # an obligation_opened event already carries the claim's applicability
+        record_checks(conn, checks, interface, announced={o.claim_id for o in opened})
         for group_scope in sorted({c.scope for c in checks}):
             append_audit(
                 conn,

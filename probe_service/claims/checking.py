@@ -6,7 +6,7 @@ a ``claim_applicability`` event; the recorded outcome is only echoed, never edit
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from sqlalchemy import Connection, insert
 
@@ -100,8 +100,14 @@ def _check(
     )
 
 
-def record_checks(conn: Connection, checks: Iterable[ClaimCheck], interface: str) -> None:
-    """Append check rows, one event per claim and one audit entry per scope."""
+def record_checks(
+    conn: Connection,
+    checks: Iterable[ClaimCheck],
+    interface: str,
+    announced: Collection[str] = frozenset(),
+) -> None:
+    """Append check rows, an audit entry per scope, and an event per claim that is not
+    current, unless its claim id is in ``announced`` (an obligation event said it already)."""
     rows = list(checks)
     if not rows:
         return
@@ -120,13 +126,15 @@ def record_checks(conn: Connection, checks: Iterable[ClaimCheck], interface: str
             for c in rows
         ],
     )
+    # Events announce what a consumer must act on: a claim that is not current.
     for c in rows:
-        append_event(
-            conn,
-            "claim_applicability",
-            c.claim_id,
-            {"scope": c.scope, "snapshot_id": c.snapshot_id, "state": c.state},
-        )
+        if c.state != "current" and c.claim_id not in announced:
+            append_event(
+                conn,
+                "claim_applicability",
+                c.claim_id,
+                {"scope": c.scope, "snapshot_id": c.snapshot_id, "state": c.state},
+            )
     by_scope: dict[str, list[ClaimCheck]] = {}
     for c in rows:
         by_scope.setdefault(c.scope, []).append(c)

@@ -41,8 +41,9 @@ def gate(
         baselines = load_baselines(conn, ids)
     checks = evaluate_claims(heads, baselines, snapshot_id, source or SnapshotSource(store))
     with store.transaction() as conn:
-        record_checks(conn, checks, interface)
         opened = open_obligations(conn, checks, None, interface)
+        # an obligation_opened event already carries the claim's applicability
+        record_checks(conn, checks, interface, announced={o.claim_id for o in opened})
         still_open = list_in(conn, scope=scope, state="open")
     return GateResult(
         snapshot_id=snapshot_id,

@@ -35,10 +35,14 @@ MAX_LIST = 10_000
 def open_obligations(
     conn: Connection, checks: Sequence[ClaimCheck], from_snapshot: str | None, interface: str
 ) -> list[Obligation]:
-    """Open one obligation per check that is not ``current``; existing ones are kept."""
+    """Open one obligation per check that is not ``current``; existing ones are kept.
+
+    One batched INSERT ... ON CONFLICT DO NOTHING RETURNING tells exactly which rows are
+    new, even against a concurrent writer; each new one gets an event, each scope an audit.
+    """
     now = utc_now()
-    rows = [
-        {
+    rows = {
+        c.claim_id: {
             "obligation_id": "obl_" + uuid.uuid4().hex,
             "claim_id": c.claim_id,
             "scope": c.scope,
@@ -50,23 +54,12 @@ def open_obligations(
         }
         for c in checks
         if c.state != "current"
-    ]
-    opened: list[Obligation] = []
-    for row in rows:
-        inserted = conn.execute(_insert_new(conn).values(**row)).first()
-        if inserted is None:
-            continue
-        obligation = _obligation(row, None)
-        opened.append(obligation)
-        append_audit(
-            conn,
-            operation="obligation_open",
-            interface=interface,
-            scope=obligation.scope,
-            subject_ids=[obligation.obligation_id, obligation.claim_id],
-            before=None,
-            after=digest_json(obligation.model_dump(mode="json")),
-        )
+    }
+    if not rows:
+        return []
+    inserted = {r[0] for r in conn.execute(_insert_new(conn), list(rows.values()))}
+    opened = [_obligation(row, None) for row in rows.values() if row["obligation_id"] in inserted]
+    for obligation in opened:
         append_event(
             conn,
             "obligation_opened",
@@ -77,6 +70,17 @@ def open_obligations(
                 "snapshot_id": obligation.snapshot_id,
                 "applicability": obligation.applicability,
             },
+        )
+    for scope in sorted({o.scope for o in opened}):
+        group = [o for o in opened if o.scope == scope]
+        append_audit(
+            conn,
+            operation="obligation_open",
+            interface=interface,
+            scope=scope,
+            subject_ids=[o.obligation_id for o in group],
+            before=None,
+            after=digest_json([o.model_dump(mode="json") for o in group]),
         )
     return opened
 

@@ -62,9 +62,20 @@ class Domain:
 
 
 def domain_of(glob: str, tree: TreeView) -> Domain:
-    """Select the entries of ``tree`` inside ``glob``, sorted by path."""
+    """Select the entries of ``tree`` inside ``glob``, sorted by path (memoized per tree)."""
+    cached = tree.memo.get(("domain", glob))
+    if isinstance(cached, Domain):
+        return cached
+    domain = _select_domain(glob, tree)
+    tree.memo["domain", glob] = domain
+    return domain
+
+
+def _select_domain(glob: str, tree: TreeView) -> Domain:
     matcher = compile_glob(glob)
-    members = tuple(tree.entries[p] for p in sorted(tree.entries) if matcher.matches(p))
+    # Only paths under the glob's literal prefix can match: bisect instead of scanning.
+    candidates = tree.paths_under(matcher.prefix)
+    members = tuple(tree.entries[p] for p in candidates if matcher.matches(p))
     return Domain(
         members=members,
         membership_digest=digest_json([m.path for m in members]),
@@ -90,7 +101,21 @@ class _Scan:
 
 
 def evaluate_query(query: QuerySpec, tree: TreeView) -> QueryResult:
-    """Run ``query`` over ``tree``; raise BlobMissing when a needed blob cannot be read."""
+    """Run ``query`` over ``tree``; raise BlobMissing when a needed blob cannot be read.
+
+    The tree is immutable and the query deterministic, so a result is memoized on the tree:
+    claims sharing a query are evaluated once per snapshot.
+    """
+    key = ("query", query.model_dump_json())
+    cached = tree.memo.get(key)
+    if isinstance(cached, QueryResult):
+        return cached
+    result = _evaluate(query, tree)
+    tree.memo[key] = result
+    return result
+
+
+def _evaluate(query: QuerySpec, tree: TreeView) -> QueryResult:
     domain = domain_of(query.domain, tree)
     scan = _Scan(limit=query.max_results)
     if isinstance(query, PathGlobQuery):

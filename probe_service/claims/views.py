@@ -6,6 +6,7 @@ The store-backed view lives in ``sources``; tests build views from plain dicts.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -53,6 +54,19 @@ class TreeView:
     entries: Mapping[str, EntryLike]
     read_blob: Callable[[str], bytes]
     _cache: dict[str, bytes] = field(default_factory=dict, compare=False, repr=False)
+    _sorted: list[str] = field(default_factory=list, compare=False, repr=False)
+    #: Results of deterministic computations over this immutable tree (domains, queries).
+    memo: dict[tuple[str, str], object] = field(default_factory=dict, compare=False, repr=False)
+
+    def paths_under(self, prefix: str) -> list[str]:
+        """Sorted paths starting with ``prefix``, found by bisection (no full scan)."""
+        if not self._sorted and self.entries:
+            self._sorted.extend(sorted(self.entries))
+        start = bisect.bisect_left(self._sorted, prefix)
+        end = start
+        while end < len(self._sorted) and self._sorted[end].startswith(prefix):
+            end += 1
+        return self._sorted[start:end]
 
     def read(self, entry: EntryLike) -> bytes:
         """Bytes of a file entry; raise BlobMissing when the store cannot produce them."""

@@ -7,6 +7,7 @@ import pytest
 from probe_service.claims import (
     ReceiptLookup,
     change_analyze,
+    claim_check,
     claim_create,
     obligation_list,
 )
@@ -87,17 +88,29 @@ class TestObligations:
         assert second.opened == ()
         assert len(obligation_list(tree.store)) == 1
 
-    def test_events_announce_applicability_and_obligations(
+    def test_obligation_event_carries_the_applicability(
         self, tree: WorkTree, start: str, receipts: ReceiptLookup
     ) -> None:
-        """claim_applicability and obligation_opened events are appended."""
-        make(tree, receipts, start)
+        """Each opened obligation is announced once, with the claim's applicability."""
+        claim_id = make(tree, receipts, start)
         end = tree.write("src/parse.py", "changed\n").capture()
         change_analyze(tree.store, start, end)
         with tree.store.reading() as conn:
-            kinds = [e.kind for e in read_events(conn, 0, 1000)]
-        assert "claim_applicability" in kinds
-        assert "obligation_opened" in kinds
+            events = [e for e in read_events(conn, 0, 1000) if e.kind == "obligation_opened"]
+        assert [(e.payload["claim_id"], e.payload["applicability"]) for e in events] == [
+            (claim_id, "needs_recheck")
+        ]
+
+    def test_stale_check_without_new_obligation_emits_applicability(
+        self, tree: WorkTree, start: str, receipts: ReceiptLookup
+    ) -> None:
+        """A stale claim_check is announced as a claim_applicability event."""
+        claim_id = make(tree, receipts, start)
+        end = tree.write("src/parse.py", "changed\n").capture()
+        claim_check(tree.store, [claim_id], end)
+        with tree.store.reading() as conn:
+            events = [e for e in read_events(conn, 0, 1000) if e.kind == "claim_applicability"]
+        assert [(e.subject, e.payload["state"]) for e in events] == [(claim_id, "needs_recheck")]
 
     def test_missing_snapshot_is_not_found(self, tree: WorkTree, start: str) -> None:
         """Both snapshots must be in the store."""

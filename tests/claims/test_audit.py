@@ -43,8 +43,8 @@ def test_every_mutation_is_audited_in_order(history: Store) -> None:
     operations = [e.operation for e in entries]
     assert operations == [
         "claim_create",
-        "claim_check",
         "obligation_open",
+        "claim_check",
         "change_analyze",
         "obligation_resolve",
         "claim_withdraw",
