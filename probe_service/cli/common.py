@@ -1,0 +1,59 @@
+"""What every CLI command shares: the store it opens, JSON output, the exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import BaseModel
+from rich.console import Console
+
+from ..store import DATABASE_URL_ENV, Store, open_store
+
+__all__ = [
+    "EXIT_INFRASTRUCTURE",
+    "EXIT_INPUT",
+    "JsonOption",
+    "RootOption",
+    "console",
+    "emit_json",
+    "open_cli_store",
+]
+
+#: Exit code of a usage or input error (bad flag, bad file, unknown id, refused path).
+EXIT_INPUT = 3
+#: Exit code when the store, broker or working tree was unavailable; retrying may help.
+EXIT_INFRASTRUCTURE = 4
+
+console = Console()
+
+RootOption = Annotated[
+    Path,
+    typer.Option(
+        "--root", help="Directory whose .zyte holds the embedded store.", show_default="."
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
+
+
+def open_cli_store(root: Path) -> Store:
+    """Open the store named by PROBE_DATABASE_URL, else the embedded one under ``root``."""
+    return open_store(root, os.environ.get(DATABASE_URL_ENV) or None)
+
+
+def emit_json(value: BaseModel | dict[str, Any] | list[Any]) -> None:
+    """Print ``value`` as one JSON document on stdout."""
+    if isinstance(value, BaseModel):
+        text = value.model_dump_json()
+    else:
+        text = json.dumps(value, default=_default, sort_keys=True)
+    typer.echo(text)
+
+
+def _default(value: object) -> object:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")

@@ -1,0 +1,23 @@
+"""``byte-probe demo``: run the main job on the embedded default."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..demo import run_demo
+from .common import console
+
+
+def demo(
+    workdir: Annotated[
+        Path, typer.Option("--workdir", help="Where the demo keeps its store and policy file.")
+    ] = Path(".demo"),
+) -> None:
+    """Run the main job on the shipped example repository and print the result.
+
+    Example: byte-probe demo --workdir /tmp/demo
+    """
+    raise typer.Exit(run_demo(workdir, console))

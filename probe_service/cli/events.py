@@ -1,0 +1,34 @@
+"""``byte-probe events``: read the monotonic event log after a cursor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from .. import service
+from .common import JsonOption, RootOption, console, emit_json, open_cli_store
+
+
+def events(
+    after: Annotated[int, typer.Option("--after", help="Only events after this cursor.")] = 0,
+    limit: Annotated[int, typer.Option("--limit", help="At most this many events.")] = 1000,
+    root: RootOption = Path("."),
+    json_out: JsonOption = False,
+) -> None:
+    """List events with a cursor greater than --after, oldest first.
+
+    Example: byte-probe events --after 41 --json
+    """
+    found = service.knowledge_events(open_cli_store(root), after, limit)
+    if json_out:
+        emit_json([e.model_dump() for e in found])
+        return
+    table = Table(title="events")
+    for column in ("cursor", "kind", "subject", "created"):
+        table.add_column(column)
+    for e in found:
+        table.add_row(str(e.cursor), e.kind, e.subject, e.created_at)
+    console.print(table)

@@ -1,0 +1,71 @@
+"""The root ``byte-probe`` app and the one place errors become exit codes."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import typer
+
+# typer 0.29 vendors click privately; pinned in pyproject so this import stays valid.
+from typer._click.exceptions import ClickException
+
+from ..errors import InfrastructureError, ProbeServiceError, UnstableWorkingTree
+from . import demo, events, snapshot
+from .common import EXIT_INFRASTRUCTURE, EXIT_INPUT
+
+app = typer.Typer(
+    name="byte-probe",
+    help=(
+        "Byte probe service: snapshots, sandboxed probes, receipts and claims.\n\n"
+        f"Exit codes: 0 ok; {EXIT_INPUT} usage or input error; "
+        f"{EXIT_INFRASTRUCTURE} store, broker or working tree unavailable (retry). "
+        "`run`, `submit` and `gate` document their own outcome codes."
+    ),
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.add_typer(snapshot.app, name="snapshot")
+app.command("events")(events.events)
+app.command("demo")(demo.demo)
+
+
+def _exit_code(exc: ProbeServiceError) -> int:
+    if isinstance(exc, InfrastructureError | UnstableWorkingTree):
+        return EXIT_INFRASTRUCTURE
+    return EXIT_INPUT
+
+
+def _report(message: str, code: str, argv: list[str]) -> None:
+    """Print one line on stderr, and an error frame on stdout when --json was asked for."""
+    line = " ".join(message.split())
+    sys.stderr.write(f"byte-probe: error: {line}\n")
+    if "--json" in argv:
+        sys.stdout.write(json.dumps({"error": code, "message": line}) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI and return its exit code; no traceback ever reaches the user."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=args, prog_name="byte-probe", standalone_mode=False)
+    except ProbeServiceError as exc:
+        _report(str(exc), exc.code, args)
+        return _exit_code(exc)
+    except typer.Abort:
+        _report("aborted", "aborted", args)
+        return 130
+    except ClickException as exc:
+        _report(exc.format_message(), "usage", args)
+        return EXIT_INPUT
+    except OSError as exc:
+        _report(f"{exc.filename or ''}: {exc.strerror or exc}", "os_error", args)
+        return EXIT_INPUT
+    return result if isinstance(result, int) else 0
+
+
+def entry_point() -> None:
+    """Console-script entry: exit with ``main``'s code."""
+    sys.exit(main())

@@ -1,0 +1,288 @@
+"""Probe plans: the frozen wire model a user writes, its limits, and its canonical id."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ..canonical import canonical_json, sha256_hex
+from ..errors import InvalidPlan, UnsafePath
+from ..relpaths import check_relative_path
+
+__all__ = [
+    "LIMITS",
+    "Check",
+    "Fixture",
+    "Intervention",
+    "Oracle",
+    "Plan",
+    "PlanLimits",
+    "parse_plan",
+    "plan_id_of",
+]
+
+
+class PlanLimits(BaseModel):
+    """Documented size limits of one plan; crossing one refuses the plan naming it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_args: int = 256
+    max_arg_bytes: int = 4096
+    max_files: int = 64
+    max_file_bytes: int = 1 << 20
+    max_total_file_bytes: int = 4 << 20
+    max_text_bytes: int = 1 << 20
+    max_pattern_chars: int = 1024
+    max_hypothesis_chars: int = 4096
+    max_reference_chars: int = 1024
+
+
+LIMITS = PlanLimits()
+#: Path components a plan may never write into.
+_RESERVED = frozenset({".git", ".zyte"})
+
+_Strict = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class ExitCodeCheck(BaseModel):
+    """The probe's exit code equals ``equals``."""
+
+    model_config = _Strict
+    kind: Literal["exit_code"]
+    equals: int
+
+
+class StdoutEqualsCheck(BaseModel):
+    """The probe's stdout, decoded as UTF-8, equals ``text`` exactly."""
+
+    model_config = _Strict
+    kind: Literal["stdout_equals"]
+    text: str
+
+
+class StdoutContainsCheck(BaseModel):
+    """The probe's stdout, decoded as UTF-8, contains ``text``."""
+
+    model_config = _Strict
+    kind: Literal["stdout_contains"]
+    text: str
+
+
+class StdoutRegexCheck(BaseModel):
+    """``pattern`` matches somewhere in the probe's stdout (bounded, with a timeout)."""
+
+    model_config = _Strict
+    kind: Literal["stdout_regex"]
+    pattern: str
+
+
+class ScratchFileEqualsCheck(BaseModel):
+    """The file ``path`` under the probe's scratch directory holds exactly ``text``."""
+
+    model_config = _Strict
+    kind: Literal["scratch_file_equals"]
+    path: str
+    text: str
+
+
+Check = Annotated[
+    ExitCodeCheck
+    | StdoutEqualsCheck
+    | StdoutContainsCheck
+    | StdoutRegexCheck
+    | ScratchFileEqualsCheck,
+    Field(discriminator="kind"),
+]
+
+#: Sources that may yield supports/refutes, each with a concrete reference.
+TRUSTED_SOURCES = frozenset(
+    {
+        "published_specification",
+        "user_requirement",
+        "historical_regression",
+        "differential_reference",
+    }
+)
+
+
+class Oracle(BaseModel):
+    """What decides the probe, and where that decision's authority comes from."""
+
+    model_config = _Strict
+    check: Check
+    source: Literal[
+        "published_specification",
+        "user_requirement",
+        "historical_regression",
+        "differential_reference",
+        "model_inferred",
+    ]
+    reference: str = ""
+
+    @model_validator(mode="after")
+    def _reference_required(self) -> Oracle:
+        if self.source in TRUSTED_SOURCES and not self.reference.strip():
+            raise ValueError(f"a {self.source} oracle needs a non-empty reference")
+        return self
+
+
+class Fixture(BaseModel):
+    """A UTF-8 file written under BYTE_PROBE_SCRATCH before the probe runs."""
+
+    model_config = _Strict
+    path: str
+    content: str
+
+
+class Intervention(BaseModel):
+    """A file written into (or deleted from) the disposable snapshot before the probe runs."""
+
+    model_config = _Strict
+    path: str
+    content: str | None = None
+    delete: bool = False
+
+    @model_validator(mode="after")
+    def _one_action(self) -> Intervention:
+        if self.delete == (self.content is not None):
+            raise ValueError("give exactly one of 'content' or 'delete: true'")
+        return self
+
+
+class Plan(BaseModel):
+    """An immutable probe plan; its id is the SHA-256 of its canonical JSON."""
+
+    model_config = _Strict
+    snapshot_id: str = Field(pattern=r"^[0-9a-f]{64}$")
+    policy_id: str = Field(min_length=1, max_length=128)
+    executable: str = Field(min_length=1, max_length=255)
+    args: tuple[str, ...] = ()
+    cwd: str = "."
+    fixtures: tuple[Fixture, ...] = ()
+    interventions: tuple[Intervention, ...] = ()
+    oracle: Oracle
+    failure_refutes: bool = False
+    hypothesis: str = ""
+
+    @field_validator("executable")
+    @classmethod
+    def _bare_name(cls, value: str) -> str:
+        if "/" in value or "\x00" in value or value in (".", ".."):
+            raise ValueError("must be a bare executable name the policy allows, not a path")
+        return value
+
+    def canonical(self) -> dict[str, Any]:
+        """Return the plan as the JSON value its id is computed over."""
+        return self.model_dump(mode="json")
+
+
+def plan_id_of(plan: Plan) -> str:
+    """Return the plan id: SHA-256 of canonical JSON (sorted keys, compact, UTF-8)."""
+    return sha256_hex(canonical_json(plan.canonical()))
+
+
+def parse_plan(value: object, limits: PlanLimits = LIMITS) -> Plan:
+    """Validate a decoded JSON value as a plan and check every limit and path.
+
+    Raises InvalidPlan naming the field that is wrong.
+    """
+    try:
+        # Strict JSON-mode validation: arrays become tuples, but "1" never becomes 1.
+        text = value if isinstance(value, str | bytes) else json.dumps(value)
+        plan = Plan.model_validate_json(text)
+    except (ValidationError, TypeError, ValueError) as exc:
+        if not isinstance(exc, ValidationError):
+            raise InvalidPlan(f"plan: not JSON ({exc})") from exc
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "plan"
+        raise InvalidPlan(f"{where}: {first['msg']}") from exc
+    _check_limits(plan, limits)
+    _check_paths(plan)
+    return plan
+
+
+def _utf8_size(text: str, field: str) -> int:
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidPlan(f"{field}: content is not valid UTF-8") from exc
+
+
+def _check_limits(plan: Plan, limits: PlanLimits) -> None:
+    if len(plan.args) > limits.max_args:
+        raise InvalidPlan(
+            f"args: {len(plan.args)} arguments exceeds the limit of {limits.max_args}"
+        )
+    for i, arg in enumerate(plan.args):
+        if "\x00" in arg:
+            raise InvalidPlan(f"args.{i}: contains a NUL byte")
+        if _utf8_size(arg, f"args.{i}") > limits.max_arg_bytes:
+            raise InvalidPlan(f"args.{i}: longer than the {limits.max_arg_bytes}-byte limit")
+    groups: tuple[tuple[str, list[str | None]], ...] = (
+        ("fixtures", [f.content for f in plan.fixtures]),
+        ("interventions", [i.content for i in plan.interventions]),
+    )
+    for name, contents in groups:
+        if len(contents) > limits.max_files:
+            raise InvalidPlan(
+                f"{name}: {len(contents)} files exceeds the limit of {limits.max_files}"
+            )
+        total = 0
+        for i, content in enumerate(contents):
+            size = _utf8_size(content or "", f"{name}.{i}.content")
+            if size > limits.max_file_bytes:
+                raise InvalidPlan(
+                    f"{name}.{i}.content: larger than the {limits.max_file_bytes}-byte limit"
+                )
+            total += size
+        if total > limits.max_total_file_bytes:
+            raise InvalidPlan(
+                f"{name}: {total} bytes exceeds the {limits.max_total_file_bytes}-byte limit"
+            )
+    check = plan.oracle.check
+    for field in ("text", "pattern"):
+        value = getattr(check, field, None)
+        if value is not None and _utf8_size(value, f"oracle.check.{field}") > limits.max_text_bytes:
+            raise InvalidPlan(
+                f"oracle.check.{field}: larger than the {limits.max_text_bytes}-byte limit"
+            )
+    if isinstance(check, StdoutRegexCheck) and len(check.pattern) > limits.max_pattern_chars:
+        raise InvalidPlan(
+            f"oracle.check.pattern: longer than {limits.max_pattern_chars} characters"
+        )
+    if len(plan.hypothesis) > limits.max_hypothesis_chars:
+        raise InvalidPlan(f"hypothesis: longer than {limits.max_hypothesis_chars} characters")
+    if len(plan.oracle.reference) > limits.max_reference_chars:
+        raise InvalidPlan(f"oracle.reference: longer than {limits.max_reference_chars} characters")
+
+
+def _check_paths(plan: Plan) -> None:
+    groups: list[tuple[str, list[str]]] = [
+        ("fixtures", [f.path for f in plan.fixtures]),
+        ("interventions", [i.path for i in plan.interventions]),
+    ]
+    check = plan.oracle.check
+    if isinstance(check, ScratchFileEqualsCheck):
+        groups.append(("oracle.check", [check.path]))
+    for name, paths in groups:
+        seen: set[str] = set()
+        for i, path in enumerate(paths):
+            field = f"{name}.{i}.path" if name != "oracle.check" else "oracle.check.path"
+            _checked_path(path, field)
+            if path in seen:
+                raise InvalidPlan(f"{field}: duplicate path {path!r}")
+            seen.add(path)
+    if plan.cwd != ".":
+        _checked_path(plan.cwd, "cwd")
+
+
+def _checked_path(path: str, field: str) -> None:
+    try:
+        check_relative_path(path, field=field)
+    except UnsafePath as exc:
+        raise InvalidPlan(str(exc)) from exc
+    if any(part in _RESERVED for part in path.split("/")):
+        raise InvalidPlan(f"{field}: {path!r} reaches into .git or .zyte")

@@ -1,0 +1,115 @@
+"""Oracle evaluation: a check's verdict, then the trust rules that turn it into an outcome.
+
+ARCHITECTURE "Trust rules": only the four declared sources with a reference can yield
+supports/refutes; ``model_inferred`` stays inconclusive even when its check passes; a
+failed check is inconclusive unless the plan declared that failure refutes; a sandbox or
+bootstrap failure stays inconclusive even then.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Literal
+
+import regex
+from pydantic import BaseModel, ConfigDict
+
+from .models import (
+    TRUSTED_SOURCES,
+    ExitCodeCheck,
+    Plan,
+    ScratchFileEqualsCheck,
+    StdoutContainsCheck,
+    StdoutEqualsCheck,
+    StdoutRegexCheck,
+)
+
+__all__ = ["CheckVerdict", "Decision", "decide_outcome", "evaluate_check"]
+
+Outcome = Literal["supports", "refutes", "inconclusive"]
+
+#: A regex gets this long before the check counts as failed-to-evaluate.
+REGEX_TIMEOUT_S = 1.0
+#: Largest scratch file the oracle reads back.
+MAX_SCRATCH_READ = 1 << 20
+
+
+class CheckVerdict(BaseModel):
+    """Whether the check held; ``error`` when it could not be evaluated at all."""
+
+    model_config = ConfigDict(frozen=True)
+    passed: bool
+    detail: str
+    error: bool = False
+
+
+class Decision(BaseModel):
+    """The oracle's outcome and the machine-readable reason for it."""
+
+    model_config = ConfigDict(frozen=True)
+    outcome: Outcome
+    reason: str
+
+
+def evaluate_check(plan: Plan, exit_code: int | None, stdout: bytes, scratch: Path) -> CheckVerdict:
+    """Evaluate the plan's check against what the probe produced."""
+    check = plan.oracle.check
+    if isinstance(check, ExitCodeCheck):
+        return CheckVerdict(passed=exit_code == check.equals, detail=f"exit code {exit_code}")
+    text = stdout.decode("utf-8", "replace")
+    if isinstance(check, StdoutEqualsCheck):
+        return CheckVerdict(passed=text == check.text, detail="stdout compared exactly")
+    if isinstance(check, StdoutContainsCheck):
+        return CheckVerdict(passed=check.text in text, detail="stdout searched for text")
+    if isinstance(check, StdoutRegexCheck):
+        return _regex_verdict(check.pattern, text)
+    assert isinstance(check, ScratchFileEqualsCheck)  # noqa: S101 - the union is closed
+    return _scratch_verdict(scratch, check.path, check.text)
+
+
+def _regex_verdict(pattern: str, text: str) -> CheckVerdict:
+    try:
+        found = regex.search(pattern, text, timeout=REGEX_TIMEOUT_S)
+    except regex.error as exc:
+        return CheckVerdict(passed=False, detail=f"invalid pattern: {exc}", error=True)
+    except TimeoutError:
+        return CheckVerdict(passed=False, detail="pattern timed out", error=True)
+    return CheckVerdict(passed=found is not None, detail="stdout matched against pattern")
+
+
+def _scratch_verdict(scratch: Path, rel: str, expected: str) -> CheckVerdict:
+    """Read a scratch file without following links (the probe controlled that directory)."""
+    try:
+        fd = os.open(scratch / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        return CheckVerdict(passed=False, detail=f"{rel}: {exc.strerror}")
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return CheckVerdict(passed=False, detail=f"{rel}: not a regular file")
+        data = os.read(fd, MAX_SCRATCH_READ + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_SCRATCH_READ:
+        return CheckVerdict(passed=False, detail=f"{rel}: larger than {MAX_SCRATCH_READ} bytes")
+    return CheckVerdict(passed=data == expected.encode("utf-8"), detail=f"{rel} compared exactly")
+
+
+def decide_outcome(plan: Plan, runner_reason: str | None, verdict: CheckVerdict | None) -> Decision:
+    """Apply the trust rules: runner failures, oracle sources and ``failure_refutes``.
+
+    ``runner_reason`` is None only when the probe ran to completion under the sandbox.
+    """
+    if runner_reason is not None or verdict is None:
+        return Decision(outcome="inconclusive", reason=runner_reason or "not_run")
+    if verdict.error:
+        return Decision(outcome="inconclusive", reason="oracle_error")
+    trusted = plan.oracle.source in TRUSTED_SOURCES
+    if verdict.passed:
+        if trusted:
+            return Decision(outcome="supports", reason="oracle_passed")
+        return Decision(outcome="inconclusive", reason="model_inferred_oracle")
+    if trusted and plan.failure_refutes:
+        return Decision(outcome="refutes", reason="oracle_failed")
+    return Decision(outcome="inconclusive", reason="oracle_failed")

@@ -1,0 +1,125 @@
+"""Persistence of plans (insert-only, by content id) and receipts (once per run)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import Connection, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from ..canonical import canonical_json
+from ..errors import Conflict, NotFound
+from ..store import Store, append_event, utc_now
+from .models import Plan, parse_plan, plan_id_of
+from .tables import plans, receipts
+
+__all__ = [
+    "find_reusable_receipt",
+    "load_plan",
+    "load_receipt",
+    "save_plan",
+    "save_receipt",
+]
+
+
+def _insert(conn: Connection, table: Any) -> Any:
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    return dialect.insert(table)
+
+
+def save_plan(store: Store, plan: Plan) -> tuple[str, bool]:
+    """Persist ``plan`` insert-only; return ``(plan_id, created)``.
+
+    The same content always yields the same id; an id can never name other content.
+    Raises Conflict if a stored row under this id holds different bytes.
+    """
+    plan_id = plan_id_of(plan)
+    body = canonical_json(plan.canonical()).decode("utf-8")
+    with store.transaction() as conn:
+        stmt = _insert(conn, plans).values(plan_id=plan_id, body=body, created_at=utc_now())
+        created = (
+            conn.execute(stmt.on_conflict_do_nothing(index_elements=["plan_id"])).rowcount == 1
+        )
+        stored = conn.execute(select(plans.c.body).where(plans.c.plan_id == plan_id)).scalar_one()
+        if stored != body:
+            raise Conflict(f"plan {plan_id}: stored content differs from its id")
+        if created:
+            append_event(conn, "plan", plan_id, {"snapshot_id": plan.snapshot_id})
+    return plan_id, created
+
+
+def load_plan(store: Store, plan_id: str) -> Plan:
+    """Return the stored plan ``plan_id``, re-checking that its content still has that id.
+
+    Raises NotFound when it is not stored, Conflict when its content no longer matches.
+    """
+    with store.reading() as conn:
+        body = conn.execute(select(plans.c.body).where(plans.c.plan_id == plan_id)).scalar()
+    if body is None:
+        raise NotFound(f"plan {plan_id}: not stored")
+    plan = parse_plan(body)
+    if plan_id_of(plan) != plan_id:
+        raise Conflict(f"plan {plan_id}: stored content no longer matches its id")
+    return plan
+
+
+def save_receipt(store: Store, run_id: str, receipt: dict[str, Any], reusable: bool) -> bool:
+    """Write a receipt and its ``probe`` event in one transaction, at most once per run.
+
+    Returns False (and writes nothing) when this run already has a receipt.
+    """
+    committed = receipt["committed"]
+    with store.transaction() as conn:
+        stmt = _insert(conn, receipts).values(
+            receipt_sha256=receipt["receipt_sha256"],
+            run_id=run_id,
+            plan_id=committed["plan_id"],
+            action_key=committed["action_key"],
+            outcome=committed["outcome"],
+            reason=committed["reason"],
+            reusable=reusable,
+            body=json.dumps(receipt, sort_keys=True),
+            created_at=utc_now(),
+        )
+        written = conn.execute(stmt.on_conflict_do_nothing()).rowcount == 1
+        if written:
+            append_event(
+                conn,
+                "probe",
+                committed["plan_id"],
+                {
+                    "run_id": run_id,
+                    "receipt_sha256": receipt["receipt_sha256"],
+                    "outcome": committed["outcome"],
+                    "reason": committed["reason"],
+                },
+            )
+    return written
+
+
+def load_receipt(store: Store, receipt_or_run_id: str) -> dict[str, Any]:
+    """Return a stored receipt by its ``receipt_sha256`` or by run id; NotFound otherwise."""
+    with store.reading() as conn:
+        body = conn.execute(
+            select(receipts.c.body).where(
+                (receipts.c.receipt_sha256 == receipt_or_run_id)
+                | (receipts.c.run_id == receipt_or_run_id)
+            )
+        ).scalar()
+    if body is None:
+        raise NotFound(f"receipt {receipt_or_run_id}: not stored")
+    result: dict[str, Any] = json.loads(body)
+    return result
+
+
+def find_reusable_receipt(store: Store, action_key: str) -> dict[str, Any] | None:
+    """Return the oldest reusable receipt for ``action_key``, or None."""
+    with store.reading() as conn:
+        body = conn.execute(
+            select(receipts.c.body)
+            .where(receipts.c.action_key == action_key, receipts.c.reusable.is_(True))
+            .order_by(receipts.c.created_at)
+            .limit(1)
+        ).scalar()
+    return None if body is None else dict(json.loads(body))

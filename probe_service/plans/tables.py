@@ -1,0 +1,33 @@
+"""Tables of plans and receipts; both are insert-only (database triggers refuse changes)."""
+
+from __future__ import annotations
+
+from sqlalchemy import Boolean, Column, Index, String, Table, Text
+
+from ..store.schema import metadata
+
+__all__ = ["plans", "receipts"]
+
+plans = Table(
+    "plans",
+    metadata,
+    Column("plan_id", String(64), primary_key=True),
+    Column("body", Text, nullable=False),
+    Column("created_at", String(32), nullable=False),
+)
+
+receipts = Table(
+    "receipts",
+    metadata,
+    Column("receipt_sha256", String(64), primary_key=True),
+    Column("run_id", String(64), nullable=False, unique=True),
+    Column("plan_id", String(64), nullable=False),
+    Column("action_key", String(64), nullable=False),
+    Column("outcome", String(16), nullable=False),
+    Column("reason", String(64), nullable=False),
+    Column("reusable", Boolean, nullable=False),
+    Column("body", Text, nullable=False),
+    Column("created_at", String(32), nullable=False),
+    Index("ix_receipts_action_key", "action_key"),
+    Index("ix_receipts_plan_id", "plan_id"),
+)

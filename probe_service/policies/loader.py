@@ -1,0 +1,104 @@
+"""Find, permission-check and parse the administrator policy file.
+
+seed 000: policies come only from ``~/.zyte/agent/probe-policies.json`` or the
+path in ``BYTE_PROBE_POLICY_FILE`` -- never from a caller or the repository.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from probe_service.errors import PolicyError
+from probe_service.policies.model import Policy, PolicyFile
+
+__all__ = [
+    "MAX_POLICY_FILE_BYTES",
+    "POLICY_FILE_ENV",
+    "check_policy_file",
+    "find_policy",
+    "load_policy_file",
+    "policy_file_path",
+]
+
+POLICY_FILE_ENV = "BYTE_PROBE_POLICY_FILE"
+#: A policy file larger than this is refused before it is parsed.
+MAX_POLICY_FILE_BYTES = 1024 * 1024
+
+
+def policy_file_path(environ: Mapping[str, str] | None = None) -> Path:
+    """Return the one place policies are read from: the env override or the home default."""
+    env = os.environ if environ is None else environ
+    override = env.get(POLICY_FILE_ENV)
+    if override:
+        return Path(override)
+    return Path.home() / ".zyte" / "agent" / "probe-policies.json"
+
+
+def _read_checked(path: Path) -> bytes:
+    # Open first, then fstat the descriptor, so the checks apply to what we read.
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise PolicyError(f"{path}: cannot open policy file: {exc.strerror}") from exc
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise PolicyError(f"{path}: policy file is not a regular file")
+    with os.fdopen(fd, "rb") as handle:
+        # seed 000: group- or world-writable policy files are rejected.
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise PolicyError(f"{path}: policy file is group- or world-writable")
+        if info.st_size > MAX_POLICY_FILE_BYTES:
+            raise PolicyError(f"{path}: policy file exceeds {MAX_POLICY_FILE_BYTES} bytes")
+        raw = handle.read(MAX_POLICY_FILE_BYTES + 1)
+    if len(raw) > MAX_POLICY_FILE_BYTES:
+        raise PolicyError(f"{path}: policy file exceeds {MAX_POLICY_FILE_BYTES} bytes")
+    return raw
+
+
+def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def _describe(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "<root>"
+    return f"{where}: {first['msg']}"
+
+
+def load_policy_file(path: Path) -> PolicyFile:
+    """Read and validate one policy file; raises ``PolicyError`` naming the path and field."""
+    raw = _read_checked(path)
+    try:
+        document = json.loads(raw.decode("utf-8"), object_pairs_hook=_refuse_duplicate_keys)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise PolicyError(f"{path}: not valid JSON: {exc}") from exc
+    try:
+        return PolicyFile.model_validate(document)
+    except ValidationError as exc:
+        raise PolicyError(f"{path}: {_describe(exc)}") from exc
+
+
+def check_policy_file(path: Path | None = None) -> list[Policy]:
+    """Validate the policy file (default location if ``path`` is None); raises ``PolicyError``."""
+    return list(load_policy_file(path or policy_file_path()).policies)
+
+
+def find_policy(policy_file: PolicyFile, policy_id: str) -> Policy:
+    """Return the policy with exactly ``policy_id``; raises ``PolicyError`` if none matches."""
+    for policy in policy_file.policies:
+        if policy.id == policy_id:
+            return policy
+    raise PolicyError(f"no policy with id {policy_id!r}")

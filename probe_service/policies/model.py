@@ -1,0 +1,126 @@
+"""The administrator policy file, schema 1, as frozen pydantic models.
+
+Every limit has a documented ceiling (``MAX_*`` below): a value above it is
+refused as absurd rather than silently clamped, because a typo in an
+administrator file should fail loudly (seed 000, "Trusted probes").
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "ENV_NAME_PATTERN",
+    "MAX_MEMORY_BYTES",
+    "MAX_OUTPUT_BYTES",
+    "MAX_PROCESSES",
+    "MAX_SCRATCH_BYTES",
+    "MAX_TIMEOUT_SECONDS",
+    "Policy",
+    "PolicyFile",
+]
+
+#: Longest probe we accept: one hour of wall time.
+MAX_TIMEOUT_SECONDS = 3600
+#: Largest shared stdout+stderr budget: 64 MiB, kept in memory by the runner.
+MAX_OUTPUT_BYTES = 64 * 1024 * 1024
+#: Largest memory limit: 64 GiB.
+MAX_MEMORY_BYTES = 64 * 1024**3
+#: Largest process (task) limit.
+MAX_PROCESSES = 4096
+#: Largest scratch allowance: 16 GiB.
+MAX_SCRATCH_BYTES = 16 * 1024**3
+
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+_EXECUTABLE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$")
+_POLICY_ID = r"^[a-z0-9][a-z0-9._-]{0,127}$"
+# The runtime's own domain grammar (sandbox-config.js domainPatternSchema) plus
+# our narrower character set: a plain host or a "*.host" wildcard, no ports.
+_DOMAIN = re.compile(r"^(\*\.)?([a-z0-9-]+\.)+[a-z0-9-]+$")
+
+
+def _check_executable_name(name: str) -> str:
+    # seed 000: executables are allowlisted by bare name, never by a path.
+    if not _EXECUTABLE_NAME.fullmatch(name):
+        raise ValueError(f"executable name must be a bare file name, got {name!r}")
+    return name
+
+
+def _check_domain(domain: str) -> str:
+    if domain != "localhost" and not _DOMAIN.fullmatch(domain):
+        raise ValueError(f"invalid domain pattern {domain!r} (a host or '*.host')")
+    return domain
+
+
+ExecutableName = Annotated[str, AfterValidator(_check_executable_name)]
+Domain = Annotated[str, AfterValidator(_check_domain)]
+EnvName = Annotated[str, Field(pattern=ENV_NAME_PATTERN)]
+
+
+class Policy(BaseModel):
+    """One administrator policy: what a probe may run, for how long, with what."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(pattern=_POLICY_ID, description="Exact id a plan must name.")
+    allowed_executables: tuple[ExecutableName, ...] = Field(
+        min_length=1, description="Bare executable names the probe may launch."
+    )
+    timeout_seconds: int = Field(ge=1, le=MAX_TIMEOUT_SECONDS)
+    max_output_bytes: int = Field(ge=1, le=MAX_OUTPUT_BYTES)
+    allowed_domains: tuple[Domain, ...] = Field(
+        description="Network domains reachable through the runtime's proxy; empty = none."
+    )
+    environment: tuple[EnvName, ...] = Field(
+        description="Names passed from the worker's environment; values are the worker's."
+    )
+    executable_pins: dict[ExecutableName, str] = Field(
+        default_factory=dict, description="Executable name -> absolute path pinned by the admin."
+    )
+    memory_bytes: int | None = Field(default=None, ge=1024 * 1024, le=MAX_MEMORY_BYTES)
+    max_processes: int | None = Field(default=None, ge=1, le=MAX_PROCESSES)
+    scratch_bytes: int | None = Field(default=None, ge=0, le=MAX_SCRATCH_BYTES)
+
+    @field_validator("executable_pins")
+    @classmethod
+    def _pins_are_absolute(cls, pins: dict[str, str]) -> dict[str, str]:
+        for name, path in pins.items():
+            if not path.startswith("/") or "\x00" in path:
+                raise ValueError(f"pin for {name!r} must be an absolute path, got {path!r}")
+        return pins
+
+    @model_validator(mode="after")
+    def _pins_name_allowed_executables(self) -> Policy:
+        unknown = sorted(set(self.executable_pins) - set(self.allowed_executables))
+        if unknown:
+            raise ValueError(f"executable_pins names executables not allowed: {unknown}")
+        return self
+
+    @field_validator("allowed_executables", "allowed_domains", "environment")
+    @classmethod
+    def _no_duplicates(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(values)) != len(values):
+            raise ValueError("entries must be unique")
+        return values
+
+
+class PolicyFile(BaseModel):
+    """The whole policy file: ``{"schema": 1, "policies": [...]}``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    schema_version: Literal[1] = Field(alias="schema")
+    policies: tuple[Policy, ...]
+
+    @field_validator("policies")
+    @classmethod
+    def _unique_ids(cls, policies: tuple[Policy, ...]) -> tuple[Policy, ...]:
+        seen: set[str] = set()
+        for policy in policies:
+            if policy.id in seen:
+                raise ValueError(f"duplicate policy id {policy.id!r}")
+            seen.add(policy.id)
+        return policies

@@ -1,0 +1,106 @@
+"""Build the exact srt invocation for one run: argv, environment and command string.
+
+srt 0.0.55 runs every command through ``bash -c`` inside bwrap (its argv mode
+only joins arguments with shell-quote). We therefore build the one command
+string ourselves with ``shlex.quote`` on every word, and pass it with ``-c`` --
+so our quoting is the only quoting of probe arguments, and a hypothesis test
+round-trips hostile bytes through every layer.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["PROXY_ENV_NAMES", "Launch", "build_command", "build_launch"]
+
+#: Names 0.0.55 sets inside the sandbox to reach its filtering proxy
+#: (``generateProxyEnvVars``); passed through only when the policy allows domains.
+PROXY_ENV_NAMES: tuple[str, ...] = (
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+    "NO_PROXY",
+    "no_proxy",
+)
+_ENV = "/usr/bin/env"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Everything needed to start srt the same way for the canary and the probe."""
+
+    settings_path: Path
+    node_path: Path
+    cli_path: Path
+    cwd: Path
+    runtime_env: Mapping[str, str]
+    prefix_argv: tuple[str, ...]
+    probe_env: Mapping[str, str]
+    pass_proxy_env: bool
+    nonce: str
+
+    def argv(self, executable: str, args: Sequence[str]) -> list[str]:
+        """Return the host argv that runs ``executable args`` under these exact settings."""
+        command = build_command(self, executable, args)
+        return [
+            str(self.node_path),
+            str(self.cli_path),
+            "-s",
+            str(self.settings_path),
+            "-c",
+            command,
+        ]
+
+
+def build_command(launch: Launch, executable: str, args: Sequence[str]) -> str:
+    """Return the shell command srt runs: start marker, then exec of prlimit/env/probe."""
+    words = [*launch.prefix_argv, _ENV, "-i", "--"]
+    words += [f"{name}={value}" for name, value in sorted(launch.probe_env.items())]
+    quoted = [shlex.quote(word) for word in words]
+    if launch.pass_proxy_env:
+        # Values exist only inside the sandbox (they carry the proxy's auth token).
+        quoted += [f'"{name}=${{{name}}}"' for name in PROXY_ENV_NAMES]
+    quoted += [shlex.quote(executable), *(shlex.quote(arg) for arg in args)]
+    # The marker proves the sandboxed shell started; bash's printf is a builtin.
+    return f"printf %s {launch.nonce} && exec {' '.join(quoted)}"
+
+
+def build_launch(
+    *,
+    settings_path: Path,
+    node_path: Path,
+    cli_path: Path,
+    cwd: Path,
+    runtime_home: Path,
+    runtime_tmp: Path,
+    prefix_argv: Sequence[str],
+    probe_env: Mapping[str, str],
+    pass_proxy_env: bool,
+    nonce: str,
+    marker: str,
+) -> Launch:
+    """Assemble a ``Launch``; the runtime's own environment is fixed, never inherited."""
+    runtime_env = {
+        # srt resolves bash through PATH; a fixed system PATH keeps that honest.
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(runtime_home),
+        "TMPDIR": str(runtime_tmp),
+        "BYTE_PROBE_RUN_MARKER": marker,
+    }
+    return Launch(
+        settings_path=settings_path,
+        node_path=node_path,
+        cli_path=cli_path,
+        cwd=cwd,
+        runtime_env=runtime_env,
+        prefix_argv=tuple(prefix_argv),
+        probe_env=dict(probe_env),
+        pass_proxy_env=pass_proxy_env,
+        nonce=nonce,
+    )

@@ -1,0 +1,67 @@
+"""The frozen result of one sandboxed probe run, and its machine-readable reasons."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from probe_service.policies.executables import ExecutableIdentity
+
+__all__ = ["REASONS", "LimitsApplied", "Reason", "SandboxResult", "Status"]
+
+Status = Literal["ok", "timeout", "output_limit", "inconclusive"]
+
+#: Every reason an ``inconclusive`` result can carry (architecture: never a fallback).
+Reason = Literal[
+    "sandbox_unverified",
+    "sandbox_prerequisite_missing",
+    "unsupported",
+    "canary_readable",
+    "executable_not_allowed",
+    "executable_unresolved",
+    "executable_changed",
+    "invalid_cwd",
+    "invalid_argument",
+    "scratch_limit",
+    "sandbox_failed",
+]
+REASONS: tuple[str, ...] = Reason.__args__  # type: ignore[attr-defined]
+
+
+class LimitsApplied(BaseModel):
+    """Which limits were enforced, and by which mechanism (``cgroup_v1`` or ``rlimit``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    mechanism: str
+    timeout_seconds: int
+    max_output_bytes: int
+    cpu_seconds: int
+    memory_bytes: int | None
+    max_processes: int | None
+    scratch_bytes: int | None
+    file_size_bytes: int | None
+
+
+class SandboxResult(BaseModel):
+    """Everything a receipt needs from one run; bytes are bounded by the policy's budget."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: Status
+    reason: Reason | None = None
+    detail: str = ""
+    exit_code: int | None = None
+    stdout: bytes = b""
+    stderr: bytes = b""
+    stdout_sha256: str | None = None
+    stderr_sha256: str | None = None
+    executable: ExecutableIdentity | None = None
+    sandbox_digest: str | None = None
+    settings_digest: str | None = None
+    limits: LimitsApplied | None = None
+    #: Wall time of the whole call (verification, canary, probe), time.monotonic.
+    elapsed_seconds: float = 0.0
+    #: Wall time of the probe launch alone, time.monotonic; None if it never launched.
+    probe_elapsed_seconds: float | None = None

@@ -1,0 +1,204 @@
+"""Locate and verify the pinned Anthropic Sandbox Runtime install.
+
+seed 000: probes start only "through the verified Anthropic Sandbox Runtime
+0.0.55 layout". Verification = Node from fixed system dirs, the installed
+package version, and a SHA-256 over the whole installed ``node_modules`` tree
+(the runtime *and* every dependency its CLI imports: commander, shell-quote,
+zod, node-forge, @pondwader/socks5-server) equal to ``sandbox/runtime.sha256``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import stat
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import probe_service
+from probe_service.errors import SandboxUnavailable
+from probe_service.policies.executables import SYSTEM_EXECUTABLE_DIRS
+
+__all__ = [
+    "PINNED_VERSION",
+    "SANDBOX_DIR_ENV",
+    "SandboxRuntime",
+    "default_install_dir",
+    "find_system_tool",
+    "locate_runtime",
+    "runtime_tree_digest",
+    "verify_unchanged",
+]
+
+PINNED_VERSION = "0.0.55"
+SANDBOX_DIR_ENV = "BYTE_PROBE_SANDBOX_DIR"
+PACKAGE = "@anthropic-ai/sandbox-runtime"
+DIGEST_FILE = "runtime.sha256"
+# npm's hidden lockfile is bookkeeping of the npm client, not code the runtime runs.
+_EXCLUDED = frozenset({".package-lock.json"})
+# The runtime ships apply-seccomp for these machines (generate-seccomp-filter.js).
+_VENDOR_ARCH = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}
+_Fingerprint = tuple[str, int, int, int, int]
+
+
+@dataclass(frozen=True)
+class SandboxRuntime:
+    """A verified runtime install plus the fixed-path tools it launches."""
+
+    install_dir: Path
+    cli_path: Path
+    node_path: Path
+    apply_seccomp_path: Path | None
+    bwrap_path: Path | None
+    socat_path: Path | None
+    rg_path: Path | None
+    digest: str
+    fingerprints: tuple[_Fingerprint, ...]
+
+
+def default_install_dir() -> Path:
+    """Return ``$BYTE_PROBE_SANDBOX_DIR`` or ``<repo>/sandbox`` beside the package."""
+    override = os.environ.get(SANDBOX_DIR_ENV)
+    if override:
+        return Path(override)
+    return Path(probe_service.__file__).resolve().parent.parent / "sandbox"
+
+
+def find_system_tool(name: str) -> Path | None:
+    """Return the canonical path of ``name`` in a fixed system directory, never via PATH."""
+    for directory in SYSTEM_EXECUTABLE_DIRS:
+        candidate = Path(directory) / name
+        try:
+            info = os.stat(candidate)
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode) and info.st_mode & 0o111:
+            return Path(os.path.realpath(candidate))
+    return None
+
+
+def _walk(root: Path) -> list[tuple[str, Path]]:
+    entries: list[tuple[str, Path]] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        base = Path(dirpath)
+        for name in dirnames + filenames:
+            full = base / name
+            if full.is_symlink() or not full.is_dir():
+                entries.append((full.relative_to(root).as_posix(), full))
+    entries.sort(key=lambda item: item[0].encode("utf-8"))
+    return [entry for entry in entries if entry[0] not in _EXCLUDED]
+
+
+def runtime_tree_digest(node_modules: Path) -> tuple[str, tuple[_Fingerprint, ...]]:
+    """Hash every file and link under ``node_modules``; raises ``SandboxUnavailable``."""
+    digest = hashlib.sha256()
+    prints: list[_Fingerprint] = []
+    for rel, full in _walk(node_modules):
+        info = os.lstat(full)
+        if stat.S_ISLNK(info.st_mode):
+            digest.update(b"link\0" + rel.encode() + b"\0" + os.readlink(full).encode() + b"\n")
+        elif stat.S_ISREG(info.st_mode):
+            content = hashlib.sha256(full.read_bytes()).hexdigest()
+            executable = b"x" if info.st_mode & 0o111 else b"-"
+            digest.update(b"file\0" + rel.encode() + b"\0" + executable + content.encode() + b"\n")
+        else:
+            raise SandboxUnavailable(f"{full}: not a file or link", reason="sandbox_unverified")
+        prints.append((rel, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns))
+    return digest.hexdigest(), tuple(prints)
+
+
+def _recorded_digest(install_dir: Path) -> str:
+    try:
+        text = (install_dir / DIGEST_FILE).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SandboxUnavailable(
+            f"{install_dir / DIGEST_FILE}: no recorded runtime digest", reason="sandbox_unverified"
+        ) from exc
+    return text.split()[0] if text.split() else ""
+
+
+def _check_version(install_dir: Path) -> Path:
+    package_dir = install_dir / "node_modules" / PACKAGE
+    try:
+        manifest = json.loads((package_dir / "package.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SandboxUnavailable(
+            f"{package_dir}: Sandbox Runtime not installed (run `make setup`)",
+            reason="sandbox_prerequisite_missing",
+        ) from exc
+    if manifest.get("version") != PINNED_VERSION:
+        raise SandboxUnavailable(
+            f"{package_dir}: version {manifest.get('version')!r} is not {PINNED_VERSION}",
+            reason="sandbox_unverified",
+        )
+    return package_dir
+
+
+def _required_tool(name: str) -> Path:
+    found = find_system_tool(name)
+    if found is None:
+        raise SandboxUnavailable(f"{name} not found in fixed system directories")
+    return found
+
+
+def _check_platform() -> bool:
+    # seed 000: supported hosts are Linux and macOS; Windows returns unsupported.
+    if sys.platform.startswith("linux"):
+        return True
+    if sys.platform == "darwin":
+        return False
+    raise SandboxUnavailable(f"platform {sys.platform!r} is not supported", reason="unsupported")
+
+
+def locate_runtime(install_dir: Path | None = None) -> SandboxRuntime:
+    """Verify the pinned runtime in ``install_dir``; raises ``SandboxUnavailable`` (with reason)."""
+    is_linux = _check_platform()
+    root = Path(os.path.realpath(install_dir or default_install_dir()))
+    node = _required_tool("node")
+    tools = [_required_tool(name) for name in ("bwrap", "socat", "rg")] if is_linux else []
+    package_dir = _check_version(root)
+    digest, prints = runtime_tree_digest(root / "node_modules")
+    if digest != _recorded_digest(root):
+        raise SandboxUnavailable(
+            f"{root / 'node_modules'}: tree digest {digest} differs from {DIGEST_FILE}",
+            reason="sandbox_unverified",
+        )
+    arch = _VENDOR_ARCH.get(platform.machine(), "unsupported")
+    seccomp = package_dir / "vendor" / "seccomp" / arch / "apply-seccomp"
+    return SandboxRuntime(
+        install_dir=root,
+        cli_path=package_dir / "dist" / "cli.js",
+        node_path=node,
+        apply_seccomp_path=seccomp if is_linux and seccomp.is_file() else None,
+        bwrap_path=tools[0] if tools else None,
+        socat_path=tools[1] if tools else None,
+        rg_path=tools[2] if tools else None,
+        digest=digest,
+        fingerprints=prints,
+    )
+
+
+def verify_unchanged(runtime: SandboxRuntime) -> None:
+    """Cheaply confirm no runtime file changed since verification; raises ``SandboxUnavailable``."""
+    node_modules = runtime.install_dir / "node_modules"
+    current: list[_Fingerprint] = []
+    for rel, full in _walk(node_modules):
+        info = os.lstat(full)
+        current.append((rel, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns))
+    if tuple(current) != runtime.fingerprints:
+        raise SandboxUnavailable(
+            f"{node_modules}: changed since it was verified", reason="sandbox_unverified"
+        )
+
+
+if __name__ == "__main__":  # pragma: no cover - maintenance entry point
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else default_install_dir()
+    value, _ = runtime_tree_digest(target / "node_modules")
+    (target / DIGEST_FILE).write_text(
+        f"{value}  node_modules (every file and link except node_modules/.package-lock.json)\n",
+        encoding="utf-8",
+    )

@@ -1,0 +1,21 @@
+"""Snapshots: capture (enumerate, stream, hash, compress), the blob codec, materialize."""
+
+from __future__ import annotations
+
+from .blobs import read_blob
+from .capture import DEFAULT_LIMITS, CaptureLimits, CaptureResult, snapshot_capture
+from .manifest import Entry, Snapshot
+from .materialize import check_manifest_paths, load_snapshot, snapshot_materialize
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "CaptureLimits",
+    "CaptureResult",
+    "Entry",
+    "Snapshot",
+    "check_manifest_paths",
+    "load_snapshot",
+    "read_blob",
+    "snapshot_capture",
+    "snapshot_materialize",
+]

@@ -1,0 +1,70 @@
+"""Content-addressed blobs: SHA-256 of the raw bytes, stored zstd-compressed once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import zstandard
+from sqlalchemy import Connection, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from ..canonical import sha256_hex
+from ..errors import NotFound, UnsafePath
+from ..store import Store
+from ..store.schema import blobs
+
+__all__ = ["decompress_blob", "fetch_compressed", "insert_blobs", "read_blob"]
+
+#: Digests fetched per query while materializing.
+FETCH_BATCH = 256
+
+
+def insert_blobs(conn: Connection, rows: list[dict[str, object]]) -> None:
+    """Insert ``{digest, size, data}`` rows, ignoring digests already stored."""
+    if not rows:
+        return
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    conn.execute(dialect.insert(blobs).on_conflict_do_nothing(index_elements=["digest"]), rows)
+
+
+def decompress_blob(digest: str, data: bytes) -> bytes:
+    """Decompress a stored blob and check it still hashes to ``digest``.
+
+    Raises UnsafePath when the stored bytes are corrupt or do not match the digest.
+    """
+    try:
+        raw = zstandard.ZstdDecompressor().decompressobj().decompress(data)
+    except zstandard.ZstdError as exc:
+        raise UnsafePath(f"blob {digest}: stored data is corrupt ({exc})") from exc
+    if sha256_hex(raw) != digest:
+        raise UnsafePath(f"blob {digest}: stored data does not match its digest")
+    return raw
+
+
+def fetch_compressed(conn: Connection, digests: Iterable[str]) -> Iterator[tuple[str, bytes]]:
+    """Yield ``(digest, stored compressed bytes)`` for every digest, in batches.
+
+    Raises NotFound when a digest is not stored.
+    """
+    wanted = sorted(set(digests))
+    for start in range(0, len(wanted), FETCH_BATCH):
+        batch = wanted[start : start + FETCH_BATCH]
+        rows = conn.execute(select(blobs.c.digest, blobs.c.data).where(blobs.c.digest.in_(batch)))
+        found = 0
+        for digest, data in rows:
+            found += 1
+            yield digest, data
+        if found != len(batch):
+            raise NotFound(f"blob: {len(batch) - found} of the snapshot's blobs are not stored")
+
+
+def read_blob(store: Store, digest: str) -> bytes:
+    """Return the raw bytes of one blob.
+
+    Raises NotFound when the digest is not stored, UnsafePath when it is corrupt.
+    """
+    with store.reading() as conn:
+        row = conn.execute(select(blobs.c.data).where(blobs.c.digest == digest)).first()
+    if row is None:
+        raise NotFound(f"blob {digest}: not stored")
+    return decompress_blob(digest, row.data)

@@ -1,0 +1,246 @@
+"""``snapshot_capture``: a stabilized, content-addressed snapshot of a working tree."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import insert, select
+
+from ..errors import LimitExceeded, UnsafePath, UnstableWorkingTree
+from ..store import Store, append_event, utc_now
+from ..store.schema import snapshots
+from .blobs import insert_blobs
+from .enumerate import enumerate_paths
+from .manifest import encode_records, file_record, symlink_record
+from .reader import FileStat, ReadBlob, read_file_blob, stat_key
+from .statcache import cache_key_for, is_racy, load_stat_cache, save_stat_cache
+
+__all__ = ["DEFAULT_LIMITS", "CaptureLimits", "CaptureResult", "snapshot_capture"]
+
+MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class CaptureLimits:
+    """Fixed limits of one capture (seed 000: 64 MiB a file, 256 MiB a workspace)."""
+
+    max_file_bytes: int = 64 * MiB
+    max_total_bytes: int = 256 * MiB
+    attempts: int = 3
+    racy_window_ns: int = 2_000_000_000
+    read_threads: int = 4
+    #: Compressed bytes buffered before a batch of blobs is written.
+    flush_bytes: int = 32 * MiB
+
+
+DEFAULT_LIMITS = CaptureLimits()
+
+
+class CaptureResult(BaseModel):
+    """What a capture produced; ``created`` is false when the snapshot already existed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    snapshot_id: str
+    files: int
+    symlinks: int
+    bytes: int
+    read_files: int
+    cached_files: int
+    created: bool
+
+
+@dataclass
+class _Scan:
+    """One enumeration + lstat pass over the tree."""
+
+    stats: dict[str, FileStat]
+    targets: dict[str, str]
+
+
+def snapshot_capture(
+    store: Store, root: Path, *, limits: CaptureLimits = DEFAULT_LIMITS
+) -> CaptureResult:
+    """Capture ``root`` into ``store`` and return the snapshot id with its summary.
+
+    Raises LimitExceeded (file or workspace limit), UnstableWorkingTree (the tree kept
+    moving), UnsafePath (unreadable root or non-UTF-8 name), StoreUnavailable. A refused
+    capture writes no snapshot row and no event.
+    """
+    abs_root = os.path.abspath(root)
+    if not os.path.isdir(abs_root):
+        raise UnsafePath(f"{root}: not a directory")
+    last_error: UnstableWorkingTree | None = None
+    for _ in range(limits.attempts):
+        try:
+            return _capture_once(store, abs_root, limits)
+        except UnstableWorkingTree as exc:
+            last_error = exc
+    assert last_error is not None  # noqa: S101 - attempts >= 1
+    raise UnstableWorkingTree(
+        f"unstable working tree after {limits.attempts} attempts: {last_error}"
+    ) from last_error
+
+
+def _capture_once(store: Store, abs_root: str, limits: CaptureLimits) -> CaptureResult:
+    start_ns = time.time_ns()
+    before = _scan(abs_root, limits)
+    key = cache_key_for(abs_root)
+    with store.reading() as conn:
+        cache = load_stat_cache(conn, key)
+    digests: dict[str, str] = {}
+    to_read: list[str] = []
+    for path, st in before.stats.items():
+        cached = cache.get(path)
+        if (
+            cached is not None
+            and cached[0] == st
+            and not is_racy(st, start_ns, limits.racy_window_ns)
+        ):
+            digests[path] = cached[1]
+        else:
+            to_read.append(path)
+    _read_and_store(store, abs_root, before, to_read, digests, limits)
+    after = _scan(abs_root, limits)
+    _require_stable(before, after)
+    snapshot_id, manifest = encode_records(_records(before, digests))
+    fresh = [
+        (p, before.stats[p], digests[p])
+        for p in to_read
+        if not is_racy(before.stats[p], start_ns, limits.racy_window_ns)
+    ]
+    total = sum(st[0] for st in before.stats.values())
+    with store.transaction() as conn:
+        exists = conn.execute(
+            select(snapshots.c.snapshot_id).where(snapshots.c.snapshot_id == snapshot_id)
+        ).first()
+        if exists is None:
+            conn.execute(
+                insert(snapshots).values(
+                    snapshot_id=snapshot_id,
+                    manifest=manifest,
+                    files=len(before.stats),
+                    bytes=total,
+                    created_at=utc_now(),
+                )
+            )
+            append_event(
+                conn, "snapshot", snapshot_id, {"files": len(before.stats), "bytes": total}
+            )
+        save_stat_cache(conn, key, fresh)
+    return CaptureResult(
+        snapshot_id=snapshot_id,
+        files=len(before.stats),
+        symlinks=len(before.targets),
+        bytes=total,
+        read_files=len(to_read),
+        cached_files=len(before.stats) - len(to_read),
+        created=exists is None,
+    )
+
+
+def _scan(abs_root: str, limits: CaptureLimits) -> _Scan:
+    """Enumerate and lstat every path; enforce the limits before reading any byte."""
+    scan = _Scan(stats={}, targets={})
+    total = 0
+    for rel in enumerate_paths(Path(abs_root)):
+        _require_utf8(rel)
+        abs_path = os.path.join(abs_root, rel)
+        try:
+            st = os.lstat(abs_path)
+        except FileNotFoundError:
+            continue  # tracked by git but deleted in the work tree: not part of it
+        if stat.S_ISLNK(st.st_mode):
+            scan.targets[rel] = os.readlink(abs_path)
+            _require_utf8(scan.targets[rel])
+        elif stat.S_ISREG(st.st_mode):
+            if st.st_size > limits.max_file_bytes:
+                raise LimitExceeded(
+                    f"{rel}: {st.st_size} bytes exceeds the {limits.max_file_bytes}-byte file limit"
+                )
+            total += st.st_size
+            if total > limits.max_total_bytes:
+                raise LimitExceeded(
+                    f"{rel}: workspace passes the {limits.max_total_bytes}-byte workspace limit"
+                )
+            scan.stats[rel] = stat_key(st)
+    return scan
+
+
+def _require_utf8(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise UnsafePath(f"{text.encode('utf-8', 'replace')!r}: name is not UTF-8") from exc
+
+
+def _read_and_store(
+    store: Store,
+    abs_root: str,
+    scan: _Scan,
+    to_read: list[str],
+    digests: dict[str, str],
+    limits: CaptureLimits,
+) -> None:
+    """Read files in parallel (hashing and zstd release the GIL) and write blob batches.
+
+    Blobs are content-addressed, so a batch written before a refused capture is never
+    referenced by a snapshot and changes nothing a reader can see.
+    """
+
+    def read(rel: str) -> ReadBlob:
+        return read_file_blob(
+            os.path.join(abs_root, rel), rel, scan.stats[rel], limits.max_file_bytes
+        )
+
+    pending: list[dict[str, object]] = []
+    pending_bytes = 0
+    # One writer thread overlaps SQLite/PostgreSQL writes with reading; at most one batch
+    # waits for it, so memory stays bounded by two batches.
+    with ThreadPoolExecutor(max_workers=limits.read_threads) as pool, ThreadPoolExecutor(1) as db:
+        in_flight: Future[None] | None = None
+        for blob in pool.map(read, to_read):
+            digests[blob.path] = blob.digest
+            pending.append({"digest": blob.digest, "size": blob.size, "data": blob.data})
+            pending_bytes += len(blob.data)
+            if pending_bytes >= limits.flush_bytes:
+                if in_flight is not None:
+                    in_flight.result()
+                in_flight = db.submit(_flush, store, pending)
+                pending, pending_bytes = [], 0
+        if in_flight is not None:
+            in_flight.result()
+    _flush(store, pending)
+
+
+def _flush(store: Store, rows: list[dict[str, object]]) -> None:
+    if rows:
+        with store.transaction() as conn:
+            insert_blobs(conn, rows)
+
+
+def _require_stable(before: _Scan, after: _Scan) -> None:
+    """Raise UnstableWorkingTree naming a path whose membership or metadata moved."""
+    for name, old, new in (
+        ("file", before.stats, after.stats),
+        ("symlink", before.targets, after.targets),
+    ):
+        if old == new:
+            continue
+        moved = sorted(set(old) ^ set(new)) or sorted(p for p in old if old[p] != new.get(p))
+        raise UnstableWorkingTree(f"{moved[0]}: {name} moved while capturing")
+
+
+def _records(scan: _Scan, digests: dict[str, str]) -> list[dict[str, object]]:
+    records = [
+        file_record(path, bool(st[4] & 0o111), digests[path], st[0])
+        for path, st in scan.stats.items()
+    ]
+    records.extend(symlink_record(path, target) for path, target in scan.targets.items())
+    return records

@@ -1,0 +1,20 @@
+"""The store: schema, migrations, path safety, transactions and events."""
+
+from __future__ import annotations
+
+from .events import MAX_EVENTS_PAGE, Event, append_event, read_events, utc_now
+from .safety import DB_FILENAME, STATE_DIRNAME
+from .store import DATABASE_URL_ENV, Store, open_store
+
+__all__ = [
+    "DATABASE_URL_ENV",
+    "DB_FILENAME",
+    "MAX_EVENTS_PAGE",
+    "STATE_DIRNAME",
+    "Event",
+    "Store",
+    "append_event",
+    "open_store",
+    "read_events",
+    "utc_now",
+]

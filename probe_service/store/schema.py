@@ -1,0 +1,67 @@
+"""SQLAlchemy Core tables of the foundation: blobs, snapshots, the stat cache and events.
+
+Each part adds its own tables to this ``metadata`` in its own module; migrations under
+``migrations/versions`` are the only way the schema changes.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+
+__all__ = ["blobs", "events", "metadata", "snapshots", "stat_cache"]
+
+metadata = MetaData()
+
+#: SQLite only aliases ROWID (and so autoincrements) for a column typed exactly INTEGER.
+CursorInt = BigInteger().with_variant(Integer(), "sqlite")
+
+blobs = Table(
+    "blobs",
+    metadata,
+    Column("digest", String(64), primary_key=True),
+    Column("size", BigInteger, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+)
+
+snapshots = Table(
+    "snapshots",
+    metadata,
+    Column("snapshot_id", String(64), primary_key=True),
+    Column("manifest", LargeBinary, nullable=False),
+    Column("files", Integer, nullable=False),
+    Column("bytes", BigInteger, nullable=False),
+    Column("created_at", String(32), nullable=False),
+)
+
+stat_cache = Table(
+    "stat_cache",
+    metadata,
+    Column("root", Text, primary_key=True),
+    Column("path", Text, primary_key=True),
+    Column("size", BigInteger, nullable=False),
+    Column("mtime_ns", BigInteger, nullable=False),
+    Column("ctime_ns", BigInteger, nullable=False),
+    Column("inode", BigInteger, nullable=False),
+    Column("mode", Integer, nullable=False),
+    Column("digest", String(64), nullable=False),
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("cursor", CursorInt, primary_key=True, autoincrement=True),
+    Column("kind", String(64), nullable=False),
+    Column("subject", String(128), nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("created_at", String(32), nullable=False),
+    sqlite_autoincrement=True,
+)

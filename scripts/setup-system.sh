@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Install the system tools the sandbox and snapshots need: bubblewrap, socat, ripgrep, git.
+# Idempotent: does nothing when every tool is already in a fixed system directory.
+set -euo pipefail
+
+need=()
+for tool in bwrap:bubblewrap socat:socat rg:ripgrep git:git node:nodejs npm:npm; do
+    bin=${tool%%:*}; pkg=${tool##*:}
+    found=no
+    for dir in /usr/bin /bin /usr/local/bin; do
+        [ -x "$dir/$bin" ] && found=yes && break
+    done
+    [ "$found" = yes ] || need+=("$pkg")
+done
+
+if [ ${#need[@]} -eq 0 ]; then
+    exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: missing system packages: ${need[*]}" >&2
+    echo "setup: install them with: sudo apt-get install -y ${need[*]}" >&2
+    exit 1
+fi
+echo "setup: installing ${need[*]} with apt-get"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq "${need[@]}" >/dev/null

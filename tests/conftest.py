@@ -1,0 +1,106 @@
+"""Shared fixtures: real SQLite files, a real PostgreSQL schema per test, a real Redis.
+
+PostgreSQL and Redis come from testcontainers when a Docker engine answers, otherwise
+from PROBE_TEST_DATABASE_URL / PROBE_TEST_REDIS_URL. When neither is reachable the
+tests that need them fail with a message saying so; they are never skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from probe_service.store import Store, open_store
+
+
+def _docker_answers() -> bool:
+    docker = shutil.which("docker")
+    if docker is None:
+        return False
+    try:
+        done = subprocess.run([docker, "info"], capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+@pytest.fixture(scope="session")
+def postgres_base_url() -> Iterator[str]:
+    """A reachable PostgreSQL URL: a testcontainer, else PROBE_TEST_DATABASE_URL."""
+    if _docker_answers():
+        from testcontainers.postgres import PostgresContainer
+
+        with PostgresContainer("postgres:16", driver="psycopg") as container:
+            yield container.get_connection_url()
+        return
+    url = os.environ.get("PROBE_TEST_DATABASE_URL")
+    if not url:
+        pytest.fail(
+            "PostgreSQL is needed: no Docker engine answers and PROBE_TEST_DATABASE_URL is "
+            "unset (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test)"
+        )
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except Exception as exc:  # any failure means unreachable; the message says which
+        pytest.fail(f"PostgreSQL at PROBE_TEST_DATABASE_URL={url} is unreachable: {exc}")
+    finally:
+        engine.dispose()
+    yield url
+
+
+@pytest.fixture
+def pg_url(postgres_base_url: str) -> Iterator[str]:
+    """A URL whose search_path is a fresh schema, dropped after the test."""
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(postgres_base_url)
+    with admin.begin() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    sep = "&" if "?" in postgres_base_url else "?"
+    yield f"{postgres_base_url}{sep}options={quote(f'-csearch_path={schema}')}"
+    with admin.begin() as conn:
+        conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+    admin.dispose()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """An empty directory standing for a repository root."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[Store]:
+    """The embedded store, in its own state directory."""
+    state_root = tmp_path / "state"
+    state_root.mkdir()
+    store = open_store(state_root)
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def pg_store(tmp_path: Path, pg_url: str) -> Iterator[Store]:
+    """A PostgreSQL store in a fresh schema."""
+    store = open_store(tmp_path, pg_url)
+    yield store
+    store.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_store(request: pytest.FixtureRequest) -> Store:
+    """Each backend in turn: the same test must hold on both."""
+    name = "sqlite_store" if request.param == "sqlite" else "pg_store"
+    store: Store = request.getfixturevalue(name)
+    return store

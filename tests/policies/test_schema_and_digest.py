@@ -1,0 +1,65 @@
+"""The committed JSON Schema and the canonical policy digest."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from probe_service.policies import Policy, canonical_json, policy_digest
+from probe_service.policies.schema import default_schema_path, render_schema
+
+from .conftest import VALID_POLICY
+
+
+def test_committed_schema_matches_the_model() -> None:
+    """policies/probe-policies.schema.json equals the schema generated from the model."""
+    assert default_schema_path().read_text(encoding="utf-8") == render_schema()
+
+
+def test_schema_forbids_unknown_keys() -> None:
+    """The exported schema carries additionalProperties false at both levels."""
+    schema = json.loads(render_schema())
+    assert schema["additionalProperties"] is False
+    assert schema["$defs"]["Policy"]["additionalProperties"] is False
+
+
+def test_digest_is_sha256_of_canonical_json() -> None:
+    """policy_digest is SHA-256 over sorted-key, compact, UTF-8 JSON of every field."""
+    policy = Policy.model_validate(VALID_POLICY)
+    body = json.dumps(
+        policy.model_dump(mode="json"), sort_keys=True, separators=(",", ":")
+    ).encode()
+    assert policy_digest(policy) == hashlib.sha256(body).hexdigest()
+
+
+def test_digest_changes_with_any_field() -> None:
+    """Changing one limit changes the digest."""
+    one = Policy.model_validate(VALID_POLICY)
+    two = Policy.model_validate({**VALID_POLICY, "timeout_seconds": 31})
+    assert policy_digest(one) != policy_digest(two)
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+    max_leaves=20,
+)
+
+
+@given(JSON)
+def test_canonical_json_round_trips(value: Any) -> None:
+    """Canonical JSON parses back to the same value and is stable under re-encoding."""
+    encoded = canonical_json(value)
+    assert json.loads(encoded) == value
+    assert canonical_json(json.loads(encoded)) == encoded
+
+
+def test_example_schema_path_is_in_repo() -> None:
+    """The schema lives in the top-level policies/ folder."""
+    assert default_schema_path().parent.name == "policies"
+    assert Path(default_schema_path()).exists()

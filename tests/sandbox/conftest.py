@@ -1,0 +1,80 @@
+"""Fixtures for the real-sandbox tests: the verified runtime, a snapshot, a scratch dir."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from probe_service.errors import SandboxUnavailable
+from probe_service.policies import Policy
+from probe_service.sandbox import SandboxResult, SandboxRuntime, locate_runtime, run_sandboxed
+
+SHELL_TOOLS = ("true", "cat", "sh", "echo", "printf", "ls", "python3", "sleep")
+
+
+@pytest.fixture(scope="session")
+def runtime() -> SandboxRuntime:
+    """The verified pinned runtime; FAILS (never skips) when it is not installed."""
+    try:
+        return locate_runtime()
+    except SandboxUnavailable as exc:
+        pytest.fail(f"Sandbox Runtime unavailable ({exc.reason}): {exc} -- run `make setup`")
+
+
+@pytest.fixture
+def snapshot(tmp_path: Path) -> Path:
+    """A materialized snapshot with one source file."""
+    root = tmp_path / "snapshot"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "main.txt").write_text("snapshot content\n")
+    return root
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> Path:
+    """An empty per-run scratch directory."""
+    root = tmp_path / "scratch"
+    root.mkdir()
+    return root
+
+
+def make_policy(**overrides: Any) -> Policy:
+    """A permissive-enough test policy; override any field."""
+    fields: dict[str, Any] = {
+        "id": "test-shell",
+        "allowed_executables": list(SHELL_TOOLS),
+        "timeout_seconds": 20,
+        "max_output_bytes": 100_000,
+        "allowed_domains": [],
+        "environment": ["PATH", "LANG"],
+    }
+    fields.update(overrides)
+    if "sh" in fields["allowed_executables"]:
+        fields.setdefault("executable_pins", {"sh": "/usr/bin/dash"})
+    return Policy.model_validate(fields)
+
+
+Runner = Callable[..., SandboxResult]
+
+
+@pytest.fixture
+def run(runtime: SandboxRuntime, snapshot: Path, scratch: Path) -> Runner:
+    """Run an executable with the test policy, the snapshot and the scratch dir."""
+
+    def _run(
+        executable: str, args: Sequence[str] = (), policy: Policy | None = None, **kw: Any
+    ) -> SandboxResult:
+        kw.setdefault("snapshot_dir", snapshot)
+        kw.setdefault("scratch_dir", scratch)
+        return run_sandboxed(
+            policy=policy or make_policy(),
+            executable=executable,
+            args=list(args),
+            runtime=runtime,
+            **kw,
+        )
+
+    return _run
