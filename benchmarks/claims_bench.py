@@ -19,8 +19,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from probe_service.snapshot import snapshot_capture
-
 from probe_service.claims import (
     SnapshotSource,
     TreeView,
@@ -33,6 +31,7 @@ from probe_service.claims.checking import evaluate_claims
 from probe_service.claims.records import ExactBlobBaseline
 from probe_service.claims.rows import load_baselines, load_heads
 from probe_service.claims.views import entry_fingerprint
+from probe_service.snapshot import snapshot_capture
 from probe_service.store import Store, open_store
 
 PER_DIR = 50

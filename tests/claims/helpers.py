@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from probe_service.snapshot import snapshot_capture
-
 from probe_service.store import Store
 
 RECEIPT_SUPPORTS = "a" * 64

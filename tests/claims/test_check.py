@@ -129,8 +129,9 @@ class TestMissingData:
         target = base.write("src/n.py", "fresh content\n").capture()
         import hashlib
 
-        from probe_service.store.schema import blobs
         from sqlalchemy import delete
+
+        from probe_service.store.schema import blobs
 
         lost = hashlib.sha256(b"fresh content\n").hexdigest()
         with base.store.transaction() as conn:

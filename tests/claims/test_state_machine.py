@@ -11,7 +11,6 @@ from pathlib import Path
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-from probe_service.snapshot import snapshot_capture
 
 from probe_service.claims import (
     change_analyze,
@@ -23,6 +22,7 @@ from probe_service.claims import (
 from probe_service.claims.models import Dependency, parse_request
 from probe_service.claims.views import TreeView
 from probe_service.errors import InvalidClaim
+from probe_service.snapshot import snapshot_capture
 from probe_service.store import open_store
 
 PATHS = ["src/a.py", "src/b.py", "src/sub/c.py", "docs/d.md", "top.py"]
@@ -115,12 +115,15 @@ class ClaimsMachine(RuleBasedStateMachine):
     def analyse_step(self) -> None:
         analysis = change_analyze(self.store, self.previous, self.snapshot)
         opened = {o.claim_id for o in analysis.opened}
+        # Snapshots are content-addressed: returning to an earlier tree finds the
+        # obligation opened then, so "has one" is the rule, not "opened one now".
+        holding = {o.claim_id for o in obligation_list(self.store, snapshot_id=self.snapshot)}
         for claim_id, (dep, then) in self.claims.items():
             now_state = expected_state(dep, then, self.files)
-            became_stale = now_state != "current"
-            if became_stale and self.previous_states[claim_id] == "current":
-                assert claim_id in opened, f"index missed {claim_id} ({dep})"
-            if not became_stale:
+            stale = now_state != "current"
+            if stale and self.previous_states[claim_id] == "current":
+                assert claim_id in holding, f"index missed {claim_id} ({dep})"
+            if not stale:
                 assert claim_id not in opened
             self.previous_states[claim_id] = now_state
 

@@ -5,7 +5,11 @@ table ``claim_fts``; PostgreSQL GIN index on ``to_tsvector``) and triggers that 
 ``claim_audit`` append-only and a claim row immutable once recorded.
 
 Revision ID: 0002_claims
-Revises: 0001_foundation
+Revises: 0003_plans
+
+Numbered 0002 as planned, but main already carries ``0003_plans`` on ``0001_foundation``;
+revising it keeps one linear head (0001 -> 0003 -> 0002) without touching another part's
+migration. Alembic orders by this chain, never by file name.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0002_claims"
-down_revision = "0001_foundation"
+down_revision = "0003_plans"
 
 _SERIAL = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
