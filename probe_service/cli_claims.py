@@ -118,7 +118,7 @@ def claim_create_command(
         record = svc.claim_create(
             store,
             _read_json(file),
-            receipts=svc.no_receipts,
+            receipts=svc.store_receipts(store),
             interface="cli",
             allow_tombstoned=allow_tombstoned,
         )
@@ -252,6 +252,7 @@ def obligations_resolve_command(
             rationale,
             receipt=receipt,
             successor_claim_id=successor,
+            receipts=svc.store_receipts(store),
             interface="cli",
         )
         _emit(done, as_json, _obligation_line(done))

@@ -27,7 +27,7 @@ from .models import (
 )
 from .obligations import RESOLUTIONS, obligation_list, obligation_resolve
 from .queries import ANALYZER_VERSION, evaluate_query
-from .receipts import ReceiptLookup, no_receipts
+from .receipts import ReceiptLookup, no_receipts, store_receipts
 from .records import (
     ChangeAnalysis,
     ClaimCheck,
@@ -82,5 +82,6 @@ __all__ = [
     "obligation_list",
     "obligation_resolve",
     "read_audit",
+    "store_receipts",
     "supersession_chain",
 ]
