@@ -59,6 +59,11 @@ def open_obligations(
         return []
     inserted = {r[0] for r in conn.execute(_insert_new(conn), list(rows.values()))}
     opened = [_obligation(row, None) for row in rows.values() if row["obligation_id"] in inserted]
+    _announce_opened(conn, opened, interface)
+    return opened
+
+
+def _announce_opened(conn: Connection, opened: Sequence[Obligation], interface: str) -> None:
     for obligation in opened:
         append_event(
             conn,
@@ -82,7 +87,6 @@ def open_obligations(
             before=None,
             after=digest_json([o.model_dump(mode="json") for o in group]),
         )
-    return opened
 
 
 def _insert_new(conn: Connection) -> Insert:
@@ -205,22 +209,28 @@ def obligation_resolve(
             )
         )
         after = list_in(conn, obligation_id=obligation_id)[0]
-        append_audit(
-            conn,
-            operation="obligation_resolve",
-            interface=interface,
-            scope=after.scope,
-            subject_ids=[obligation_id, after.claim_id],
-            before=digest_json(before.model_dump(mode="json")),
-            after=digest_json(after.model_dump(mode="json")),
-        )
-        append_event(
-            conn,
-            "obligation_resolved",
-            obligation_id,
-            {"scope": after.scope, "claim_id": after.claim_id, "resolution": resolution},
-        )
+        _announce_resolution(conn, before, after, interface)
     return after
+
+
+def _announce_resolution(
+    conn: Connection, before: Obligation, after: Obligation, interface: str
+) -> None:
+    append_audit(
+        conn,
+        operation="obligation_resolve",
+        interface=interface,
+        scope=after.scope,
+        subject_ids=[after.obligation_id, after.claim_id],
+        before=digest_json(before.model_dump(mode="json")),
+        after=digest_json(after.model_dump(mode="json")),
+    )
+    append_event(
+        conn,
+        "obligation_resolved",
+        after.obligation_id,
+        {"scope": after.scope, "claim_id": after.claim_id, "resolution": after.resolution},
+    )
 
 
 def _check_resolution(
