@@ -52,7 +52,9 @@ def dependencies(rng: random.Random, paths: list[str], dirs: int) -> list[dict[s
     """One exact file plus one query over ten modules of one package (50/50 set/negative)."""
     domain = f"pkg{rng.randrange(dirs):03d}/mod{rng.randrange(5)}*.py"
     if rng.random() < 0.5:
-        query = {"query_set": {"query": {"kind": "grep", "pattern": "parse(", "domain": domain}}}
+        query: dict[str, object] = {
+            "query_set": {"query": {"kind": "grep", "pattern": "parse(", "domain": domain}}
+        }
     else:
         negative = {"kind": "grep", "pattern": "legacy_parse", "domain": domain}
         query = {"negative_query": {"query": negative}}
