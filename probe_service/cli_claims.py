@@ -277,7 +277,7 @@ def knowledge_query_command(
             store,
             scope=scope,
             target_snapshot=snapshot,
-            text_query=text,
+            text=text,
             paths=path or [],
             limit=limit,
             interface="cli",

@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from sqlalchemy import Connection, select, text
+from sqlalchemy import Connection, select
+from sqlalchemy import text as sql_text
 
 from ..errors import InvalidClaim
 from ..store import Store
@@ -83,24 +84,24 @@ def knowledge_query(
     *,
     scope: str,
     target_snapshot: str,
-    text_query: str | None = None,
+    text: str | None = None,
     paths: Sequence[str] = (),
     limit: int = 20,
     interface: str = "python",
     source: SnapshotSource | None = None,
 ) -> list[KnowledgeHit]:
-    """Live claims of ``scope`` related to ``text_query`` and/or ``paths``.
+    """Live claims of ``scope`` related to ``text`` and/or ``paths``.
 
     Raises InvalidClaim when neither is given, a path is unsafe, or ``limit`` is out of range.
     """
-    if not text_query and not paths:
+    if not text and not paths:
         raise InvalidClaim("query: give text and/or paths")
     if not 1 <= limit <= MAX_HITS:
         raise InvalidClaim(f"limit: {limit} is outside 1..{MAX_HITS}")
     clean = [check_path(p, "paths") for p in paths]
     matched: dict[str, list[str]] = {}
     with store.reading() as conn:
-        for claim_id in _text_matches(conn, scope, text_query or "", limit):
+        for claim_id in _text_matches(conn, scope, text or "", limit):
             matched.setdefault(claim_id, []).append("text")
         for path in clean:
             for claim_id in sorted(_path_matches(conn, scope, path)):
@@ -134,14 +135,14 @@ def _text_matches(conn: Connection, scope: str, query: str, limit: int) -> list[
     if not terms:
         return []
     if conn.dialect.name == "postgresql":
-        sql = text(
+        sql = sql_text(
             "SELECT claim_id FROM claims WHERE scope = :scope AND "
             "to_tsvector('english', coalesce(question, '') || ' ' || statement) "
             "@@ plainto_tsquery('english', :q) ORDER BY created_at DESC, claim_id LIMIT :n"
         )
         params = {"scope": scope, "q": " ".join(terms), "n": limit}
     else:
-        sql = text(
+        sql = sql_text(
             "SELECT claim_id FROM claim_fts WHERE claim_fts MATCH :q AND scope = :scope "
             "ORDER BY rank, claim_id LIMIT :n"
         )

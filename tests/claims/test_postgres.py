@@ -51,12 +51,12 @@ def test_full_text_search_is_scoped_and_strict(pg_tree: WorkTree, receipts: Rece
     snap = pg_tree.write("src/parse.py", PARSE_PY).capture()
     claim_create(store, claim_request(snap), receipts=receipts)
     hits = knowledge_query(store, scope="payments", target_snapshot=snap,
-                           text_query="accepting commas")  # fmt: skip
+                           text="accepting commas")  # fmt: skip
     assert len(hits) == 1
     assert hits[0].applicability.state == "current"
-    assert knowledge_query(store, scope="other", target_snapshot=snap, text_query="comma") == []
+    assert knowledge_query(store, scope="other", target_snapshot=snap, text="comma") == []
     assert knowledge_query(store, scope="payments", target_snapshot=snap,
-                           text_query="comma migration") == []  # fmt: skip
+                           text="comma migration") == []  # fmt: skip
 
 
 def test_tombstone_conflict(pg_tree: WorkTree, receipts: ReceiptLookup) -> None:

@@ -32,7 +32,7 @@ def snap(tree: WorkTree, receipts: ReceiptLookup) -> str:
 def test_text_match_finds_the_claim_with_applicability(store: Store, snap: str) -> None:
     """Words of the statement find it, with a fresh applicability check."""
     hits = knowledge_query(store, scope="payments", target_snapshot=snap,
-                           text_query="does parse accept a trailing comma?")  # fmt: skip
+                           text="does parse accept a trailing comma?")  # fmt: skip
     assert [h.claim.statement for h in hits] == ["parse() accepts a trailing comma"]
     assert hits[0].applicability.state == "current"
     assert hits[0].matched_by == ("text",)
@@ -41,22 +41,22 @@ def test_text_match_finds_the_claim_with_applicability(store: Store, snap: str) 
 def test_stemming_matches_word_forms(store: Store, snap: str) -> None:
     """``accepting commas`` reaches ``accepts a trailing comma``."""
     hits = knowledge_query(store, scope="payments", target_snapshot=snap,
-                           text_query="accepting commas")  # fmt: skip
+                           text="accepting commas")  # fmt: skip
     assert len(hits) == 1
 
 
 def test_irrelevant_query_returns_nothing(store: Store, snap: str) -> None:
     """A query whose words do not all occur returns nothing, not the least-bad match."""
     assert knowledge_query(store, scope="payments", target_snapshot=snap,
-                           text_query="trailing comma database migration") == []  # fmt: skip
+                           text="trailing comma database migration") == []  # fmt: skip
 
 
 def test_other_scope_is_never_consulted(store: Store, snap: str) -> None:
     """An empty result in a scope is never answered from another scope."""
     assert knowledge_query(store, scope="payments", target_snapshot=snap,
-                           text_query="refunds idempotent") == []  # fmt: skip
+                           text="refunds idempotent") == []  # fmt: skip
     assert knowledge_query(store, scope="nowhere", target_snapshot=snap,
-                           text_query="trailing comma") == []  # fmt: skip
+                           text="trailing comma") == []  # fmt: skip
 
 
 def test_path_match_uses_exact_and_domain_dependencies(store: Store, snap: str) -> None:
@@ -76,9 +76,9 @@ def test_stale_claim_is_reported_stale(tree: WorkTree, snap: str) -> None:
 
 def test_withdrawn_claims_are_not_returned(store: Store, snap: str) -> None:
     """A tombstoned claim is not offered as knowledge."""
-    hit = knowledge_query(store, scope="payments", target_snapshot=snap, text_query="comma")[0]
+    hit = knowledge_query(store, scope="payments", target_snapshot=snap, text="comma")[0]
     claim_withdraw(store, hit.claim.claim_id, "wrong")
-    assert knowledge_query(store, scope="payments", target_snapshot=snap, text_query="comma") == []
+    assert knowledge_query(store, scope="payments", target_snapshot=snap, text="comma") == []
 
 
 def test_answers_are_searchable_by_their_question(store: Store, snap: str) -> None:
@@ -89,14 +89,14 @@ def test_answers_are_searchable_by_their_question(store: Store, snap: str) -> No
         "dependencies": [{"exact_blob": {"path": "src/pay.py"}}],
     })  # fmt: skip
     hits = knowledge_query(store, scope="payments", target_snapshot=snap,
-                           text_query="currencies rounded")  # fmt: skip
+                           text="currencies rounded")  # fmt: skip
     assert [h.claim.outcome for h in hits] == ["unresolved"]
 
 
 def test_fts_syntax_in_the_query_is_inert(store: Store, snap: str) -> None:
     """Quotes, operators and column filters are words, never FTS syntax."""
     hits = knowledge_query(store, scope="payments", target_snapshot=snap,
-                           text_query='comma" OR scope:billing NEAR(*')  # fmt: skip
+                           text='comma" OR scope:billing NEAR(*')  # fmt: skip
     assert hits == []
 
 
