@@ -8,7 +8,8 @@ Limits (documented, enforced, and reported through ``complete``/``truncated``):
 - at most ``MAX_SCANNED_BYTES`` (64 MiB) are read per query; beyond that the result is
   truncated and incomplete;
 - regex search runs line by line; a line longer than ``MAX_LINE_CHARS`` is skipped
-  (incomplete), and unsafe patterns are refused up front (``regex_guard``);
+  (incomplete), unsafe patterns are refused up front (``regex_guard``), and a query's
+  regex search stops after ``REGEX_SECONDS`` (truncated, incomplete);
 - ``python_symbol`` parses ``.py``/``.pyi`` files with ``ast`` (never imports or runs them);
   an unparsable file makes the result incomplete.
 
@@ -20,6 +21,7 @@ with another version needs a recheck.
 from __future__ import annotations
 
 import ast
+import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -36,6 +38,7 @@ __all__ = [
     "MAX_FILE_BYTES",
     "MAX_LINE_CHARS",
     "MAX_SCANNED_BYTES",
+    "REGEX_SECONDS",
     "Domain",
     "domain_of",
     "evaluate_query",
@@ -49,6 +52,11 @@ ANALYZER_VERSION: dict[str, str] = {
 MAX_FILE_BYTES = 1 << 20
 MAX_SCANNED_BYTES = 64 << 20
 MAX_LINE_CHARS = 4096
+#: Wall-clock budget for the regex search of one query. The guard refuses exponential
+#: patterns; this bounds the polynomial (e.g. quadratic ``a+b`` on long lines) ones. It is
+#: the one limit that depends on the machine, and crossing it can only make a result
+#: incomplete, which never lets a claim stay current.
+REGEX_SECONDS = 5.0
 _TEXT_CHARS = 200
 
 
@@ -90,6 +98,8 @@ class _Scan:
     notes: list[str] = field(default_factory=list)
     scanned: int = 0
     truncated: bool = False
+    stopped: bool = False
+    deadline: float = field(default_factory=lambda: time.monotonic() + REGEX_SECONDS)
 
     def add(self, match: QueryMatch) -> bool:
         """Record a match; False once the result is full (and marks it truncated)."""
@@ -150,6 +160,9 @@ def _scan_contents(
         for match in found:
             if not scan.add(match):
                 return
+        if scan.stopped:
+            scan.truncated = True
+            return
 
 
 def _relevant(query: GrepQuery | PythonSymbolQuery, path: str) -> bool:
@@ -191,6 +204,10 @@ def _grep(query: GrepQuery, path: str, data: bytes, scan: _Scan) -> Iterator[Que
             if len(line) > MAX_LINE_CHARS:
                 scan.notes.append(f"{path}:{number}: line longer than {MAX_LINE_CHARS}, skipped")
                 continue
+            if time.monotonic() > scan.deadline:
+                scan.notes.append(f"{path}:{number}: regex time budget exhausted, stopped")
+                scan.stopped = True
+                return
             found = regex.search(line)
             column = found.start() if found else -1
         else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from probe_service.claims import evaluate_query
+from probe_service.claims import evaluate_query, queries
 from probe_service.claims.models import Dependency, QuerySpec, parse_request
 from probe_service.claims.queries import MAX_FILE_BYTES, MAX_LINE_CHARS
 from probe_service.claims.views import TreeView
@@ -117,3 +117,16 @@ class TestPythonSymbol:
         result = evaluate_query(q(kind="python_symbol", name="x", domain="*.py"), view)
         assert result.complete
         assert len(result.matches) == 2
+
+
+class TestRegexBudget:
+    def test_exhausted_time_budget_truncates_the_result(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Past the regex time budget the search stops and says so (never complete)."""
+        monkeypatch.setattr(queries, "REGEX_SECONDS", -1.0)
+        view = TreeView.from_files({"a.txt": b"x\n", "b.txt": b"x\n"})
+        result = evaluate_query(q(kind="grep", pattern="x", regex=True, domain="*"), view)
+        assert result.truncated
+        assert not result.complete
+        assert result.matches == ()
