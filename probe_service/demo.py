@@ -1,31 +1,124 @@
-"""``byte-probe demo``: the main job on the embedded default, start to finish."""
+"""``byte-probe demo``: the main job on the embedded default, start to finish.
+
+Captures the shipped example repository, plans three probes, runs them in the sandbox
+and prints their receipts: one supports, one refutes (a historical regression whose
+failure was declared to refute), one stays inconclusive (a model-inferred oracle).
+"""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from . import service
+from .policies import POLICY_FILE_ENV
 from .store import open_store
 
-__all__ = ["EXAMPLE_REPO", "run_demo"]
+__all__ = ["DEMO_POLICY", "EXAMPLE_REPO", "demo_plans", "run_demo"]
 
 #: The example repository shipped beside the package.
 EXAMPLE_REPO = Path(__file__).resolve().parent.parent / "examples" / "tinyparse"
 
+DEMO_POLICY: dict[str, Any] = {
+    "schema": 1,
+    "policies": [
+        {
+            "id": "demo-python-no-network",
+            "allowed_executables": ["python3"],
+            "timeout_seconds": 30,
+            "max_output_bytes": 100_000,
+            "allowed_domains": [],
+            "environment": ["LANG"],
+            "max_processes": 32,
+            "memory_bytes": 512 * 1024 * 1024,
+        }
+    ],
+}
+
+
+def demo_plans(snapshot_id: str) -> list[dict[str, Any]]:
+    """The three demo plans against ``snapshot_id``."""
+    base = {"snapshot_id": snapshot_id, "policy_id": "demo-python-no-network"}
+    return [
+        {
+            **base,
+            "executable": "python3",
+            "args": ["check_trailing_comma.py"],
+            "oracle": {
+                "check": {"kind": "exit_code", "equals": 0},
+                "source": "user_requirement",
+                "reference": "issue #12: accept a trailing comma",
+            },
+            "hypothesis": "parse_list accepts a trailing comma",
+        },
+        {
+            **base,
+            "executable": "python3",
+            "args": ["check_empty_items.py"],
+            "oracle": {
+                "check": {"kind": "exit_code", "equals": 0},
+                "source": "historical_regression",
+                "reference": "issue #7: '[1,,2]' must be rejected",
+            },
+            "failure_refutes": True,
+            "hypothesis": "parse_list rejects an empty item",
+        },
+        {
+            **base,
+            "executable": "python3",
+            "args": ["-c", "from tinyparse import parse_list; print(parse_list('[4, 5]'))"],
+            "oracle": {
+                "check": {"kind": "stdout_contains", "text": "[4, 5]"},
+                "source": "model_inferred",
+            },
+            "hypothesis": "parse_list keeps the order of items",
+        },
+    ]
+
+
+def write_demo_policy(workdir: Path) -> Path:
+    """Write the demo's policy file with owner-only permissions and return its path."""
+    path = workdir / "probe-policies.json"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(DEMO_POLICY, handle, indent=2)
+    os.chmod(path, 0o600)
+    return path
+
 
 def run_demo(workdir: Path, console: Console) -> int:
-    """Capture the example repository into an embedded store under ``workdir``; return 0."""
+    """Run the main job under ``workdir``; return 0 when the three outcomes are as designed."""
+    workdir = workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
+    # The demo is the administrator here: it points this process at its own policy file.
+    os.environ[POLICY_FILE_ENV] = str(write_demo_policy(workdir))
     store = open_store(workdir)
     try:
-        result = service.snapshot_capture(store, EXAMPLE_REPO)
-        table = Table(title=f"snapshot of {EXAMPLE_REPO.name}", show_header=False)
-        for key, value in result.model_dump().items():
-            table.add_row(key, str(value))
+        capture = service.snapshot_capture(store, EXAMPLE_REPO)
+        console.print(f"snapshot {capture.snapshot_id} ({capture.files} files) of {EXAMPLE_REPO}")
+        table = Table(title="probe receipts")
+        for column in ("hypothesis", "oracle", "outcome", "reason", "exit", "reused", "receipt"):
+            table.add_column(column, no_wrap=column != "hypothesis")
+        outcomes = []
+        for plan in demo_plans(capture.snapshot_id):
+            plan_id = service.probe_plan(store, plan).plan_id
+            result = service.probe_run(store, plan_id, plan["policy_id"])
+            outcomes.append(result.outcome)
+            table.add_row(
+                plan["hypothesis"],
+                plan["oracle"]["source"],
+                result.outcome,
+                result.reason,
+                str(result.exit_code),
+                "yes" if result.reused else "no",
+                result.receipt_sha256[:16],
+            )
         console.print(table)
     finally:
         store.close()
-    return 0
+    return 0 if outcomes == ["supports", "refutes", "inconclusive"] else 1

@@ -1,23 +1,70 @@
 """The operations every interface shares; CLI, NDJSON host, MCP and queue call only these.
 
 Each function takes the store (and whatever else it needs) explicitly and returns plain
-pydantic models, so an adapter never needs to know how an answer was produced.
+pydantic models or JSON values, so an adapter never needs to know how an answer was made.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
+from . import ENGINE_VERSION
+from .plans import (
+    Plan,
+    ProbeRunResult,
+    load_plan,
+    load_receipt,
+    parse_plan,
+    save_plan,
+    verify_receipt,
+)
+from .plans import probe_run as _probe_run
+from .policies import load_policy_file, policy_file_path
+from .sandbox import SandboxRuntime
 from .snapshot import CaptureResult, Snapshot, load_snapshot, snapshot_capture
 from .snapshot import snapshot_materialize as _materialize
 from .store import MAX_EVENTS_PAGE, Event, Store, read_events
 
 __all__ = [
+    "OPERATIONS",
+    "PlanCreated",
+    "capabilities",
     "knowledge_events",
+    "probe_get",
+    "probe_plan",
+    "probe_run",
+    "receipt_get",
+    "receipt_verify",
     "snapshot_capture",
     "snapshot_get",
     "snapshot_materialize",
 ]
+
+#: The operation table of ARCHITECTURE.md, as exposed by this engine.
+OPERATIONS = (
+    "capabilities",
+    "snapshot_capture",
+    "probe_plan",
+    "probe_get",
+    "probe_run",
+    "knowledge_events",
+)
+
+
+class PlanCreated(BaseModel):
+    """The id of a persisted plan; ``created`` is false when it was already stored."""
+
+    model_config = ConfigDict(frozen=True)
+    plan_id: str
+    created: bool
+
+
+def capabilities() -> dict[str, Any]:
+    """Describe this engine: version and operations (for host negotiation)."""
+    return {"engine_version": ENGINE_VERSION, "operations": list(OPERATIONS)}
 
 
 def snapshot_get(store: Store, snapshot_id: str) -> Snapshot:
@@ -34,6 +81,59 @@ def knowledge_events(store: Store, after: int = 0, limit: int = 1000) -> list[Ev
     """Return events with a cursor greater than ``after``; raises LimitExceeded on a bad limit."""
     with store.reading() as conn:
         return read_events(conn, after, min(limit, MAX_EVENTS_PAGE) if limit > 0 else limit)
+
+
+def probe_plan(store: Store, plan_json: object) -> PlanCreated:
+    """Validate and persist a plan (never executes anything, never reads a policy).
+
+    Raises InvalidPlan naming the field; NotFound when its snapshot is not stored.
+    """
+    plan = parse_plan(plan_json)
+    load_snapshot(store, plan.snapshot_id)
+    plan_id, created = save_plan(store, plan)
+    return PlanCreated(plan_id=plan_id, created=created)
+
+
+def probe_get(store: Store, plan_id: str) -> Plan:
+    """Return a stored plan; raises NotFound."""
+    return load_plan(store, plan_id)
+
+
+def probe_run(
+    store: Store,
+    plan_id: str,
+    policy_id: str,
+    *,
+    reuse: bool = True,
+    runtime: SandboxRuntime | None = None,
+    run_id: str | None = None,
+    worker: str | None = None,
+) -> ProbeRunResult:
+    """Run a plan under the policy of that exact id from the administrator's policy file.
+
+    Raises NotFound or PolicyError; sandbox failures end inconclusive, never raise.
+    """
+    policy_file = load_policy_file(policy_file_path())
+    return _probe_run(
+        store,
+        plan_id,
+        policy_id,
+        policy_file=policy_file,
+        runtime=runtime,
+        reuse=reuse,
+        run_id=run_id,
+        worker=worker,
+    )
+
+
+def receipt_get(store: Store, receipt_or_run_id: str) -> dict[str, Any]:
+    """Return a stored receipt by receipt sha or run id; raises NotFound."""
+    return load_receipt(store, receipt_or_run_id)
+
+
+def receipt_verify(receipt: object) -> str:
+    """Verify a receipt offline; return its sha; raises ReceiptInvalid naming the field."""
+    return verify_receipt(receipt)
 
 
 # Re-exported so callers find every operation here.

@@ -5,7 +5,8 @@ set -euo pipefail
 dir="$(dirname "$0")/../sandbox"
 [ -f "$dir/package-lock.json" ] || exit 0
 cd "$dir"
-stamp=node_modules/.installed-stamp
+# The stamp lives outside node_modules: the runtime digest covers that whole tree.
+stamp=.npm-ci-stamp
 if [ -f "$stamp" ] && [ "$stamp" -nt package-lock.json ]; then
     exit 0
 fi

@@ -11,7 +11,7 @@ import typer
 from typer._click.exceptions import ClickException
 
 from ..errors import InfrastructureError, ProbeServiceError, UnstableWorkingTree
-from . import demo, events, snapshot
+from . import demo, events, plans, policy, queue, snapshot
 from .common import EXIT_INFRASTRUCTURE, EXIT_INPUT
 
 app = typer.Typer(
@@ -27,6 +27,12 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(snapshot.app, name="snapshot")
+app.add_typer(policy.app, name="policy")
+app.add_typer(plans.plan_app, name="plan")
+app.add_typer(plans.receipt_app, name="receipt")
+app.command("run")(plans.run)
+app.command("worker")(queue.worker)
+app.command("submit")(queue.submit)
 app.command("events")(events.events)
 app.command("demo")(demo.demo)
 

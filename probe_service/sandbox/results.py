@@ -25,6 +25,10 @@ Reason = Literal[
     "invalid_argument",
     "scratch_limit",
     "sandbox_failed",
+    # Set by the plan runner and the queue around a sandbox run, never by the runner itself.
+    "snapshot_unavailable",
+    "overlay_failed",
+    "worker_lost",
 ]
 REASONS: tuple[str, ...] = Reason.__args__  # type: ignore[attr-defined]
 

@@ -6,7 +6,7 @@ import json
 
 from typer.testing import CliRunner
 
-from probe_service.cli_policy import app
+from probe_service.cli.policy import app
 
 from .conftest import Writer, document
 

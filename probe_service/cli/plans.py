@@ -1,0 +1,143 @@
+"""``byte-probe plan …``, ``run`` and ``receipt …``: plans, sandboxed runs and receipts."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from .. import service
+from ..errors import InvalidInput, InvalidPlan, ReceiptInvalid
+from .common import JsonOption, RootOption, console, emit_json, open_cli_store
+
+plan_app = typer.Typer(help="Create and show immutable probe plans.", no_args_is_help=True)
+receipt_app = typer.Typer(help="Show and verify probe receipts.", no_args_is_help=True)
+
+#: Exit codes of `run`, by outcome.
+RUN_EXIT = {"supports": 0, "refutes": 1, "inconclusive": 2}
+
+
+def read_json_arg(source: str, what: str) -> Any:
+    """Read JSON from a file path or '-' (stdin); raises InvalidInput naming the source."""
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"{source}: cannot read {what} ({exc})") from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidPlan(f"{source}: {what} is not JSON ({exc})") from exc
+
+
+@plan_app.command("create")
+def plan_create(
+    file: Annotated[str, typer.Argument(help="Plan JSON file, or - for stdin.")],
+    root: RootOption = Path("."),
+    json_out: JsonOption = False,
+) -> None:
+    """Validate and persist a plan; print its content id. Never executes anything.
+
+    Example: byte-probe plan create plan.json --json
+    """
+    created = service.probe_plan(open_cli_store(root), read_json_arg(file, "plan"))
+    if json_out:
+        emit_json(created)
+    else:
+        state = "created" if created.created else "already stored"
+        console.print(f"plan {created.plan_id} ({state})")
+
+
+@plan_app.command("show")
+def plan_show(plan_id: str, root: RootOption = Path("."), json_out: JsonOption = False) -> None:
+    """Show a stored plan.
+
+    Example: byte-probe plan show 9b1c… --json
+    """
+    plan = service.probe_get(open_cli_store(root), plan_id)
+    if json_out:
+        emit_json({"plan_id": plan_id, "plan": plan.canonical()})
+        return
+    table = Table(title=f"plan {plan_id}", show_header=False)
+    for key, value in plan.canonical().items():
+        table.add_row(key, json.dumps(value, ensure_ascii=False))
+    console.print(table)
+
+
+def run(
+    plan_id: str,
+    policy: Annotated[str, typer.Option("--policy", help="Policy id; must equal the plan's.")],
+    no_reuse: Annotated[
+        bool, typer.Option("--no-reuse", help="Execute even if a receipt for this action exists.")
+    ] = False,
+    root: RootOption = Path("."),
+    json_out: JsonOption = False,
+) -> None:
+    """Run a plan in the sandbox under the named policy and print its receipt.
+
+    Exit codes: 0 supports, 1 refutes, 2 inconclusive, 3 usage or input error,
+    4 store unavailable.
+
+    Example: byte-probe run 9b1c… --policy local-python-no-network --json
+    """
+    result = service.probe_run(open_cli_store(root), plan_id, policy, reuse=not no_reuse)
+    if json_out:
+        emit_json(result.model_dump(exclude={"receipt"}))
+    else:
+        table = Table(title=f"run {result.run_id}", show_header=False)
+        for key in ("outcome", "reason", "status", "exit_code", "reused", "receipt_sha256"):
+            table.add_row(key, str(getattr(result, key)))
+        console.print(table)
+        if result.stdout:
+            console.print(
+                f"[dim]stdout:[/dim] {result.stdout[:2000]}", markup=True, highlight=False
+            )
+    raise typer.Exit(RUN_EXIT[result.outcome])
+
+
+@receipt_app.command("show")
+def receipt_show(
+    receipt_id: Annotated[str, typer.Argument(help="Receipt sha256 or run id.")],
+    root: RootOption = Path("."),
+    json_out: JsonOption = False,
+) -> None:
+    """Show a stored receipt (JSON prints the whole verifiable document).
+
+    Example: byte-probe receipt show 4e0f… --json > receipt.json
+    """
+    receipt = service.receipt_get(open_cli_store(root), receipt_id)
+    if json_out:
+        emit_json(receipt)
+        return
+    committed = receipt["committed"]
+    table = Table(title=f"receipt {receipt['receipt_sha256']}", show_header=False)
+    for key in ("outcome", "reason", "status", "exit_code", "plan_id", "snapshot_id", "policy_id"):
+        table.add_row(key, str(committed[key]))
+    console.print(table)
+
+
+@receipt_app.command("verify")
+def receipt_verify(
+    file: Annotated[str, typer.Argument(help="Receipt JSON file, or - for stdin.")],
+    json_out: JsonOption = False,
+) -> None:
+    """Verify a receipt offline; exit 1 naming the field that no longer matches.
+
+    Example: byte-probe receipt verify receipt.json
+    """
+    document = read_json_arg(file, "receipt")
+    try:
+        sha = service.receipt_verify(document)
+    except ReceiptInvalid as exc:  # a verdict on the receipt, not a usage error: exit 1
+        message = " ".join(str(exc).split())
+        sys.stderr.write(f"byte-probe: receipt invalid: {message}\n")
+        if json_out:
+            emit_json({"valid": False, "error": message})
+        raise typer.Exit(1) from None
+    if json_out:
+        emit_json({"valid": True, "receipt_sha256": sha})
+    else:
+        console.print(f"receipt {sha} verifies")

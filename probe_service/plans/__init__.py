@@ -1,0 +1,35 @@
+"""Probe plans, oracle evaluation, receipts and the run that ties them together."""
+
+from __future__ import annotations
+
+from .models import LIMITS, Fixture, Intervention, Oracle, Plan, PlanLimits, parse_plan, plan_id_of
+from .oracle import CheckVerdict, Decision, decide_outcome, evaluate_check
+from .persist import find_reusable_receipt, load_plan, load_receipt, save_plan, save_receipt
+from .receipts import build_receipt, verify_receipt
+from .run import ProbeRunResult, action_key_for, probe_abandon, probe_run
+
+__all__ = [
+    "LIMITS",
+    "CheckVerdict",
+    "Decision",
+    "Fixture",
+    "Intervention",
+    "Oracle",
+    "Plan",
+    "PlanLimits",
+    "ProbeRunResult",
+    "action_key_for",
+    "build_receipt",
+    "decide_outcome",
+    "evaluate_check",
+    "find_reusable_receipt",
+    "load_plan",
+    "load_receipt",
+    "parse_plan",
+    "plan_id_of",
+    "probe_abandon",
+    "probe_run",
+    "save_plan",
+    "save_receipt",
+    "verify_receipt",
+]

@@ -1,0 +1,270 @@
+"""``probe_run``: materialize, overlay, run sandboxed, evaluate, write the receipt once.
+
+The caller names the policy id and it must equal the plan's exactly; the policy body
+comes only from the administrator's policy file. Nothing here runs outside the sandbox:
+every prerequisite failure ends ``inconclusive`` with a machine-readable reason.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import socket
+import stat
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from ..canonical import sha256_of_json
+from ..errors import PolicyError, ProbeServiceError, SandboxUnavailable
+from ..policies import (
+    Policy,
+    PolicyFile,
+    capture_identity,
+    find_policy,
+    policy_digest,
+    resolve_executable,
+)
+from ..sandbox import SandboxResult, SandboxRuntime, locate_runtime, run_sandboxed
+from ..snapshot import snapshot_materialize
+from ..store import Store, utc_now
+from .models import Plan
+from .oracle import CheckVerdict, decide_outcome, evaluate_check
+from .overlay import apply_interventions, write_fixtures
+from .persist import find_reusable_receipt, load_plan, load_receipt, save_receipt
+from .receipts import RECEIPT_VERSION, build_receipt
+
+__all__ = ["ProbeRunResult", "action_key_for", "probe_abandon", "probe_run"]
+
+#: Bounded output returned to callers (the receipt commits to the full kept bytes' digest).
+MAX_RETURNED_OUTPUT = 64 * 1024
+
+
+class ProbeRunResult(BaseModel):
+    """What a caller sees of one run; ``receipt`` is the full, verifiable receipt."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    plan_id: str
+    outcome: str
+    reason: str
+    status: str
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    receipt_sha256: str
+    reused: bool
+    receipt: dict[str, Any]
+
+
+def action_key_for(plan_id: str, snapshot_id: str, policy: str, exe_sha: str, sandbox: str) -> str:
+    """Return the action-cache key: any change to an input gives a new key."""
+    return sha256_of_json([plan_id, snapshot_id, policy, exe_sha, sandbox])
+
+
+def probe_run(
+    store: Store,
+    plan_id: str,
+    policy_id: str,
+    *,
+    policy_file: PolicyFile,
+    runtime: SandboxRuntime | None = None,
+    reuse: bool = True,
+    run_id: str | None = None,
+    worker: str | None = None,
+) -> ProbeRunResult:
+    """Run a stored plan under the exactly named policy and return its receipt.
+
+    Raises NotFound (no such plan), PolicyError (policy id differs from the plan's or is
+    not in the policy file). Sandbox, overlay and oracle failures never raise: they end
+    ``inconclusive`` with a reason in the receipt.
+    """
+    plan = load_plan(store, plan_id)
+    if policy_id != plan.policy_id:
+        raise PolicyError(
+            f"policy: {policy_id!r} does not equal the plan's policy_id {plan.policy_id!r}"
+        )
+    policy = find_policy(policy_file, policy_id)
+    run_id = run_id or uuid.uuid4().hex
+    context = _RunContext(plan_id, plan, policy, run_id, worker or socket.gethostname())
+    try:
+        runtime = runtime or locate_runtime()
+    except SandboxUnavailable as exc:
+        return context.finish(store, _refused(exc.reason, str(exc)), None, "unverified", "")
+    exe_sha = _executable_sha(policy, plan.executable)
+    key = action_key_for(plan_id, plan.snapshot_id, policy_digest(policy), exe_sha, runtime.digest)
+    if reuse:
+        cached = find_reusable_receipt(store, key)
+        if cached is not None:
+            return _result_from_receipt(run_id, cached, reused=True)
+    result, verdict = _execute(store, plan, policy, runtime)
+    return context.finish(store, result, verdict, runtime.digest, key)
+
+
+def probe_abandon(
+    store: Store,
+    plan_id: str,
+    policy_id: str,
+    *,
+    policy_file: PolicyFile,
+    run_id: str,
+    reason: str,
+    detail: str,
+    worker: str,
+) -> ProbeRunResult:
+    """Write the receipt of a run that never completed (e.g. ``worker_lost``): inconclusive.
+
+    Raises NotFound or PolicyError like ``probe_run``.
+    """
+    plan = load_plan(store, plan_id)
+    policy = find_policy(policy_file, policy_id)
+    context = _RunContext(plan_id, plan, policy, run_id, worker)
+    return context.finish(store, _refused(reason, detail), None, "not_run", "")
+
+
+def _executable_sha(policy: Policy, name: str) -> str:
+    """Digest of the executable the run would use; an unresolvable one keys as such."""
+    try:
+        return capture_identity(resolve_executable(policy, name)).sha256
+    except (ProbeServiceError, OSError):
+        return "unresolved"
+
+
+def _refused(reason: str, detail: str) -> SandboxResult:
+    return SandboxResult.model_validate(
+        {"status": "inconclusive", "reason": reason, "detail": detail}
+    )
+
+
+def _execute(
+    store: Store, plan: Plan, policy: Policy, runtime: SandboxRuntime
+) -> tuple[SandboxResult, CheckVerdict | None]:
+    """Run the probe in disposable directories, removed whatever happens."""
+    workdir = Path(tempfile.mkdtemp(prefix="byte-probe-run-"))
+    snapshot_dir, scratch = workdir / "snapshot", workdir / "scratch"
+    try:
+        try:
+            snapshot_materialize(store, plan.snapshot_id, snapshot_dir)
+        except ProbeServiceError as exc:
+            return _refused("snapshot_unavailable", str(exc)), None
+        try:
+            scratch.mkdir()
+            write_fixtures(scratch, plan.fixtures)
+            apply_interventions(snapshot_dir, plan.interventions)
+        except (ProbeServiceError, OSError) as exc:
+            return _refused("overlay_failed", str(exc)), None
+        result = run_sandboxed(
+            policy=policy,
+            executable=plan.executable,
+            args=plan.args,
+            snapshot_dir=snapshot_dir,
+            scratch_dir=scratch,
+            cwd=plan.cwd,
+            runtime=runtime,
+            extra_forbidden_roots=(store.root,),
+        )
+        verdict = None
+        if result.status == "ok":
+            verdict = evaluate_check(plan, result.exit_code, result.stdout, scratch)
+        return result, verdict
+    finally:
+        _remove_tree(workdir)
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove a run's directories even where the probe left them read-only."""
+
+    def make_writable(func: Any, target: str, _exc: Any) -> None:
+        parent = os.path.dirname(target)
+        os.chmod(parent, stat.S_IRWXU)
+        if os.path.isdir(target) and not os.path.islink(target):
+            os.chmod(target, stat.S_IRWXU)
+        func(target)
+
+    shutil.rmtree(path, onerror=make_writable)
+
+
+class _RunContext:
+    """The fixed facts of one run, and the one place its receipt is assembled."""
+
+    def __init__(self, plan_id: str, plan: Plan, policy: Policy, run_id: str, worker: str) -> None:
+        self.plan_id, self.plan, self.policy = plan_id, plan, policy
+        self.run_id, self.worker = run_id, worker
+        self.started_at = utc_now()
+
+    def finish(
+        self,
+        store: Store,
+        result: SandboxResult,
+        verdict: CheckVerdict | None,
+        sandbox_digest: str,
+        action_key: str,
+    ) -> ProbeRunResult:
+        runner_reason = None if result.status == "ok" else (result.reason or result.status)
+        decision = decide_outcome(self.plan, runner_reason, verdict)
+        elapsed = result.probe_elapsed_seconds
+        committed: dict[str, Any] = {
+            "version": RECEIPT_VERSION,
+            "action_key": action_key,
+            "plan_id": self.plan_id,
+            "plan": self.plan.canonical(),
+            "snapshot_id": self.plan.snapshot_id,
+            "policy_id": self.policy.id,
+            "policy_digest": policy_digest(self.policy),
+            "executable": result.executable.model_dump() if result.executable else None,
+            "sandbox_digest": result.sandbox_digest or sandbox_digest,
+            "settings_digest": result.settings_digest,
+            "limits_applied": result.limits.model_dump() if result.limits else None,
+            "status": result.status,
+            "exit_code": result.exit_code,
+            "stdout_sha256": result.stdout_sha256,
+            "stderr_sha256": result.stderr_sha256,
+            "check": verdict.model_dump() if verdict else None,
+            "outcome": decision.outcome,
+            "reason": decision.reason,
+            "elapsed_us": None if elapsed is None else round(elapsed * 1_000_000),
+        }
+        operational = {
+            "run_id": self.run_id,
+            "worker": self.worker,
+            "started_at": self.started_at,
+            "finished_at": utc_now(),
+            "wall_seconds": result.elapsed_seconds,
+            "detail": result.detail,
+            "stdout_b64": base64.b64encode(result.stdout).decode("ascii"),
+            "stderr_b64": base64.b64encode(result.stderr).decode("ascii"),
+        }
+        receipt = build_receipt(committed, operational)
+        # Only a probe that ran to completion may answer a later identical action.
+        written = save_receipt(store, self.run_id, receipt, reusable=result.status == "ok")
+        if not written:  # a duplicate delivery: the first receipt of this run stands
+            receipt = load_receipt(store, self.run_id)
+        return _result_from_receipt(self.run_id, receipt, reused=False)
+
+
+def _result_from_receipt(run_id: str, receipt: dict[str, Any], *, reused: bool) -> ProbeRunResult:
+    committed = receipt["committed"]
+    operational = receipt.get("operational", {})
+
+    def text(stream: str) -> str:
+        raw = base64.b64decode(operational.get(f"{stream}_b64", ""))
+        return raw[:MAX_RETURNED_OUTPUT].decode("utf-8", "replace")
+
+    return ProbeRunResult(
+        run_id=run_id if not reused else str(operational.get("run_id", run_id)),
+        plan_id=committed["plan_id"],
+        outcome=committed["outcome"],
+        reason=committed["reason"],
+        status=committed["status"],
+        exit_code=committed["exit_code"],
+        stdout=text("stdout"),
+        stderr=text("stderr"),
+        receipt_sha256=receipt["receipt_sha256"],
+        reused=reused,
+        receipt=receipt,
+    )

@@ -1,0 +1,34 @@
+"""The job queue: runs in the store, ids over a dramatiq Redis broker, workers, bulk submit."""
+
+from __future__ import annotations
+
+from .broker import DEFAULT_QUEUE, REDIS_URL_ENV, ProbeQueue
+from .execute import WorkerContext, execute_run, reap_runs
+from .runs import batch_counts, create_runs
+from .submit import (
+    RunSummary,
+    SubmitResult,
+    batch_results,
+    read_plans_file,
+    resume_batch,
+    submit_plans,
+    wait_batch,
+)
+
+__all__ = [
+    "DEFAULT_QUEUE",
+    "REDIS_URL_ENV",
+    "ProbeQueue",
+    "RunSummary",
+    "SubmitResult",
+    "WorkerContext",
+    "batch_counts",
+    "batch_results",
+    "create_runs",
+    "execute_run",
+    "read_plans_file",
+    "reap_runs",
+    "resume_batch",
+    "submit_plans",
+    "wait_batch",
+]

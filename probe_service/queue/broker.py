@@ -1,0 +1,111 @@
+"""The dramatiq broker and our one actor; messages carry a run id and nothing else.
+
+Facts designed around (dramatiq 2.x): delivery is at-least-once; a SIGKILLed worker's
+messages come back only after its heartbeat times out and a random maintenance pass
+runs; the retry counter counts Python exceptions only; prefetch defaults to 2x threads.
+So the store's leases and our janitor, not dramatiq's timing, decide redelivery, and
+retries are only for infrastructure errors.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import dramatiq
+import redis
+from dramatiq.brokers.redis import RedisBroker
+from dramatiq.errors import ConnectionError as DramatiqConnectionError
+
+from ..errors import BrokerUnavailable, InfrastructureError
+
+__all__ = [
+    "ACTOR_NAME",
+    "DEFAULT_QUEUE",
+    "NAMESPACE_ENV",
+    "REDIS_URL_ENV",
+    "ProbeQueue",
+    "map_broker_errors",
+]
+
+REDIS_URL_ENV = "PROBE_REDIS_URL"
+NAMESPACE_ENV = "PROBE_REDIS_NAMESPACE"
+DEFAULT_QUEUE = "probes"
+ACTOR_NAME = "run_probe"
+#: Retries are for infrastructure errors only; a probe outcome is never retried.
+MAX_INFRA_RETRIES = 10
+#: The runner's own timeout bounds a probe; dramatiq's TimeLimit cannot interrupt a
+#: blocking call anyway, so it only backs up the policy ceiling (1 h) with margin.
+ACTOR_TIME_LIMIT_MS = 2 * 3600 * 1000
+
+
+@contextmanager
+def map_broker_errors(what: str) -> Iterator[None]:
+    """Translate Redis and dramatiq connection errors into BrokerUnavailable."""
+    try:
+        yield
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        raise BrokerUnavailable(f"{what}: broker unavailable ({exc})") from exc
+    except DramatiqConnectionError as exc:
+        raise BrokerUnavailable(f"{what}: broker unavailable ({exc})") from exc
+
+
+def _retry_infrastructure(retries: int, exc: BaseException) -> bool:
+    return isinstance(exc, InfrastructureError) and retries < MAX_INFRA_RETRIES
+
+
+class ProbeQueue:
+    """A Redis broker plus the ``run_probe`` actor bound to ``handler`` (if any)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        namespace: str | None = None,
+        queue_name: str = DEFAULT_QUEUE,
+        handler: Callable[[str], None] | None = None,
+        broker: RedisBroker | None = None,
+    ) -> None:
+        self.url = url
+        self.queue_name = queue_name
+        self.broker = broker or RedisBroker(  # type: ignore[no-untyped-call]
+            url=url, namespace=namespace or os.environ.get(NAMESPACE_ENV, "byte-probe")
+        )
+        # One actor per queue on a broker; the default queue keeps the plain name.
+        name = ACTOR_NAME if queue_name == DEFAULT_QUEUE else f"{ACTOR_NAME}_{queue_name}"
+        self.actor: Any = dramatiq.actor(
+            broker=self.broker,
+            actor_name=name,
+            queue_name=queue_name,
+            retry_when=_retry_infrastructure,
+            min_backoff=500,
+            max_backoff=30_000,
+            time_limit=ACTOR_TIME_LIMIT_MS,
+        )(handler or _not_a_worker)
+
+    def enqueue(self, run_ids: Sequence[str]) -> int:
+        """Send one message per run id; return how many were sent before any failure.
+
+        Raises BrokerUnavailable when Redis cannot be reached.
+        """
+        sent = 0
+        with map_broker_errors("enqueue"):
+            for run_id in run_ids:
+                self.actor.send(run_id)
+                sent += 1
+        return sent
+
+    def depth(self) -> int:
+        """Messages waiting in the queue (not counting those prefetched by workers)."""
+        with map_broker_errors("queue depth"):
+            return int(self.broker.client.llen(f"{self.broker.namespace}:{self.queue_name}"))
+
+    def close(self) -> None:
+        """Close the broker's connections."""
+        self.broker.close()
+
+
+def _not_a_worker(run_id: str) -> None:  # pragma: no cover - only senders declare this
+    raise RuntimeError(f"{run_id}: this process only sends messages")

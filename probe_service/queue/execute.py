@@ -1,0 +1,173 @@
+"""The body of the ``run_probe`` actor, and the janitor that reaps lost runs.
+
+Both are plain functions over a ``WorkerContext`` so the same code runs in a dramatiq
+worker process, in-process for the embedded mode, and in tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from ..errors import InfrastructureError, ProbeServiceError
+from ..plans import probe_abandon, probe_run
+from ..policies import load_policy_file, policy_file_path
+from ..sandbox import SandboxRuntime
+from ..store import Store
+from .runs import (
+    claim_run,
+    expired_runs,
+    finish_run,
+    mark_enqueued,
+    renew_lease,
+    requeue_run,
+    stale_queued_runs,
+)
+
+__all__ = ["WorkerContext", "execute_run", "reap_runs"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class WorkerContext:
+    """What a worker needs to run probes; passed explicitly, never a global."""
+
+    store: Store
+    runtime: SandboxRuntime | None = None
+    owner: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    lease_ms: int = 30_000
+    max_attempts: int = 3
+    resend_after_ms: int = 300_000
+    reuse: bool = True
+
+
+@contextmanager
+def _heartbeat(ctx: WorkerContext, run_id: str) -> Iterator[None]:
+    """Renew the run's lease every third of its length while the probe runs."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(ctx.lease_ms / 3000):
+            try:
+                renew_lease(ctx.store, run_id, ctx.owner, ctx.lease_ms)
+            except InfrastructureError:
+                log.warning("run %s: lease renewal failed; will retry", run_id)
+
+    thread = threading.Thread(target=beat, name=f"lease-{run_id[:8]}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def execute_run(ctx: WorkerContext, run_id: str) -> str:
+    """Claim and run one queued run; return what happened (for logs and tests).
+
+    Raises InfrastructureError (store or broker unavailable) so the actor is retried;
+    every other failure ends the run with a recorded reason.
+    """
+    claim = claim_run(ctx.store, run_id, ctx.owner, ctx.lease_ms)
+    run = claim.run
+    if run is None:
+        return claim.why  # duplicate delivery or another worker holds it: ack, do nothing
+    if run.attempts > ctx.max_attempts:
+        _abandon(ctx, run.run_id, run.plan_id, run.policy_id)
+        return "worker_lost"
+    with _heartbeat(ctx, run_id):
+        try:
+            result = probe_run(
+                ctx.store,
+                run.plan_id,
+                run.policy_id,
+                policy_file=load_policy_file(policy_file_path()),
+                runtime=ctx.runtime,
+                reuse=ctx.reuse,
+                run_id=run_id,
+                worker=ctx.owner,
+            )
+        except InfrastructureError:
+            raise
+        except ProbeServiceError as exc:
+            finish_run(
+                ctx.store,
+                run_id,
+                outcome="inconclusive",
+                reason=exc.code,
+                receipt_sha256=None,
+                action_key=None,
+            )
+            return exc.code
+    committed = result.receipt["committed"]
+    finish_run(
+        ctx.store,
+        run_id,
+        outcome=result.outcome,
+        reason=result.reason,
+        receipt_sha256=result.receipt_sha256,
+        action_key=committed.get("action_key") or None,
+    )
+    return result.outcome
+
+
+def _abandon(ctx: WorkerContext, run_id: str, plan_id: str, policy_id: str) -> None:
+    """End a run that kept losing its worker: an inconclusive ``worker_lost`` receipt."""
+    detail = f"worker lost {ctx.max_attempts} times"
+    try:
+        result = probe_abandon(
+            ctx.store,
+            plan_id,
+            policy_id,
+            policy_file=load_policy_file(policy_file_path()),
+            run_id=run_id,
+            reason="worker_lost",
+            detail=detail,
+            worker=ctx.owner,
+        )
+    except InfrastructureError:
+        raise
+    except ProbeServiceError:
+        finish_run(
+            ctx.store,
+            run_id,
+            outcome="inconclusive",
+            reason="worker_lost",
+            receipt_sha256=None,
+            action_key=None,
+        )
+        return
+    finish_run(
+        ctx.store,
+        run_id,
+        outcome="inconclusive",
+        reason="worker_lost",
+        receipt_sha256=result.receipt_sha256,
+        action_key=None,
+    )
+
+
+def reap_runs(ctx: WorkerContext, enqueue: Callable[[Sequence[str]], int]) -> dict[str, int]:
+    """Requeue runs whose lease expired, abandon those out of attempts, resend stale ones."""
+    counts = {"requeued": 0, "abandoned": 0, "resent": 0}
+    for run in expired_runs(ctx.store):
+        if run.attempts >= ctx.max_attempts:
+            if claim_run(ctx.store, run.run_id, ctx.owner, ctx.lease_ms).run is not None:
+                _abandon(ctx, run.run_id, run.plan_id, run.policy_id)
+                counts["abandoned"] += 1
+        elif requeue_run(ctx.store, run.run_id):
+            enqueue([run.run_id])
+            mark_enqueued(ctx.store, [run.run_id])
+            counts["requeued"] += 1
+    stale = stale_queued_runs(ctx.store, ctx.resend_after_ms)
+    if stale:
+        sent = enqueue(stale)
+        mark_enqueued(ctx.store, stale[:sent])
+        counts["resent"] = sent
+    return counts

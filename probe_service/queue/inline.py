@@ -1,0 +1,24 @@
+"""The embedded mode: the same actor body, run by threads in this process (no Redis)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from ..errors import SandboxUnavailable
+from ..sandbox import SandboxRuntime, locate_runtime
+from ..store import Store
+from .execute import WorkerContext, execute_run
+
+__all__ = ["run_inline"]
+
+
+def run_inline(store: Store, run_ids: Sequence[str], threads: int = 2) -> list[str]:
+    """Execute queued runs in-process with ``threads`` workers; return each run's result."""
+    try:
+        runtime: SandboxRuntime | None = locate_runtime()
+    except SandboxUnavailable:
+        runtime = None  # each run then ends inconclusive with the runtime's own reason
+    ctx = WorkerContext(store=store, runtime=runtime)
+    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+        return list(pool.map(lambda run_id: execute_run(ctx, run_id), run_ids))

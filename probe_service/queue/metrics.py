@@ -1,0 +1,118 @@
+"""Prometheus metrics read from the store at scrape time.
+
+The store is the source of truth, so one exporter (in the supervisor) reports for every
+worker on every machine: queue depth, runs by outcome and reason, probe duration and
+submit-to-receipt latency histograms, canary failures.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+from prometheus_client import start_http_server
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import CollectorRegistry
+from sqlalchemy import func, select
+
+from ..errors import ProbeServiceError
+from ..plans.tables import receipts
+from ..store import Store
+from .broker import ProbeQueue
+from .tables import runs
+
+__all__ = ["METRICS_PORT_ENV", "StoreCollector", "serve_metrics"]
+
+METRICS_PORT_ENV = "PROBE_METRICS_PORT"
+#: Histograms are computed over this many of the newest runs and receipts.
+HISTOGRAM_WINDOW = 10_000
+BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
+
+
+def _histogram(name: str, doc: str, values: list[float]) -> HistogramMetricFamily:
+    buckets = [(str(b), sum(1 for v in values if v <= b)) for b in BUCKETS_S]
+    buckets.append(("+Inf", len(values)))
+    return HistogramMetricFamily(name, doc, buckets=buckets, sum_value=sum(values))
+
+
+class StoreCollector:
+    """A prometheus collector that queries the store (and the broker) on each scrape."""
+
+    def __init__(self, store: Store, queue: ProbeQueue | None) -> None:
+        self.store = store
+        self.queue = queue
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield every metric; a store outage yields only ``byte_probe_up 0``."""
+        up = GaugeMetricFamily("byte_probe_up", "1 when the store answered this scrape")
+        try:
+            metrics = list(self._from_store())
+        except ProbeServiceError:
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        yield from metrics
+
+    def _from_store(self) -> Iterator[Metric]:
+        with self.store.reading() as conn:
+            by_state = conn.execute(select(runs.c.state, func.count()).group_by(runs.c.state)).all()
+            by_outcome = conn.execute(
+                select(runs.c.outcome, runs.c.reason, func.count())
+                .where(runs.c.state == "done")
+                .group_by(runs.c.outcome, runs.c.reason)
+            ).all()
+            latencies = (
+                conn.execute(
+                    select(runs.c.finished_ms - runs.c.submitted_ms).where(runs.c.state == "done")
+                )
+                .scalars()
+                .all()
+            )
+            bodies = conn.execute(select(receipts.c.body)).scalars().all()
+        depth = GaugeMetricFamily("byte_probe_runs", "Runs by state", labels=["state"])
+        for state, n in by_state:
+            depth.add_metric([state], n)
+        yield depth
+        if self.queue is not None:
+            waiting = GaugeMetricFamily("byte_probe_queue_depth", "Messages waiting in Redis")
+            waiting.add_metric([], self.queue.depth())
+            yield waiting
+        done = CounterMetricFamily(
+            "byte_probe_runs_done",
+            "Finished runs by outcome and reason",
+            labels=["outcome", "reason"],
+        )
+        canary = CounterMetricFamily("byte_probe_canary_failures", "Runs stopped by the canary")
+        canary_count = 0
+        for outcome, reason, n in by_outcome:
+            done.add_metric([outcome or "", reason or ""], n)
+            canary_count += n if reason == "canary_readable" else 0
+        canary.add_metric([], canary_count)
+        yield done
+        yield canary
+        durations = []
+        for body in bodies:
+            elapsed = json.loads(body)["committed"].get("elapsed_us")
+            if elapsed is not None:
+                durations.append(elapsed / 1e6)
+        yield _histogram("byte_probe_duration_seconds", "Probe wall time in the sandbox", durations)
+        yield _histogram(
+            "byte_probe_submit_to_receipt_seconds",
+            "Time from submission to a finished run",
+            [ms / 1000 for ms in latencies if ms is not None],
+        )
+
+
+def serve_metrics(port: int, store: Store, queue: ProbeQueue | None) -> CollectorRegistry:
+    """Serve the metrics on ``port`` (all interfaces) from a background thread."""
+    registry = CollectorRegistry()
+    registry.register(StoreCollector(store, queue))
+    start_http_server(port, registry=registry)
+    return registry

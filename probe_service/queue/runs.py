@@ -1,0 +1,231 @@
+"""The run lifecycle in the store: create, claim with a lease, heartbeat, finish, reap.
+
+Every transition is a conditional UPDATE, so any number of workers and janitors on any
+number of machines can race on the same row and exactly one wins.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import and_, func, insert, or_, select, update
+
+from ..store import Store
+from .tables import runs
+
+__all__ = [
+    "Claim",
+    "RunRow",
+    "batch_counts",
+    "claim_run",
+    "create_runs",
+    "expired_runs",
+    "finish_run",
+    "mark_enqueued",
+    "new_run_rows",
+    "now_ms",
+    "renew_lease",
+    "requeue_run",
+    "stale_queued_runs",
+]
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds; leases are compared across machines, so not monotonic."""
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """The fields of a run a worker needs."""
+
+    run_id: str
+    plan_id: str
+    policy_id: str
+    state: str
+    attempts: int
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The answer to a claim: ``run`` when this worker now holds the lease."""
+
+    run: RunRow | None
+    why: str
+
+
+def new_run_rows(
+    batch_id: str, start: int, items: Sequence[tuple[str, str]]
+) -> list[dict[str, object]]:
+    """Rows for new queued runs of ``(plan_id, policy_id)``, numbered from ``start``."""
+    submitted = now_ms()
+    return [
+        {
+            "run_id": uuid.uuid4().hex,
+            "batch_id": batch_id,
+            "seq": start + i,
+            "plan_id": plan_id,
+            "policy_id": policy_id,
+            "state": "queued",
+            "attempts": 0,
+            "submitted_ms": submitted,
+        }
+        for i, (plan_id, policy_id) in enumerate(items)
+    ]
+
+
+def create_runs(store: Store, batch_id: str, items: Sequence[tuple[str, str]]) -> list[str]:
+    """Insert one queued run per ``(plan_id, policy_id)``; return the new run ids in order."""
+    rows = new_run_rows(batch_id, 0, items)
+    if rows:
+        with store.transaction() as conn:
+            conn.execute(insert(runs), rows)
+    return [str(r["run_id"]) for r in rows]
+
+
+def mark_enqueued(store: Store, run_ids: Sequence[str]) -> None:
+    """Record when runs' messages were handed to the broker (the janitor re-sends late ones)."""
+    with store.transaction() as conn:
+        conn.execute(
+            update(runs)
+            .where(runs.c.run_id.in_(list(run_ids)), runs.c.state == "queued")
+            .values(enqueued_ms=now_ms())
+        )
+
+
+def claim_run(store: Store, run_id: str, owner: str, lease_ms: int) -> Claim:
+    """Take the lease on a queued run (or one whose lease expired) and count the attempt."""
+    now = now_ms()
+    with store.transaction() as conn:
+        row = conn.execute(select(runs).where(runs.c.run_id == run_id)).first()
+        if row is None:
+            return Claim(None, "unknown_run")
+        if row.state == "done":
+            return Claim(None, "already_done")
+        if row.state == "running" and (row.lease_expires_ms or 0) > now:
+            return Claim(None, "leased_elsewhere")
+        claimed = conn.execute(
+            update(runs)
+            .where(
+                runs.c.run_id == run_id, runs.c.state == row.state, runs.c.attempts == row.attempts
+            )
+            .values(
+                state="running",
+                attempts=row.attempts + 1,
+                lease_owner=owner,
+                lease_expires_ms=now + lease_ms,
+            )
+        ).rowcount
+    if claimed != 1:
+        return Claim(None, "lost_race")
+    return Claim(RunRow(run_id, row.plan_id, row.policy_id, "running", row.attempts + 1), "claimed")
+
+
+def renew_lease(store: Store, run_id: str, owner: str, lease_ms: int) -> bool:
+    """Extend this owner's lease; False when it no longer holds it."""
+    with store.transaction() as conn:
+        return (
+            conn.execute(
+                update(runs)
+                .where(
+                    runs.c.run_id == run_id, runs.c.state == "running", runs.c.lease_owner == owner
+                )
+                .values(lease_expires_ms=now_ms() + lease_ms)
+            ).rowcount
+            == 1
+        )
+
+
+def finish_run(
+    store: Store,
+    run_id: str,
+    *,
+    outcome: str,
+    reason: str,
+    receipt_sha256: str | None,
+    action_key: str | None,
+) -> bool:
+    """Mark a run done (once); False when it was already done."""
+    with store.transaction() as conn:
+        return (
+            conn.execute(
+                update(runs)
+                .where(runs.c.run_id == run_id, runs.c.state != "done")
+                .values(
+                    state="done",
+                    outcome=outcome,
+                    reason=reason,
+                    receipt_sha256=receipt_sha256,
+                    action_key=action_key,
+                    lease_owner=None,
+                    lease_expires_ms=None,
+                    finished_ms=now_ms(),
+                )
+            ).rowcount
+            == 1
+        )
+
+
+def requeue_run(store: Store, run_id: str) -> bool:
+    """Put a running run whose lease expired back to queued; False if someone else did."""
+    with store.transaction() as conn:
+        return (
+            conn.execute(
+                update(runs)
+                .where(
+                    runs.c.run_id == run_id,
+                    runs.c.state == "running",
+                    runs.c.lease_expires_ms < now_ms(),
+                )
+                .values(state="queued", lease_owner=None, lease_expires_ms=None, enqueued_ms=None)
+            ).rowcount
+            == 1
+        )
+
+
+def expired_runs(store: Store, limit: int = 500) -> list[RunRow]:
+    """Runs whose worker stopped renewing its lease."""
+    with store.reading() as conn:
+        rows = conn.execute(
+            select(runs)
+            .where(runs.c.state == "running", runs.c.lease_expires_ms < now_ms())
+            .limit(limit)
+        )
+        return [RunRow(r.run_id, r.plan_id, r.policy_id, r.state, r.attempts) for r in rows]
+
+
+def stale_queued_runs(store: Store, older_than_ms: int, limit: int = 1000) -> list[str]:
+    """Queued runs whose message was never sent, or sent long ago and never claimed."""
+    cutoff = now_ms() - older_than_ms
+    with store.reading() as conn:
+        rows = conn.execute(
+            select(runs.c.run_id)
+            .where(
+                runs.c.state == "queued",
+                or_(
+                    and_(runs.c.enqueued_ms.is_(None), runs.c.submitted_ms < cutoff),
+                    runs.c.enqueued_ms < cutoff,
+                ),
+            )
+            .limit(limit)
+        )
+        return [r.run_id for r in rows]
+
+
+def batch_counts(store: Store, batch_id: str) -> dict[str, int]:
+    """Counts of a batch's runs by state, and of its done runs by outcome."""
+    with store.reading() as conn:
+        rows = conn.execute(
+            select(runs.c.state, runs.c.outcome, func.count())
+            .where(runs.c.batch_id == batch_id)
+            .group_by(runs.c.state, runs.c.outcome)
+        )
+        counts: dict[str, int] = {}
+        for state, outcome, n in rows:
+            counts[state] = counts.get(state, 0) + n
+            if outcome:
+                counts[outcome] = counts.get(outcome, 0) + n
+        return counts

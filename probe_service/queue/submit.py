@@ -1,0 +1,260 @@
+"""Bulk submission for CI farms: validate a JSONL file, persist plans and runs, enqueue.
+
+Nothing from a file is enqueued while any line is invalid (unless the caller skips
+invalid lines). Plans and runs are written in batches, one transaction each, before any
+message is sent, so a broker outage mid-submission loses nothing: the runs wait in the
+store and ``resume_batch`` (or the workers' janitor) sends them again.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import Connection, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from ..canonical import canonical_json
+from ..errors import BrokerUnavailable, InvalidInput, InvalidPlan, ProbeServiceError
+from ..plans import Plan, parse_plan, plan_id_of
+from ..plans.tables import plans
+from ..store import Store, append_event, utc_now
+from ..store.schema import snapshots
+from .broker import ProbeQueue
+from .runs import batch_counts, mark_enqueued, new_run_rows
+from .tables import runs
+
+__all__ = [
+    "BATCH_SIZE",
+    "RunSummary",
+    "SubmitResult",
+    "batch_results",
+    "read_plans_file",
+    "resume_batch",
+    "submit_plans",
+    "wait_batch",
+]
+
+#: Runs persisted (one transaction) and enqueued per batch.
+BATCH_SIZE = 500
+_PLAN_ID = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    """A persisted batch: its id, run ids, and how many messages were sent."""
+
+    batch_id: str
+    run_ids: list[str]
+    enqueued: int
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run of a batch, as a CI report shows it."""
+
+    run_id: str
+    seq: int
+    plan_id: str
+    name: str
+    state: str
+    outcome: str | None
+    reason: str | None
+    receipt_sha256: str | None
+
+
+def read_plans_file(
+    path: Path, policy_id: str, skip_invalid: bool = False
+) -> tuple[list[Plan | str], list[str]]:
+    """Parse one plan (object) or plan id (string) per line; return items and errors.
+
+    Raises InvalidPlan listing every bad line (with its number) unless ``skip_invalid``.
+    """
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"{path}: cannot read ({exc})") from exc
+    items: list[Plan | str] = []
+    errors: list[str] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            items.append(_parse_line(line, policy_id))
+        except ProbeServiceError as exc:
+            errors.append(f"line {number}: {exc}")
+    if errors and not skip_invalid:
+        shown = "; ".join(errors[:20]) + ("; …" if len(errors) > 20 else "")
+        raise InvalidPlan(f"{path}: {len(errors)} invalid line(s), nothing submitted: {shown}")
+    if not items:
+        raise InvalidPlan(f"{path}: no plans to submit")
+    return items, errors
+
+
+def _parse_line(line: str, policy_id: str) -> Plan | str:
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InvalidPlan(f"not JSON ({exc.msg})") from exc
+    if isinstance(value, str):
+        if not _PLAN_ID.match(value):
+            raise InvalidPlan(f"{value!r} is not a plan id")
+        return value
+    plan = parse_plan(value)
+    if plan.policy_id != policy_id:
+        raise InvalidPlan(f"policy_id: {plan.policy_id!r} differs from --policy {policy_id!r}")
+    return plan
+
+
+def _persist_batch(
+    store: Store, batch_id: str, start: int, chunk: Sequence[Plan | str], policy_id: str
+) -> list[str]:
+    """Write a chunk's plans and runs in one transaction; return its run ids."""
+    rows, plan_ids = [], []
+    for item in chunk:
+        if isinstance(item, str):
+            plan_ids.append(item)
+            continue
+        plan_id = plan_id_of(item)
+        plan_ids.append(plan_id)
+        body = canonical_json(item.canonical()).decode("utf-8")
+        rows.append({"plan_id": plan_id, "body": body, "created_at": utc_now()})
+    ids = new_run_rows(batch_id, start, [(p, policy_id) for p in plan_ids])
+    with store.transaction() as conn:
+        _require_known(conn, chunk, plan_ids)
+        if rows:
+            dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+            conn.execute(
+                dialect.insert(plans).on_conflict_do_nothing(index_elements=["plan_id"]), rows
+            )
+        conn.execute(runs.insert(), ids)
+        append_event(conn, "batch", batch_id, {"runs": len(ids), "first_seq": start})
+    return [str(r["run_id"]) for r in ids]
+
+
+def _require_known(conn: Connection, chunk: Sequence[Plan | str], plan_ids: list[str]) -> None:
+    """Every referenced plan id and snapshot must already be stored."""
+    by_id = [pid for item, pid in zip(chunk, plan_ids, strict=True) if isinstance(item, str)]
+    if by_id:
+        known = set(
+            conn.execute(select(plans.c.plan_id).where(plans.c.plan_id.in_(by_id))).scalars()
+        )
+        missing = [p for p in by_id if p not in known]
+        if missing:
+            raise InvalidPlan(f"plan {missing[0]}: not stored ({len(missing)} unknown plan ids)")
+    wanted = {item.snapshot_id for item in chunk if isinstance(item, Plan)}
+    if wanted:
+        found = set(
+            conn.execute(
+                select(snapshots.c.snapshot_id).where(snapshots.c.snapshot_id.in_(wanted))
+            ).scalars()
+        )
+        if wanted - found:
+            raise InvalidPlan(f"snapshot_id: {sorted(wanted - found)[0]} is not stored")
+
+
+def submit_plans(
+    store: Store,
+    queue: ProbeQueue | None,
+    items: Sequence[Plan | str],
+    policy_id: str,
+    batch_id: str | None = None,
+) -> SubmitResult:
+    """Persist every item as a queued run, then enqueue them (when a broker is given).
+
+    Raises BrokerUnavailable after persisting, naming the batch to resume.
+    """
+    batch_id = batch_id or uuid.uuid4().hex
+    run_ids: list[str] = []
+    for start in range(0, len(items), BATCH_SIZE):
+        run_ids.extend(
+            _persist_batch(store, batch_id, start, items[start : start + BATCH_SIZE], policy_id)
+        )
+    enqueued = 0
+    if queue is not None:
+        enqueued = _enqueue(store, queue, batch_id, run_ids)
+    return SubmitResult(batch_id=batch_id, run_ids=run_ids, enqueued=enqueued)
+
+
+def _enqueue(store: Store, queue: ProbeQueue, batch_id: str, run_ids: Sequence[str]) -> int:
+    sent = 0
+    for start in range(0, len(run_ids), BATCH_SIZE):
+        chunk = run_ids[start : start + BATCH_SIZE]
+        try:
+            done = queue.enqueue(chunk)
+        except BrokerUnavailable as exc:
+            raise BrokerUnavailable(
+                f"{exc}; {len(run_ids)} runs are stored and {sent} were enqueued. "
+                f"Resume with: byte-probe submit --resume {batch_id}"
+            ) from exc
+        mark_enqueued(store, chunk[:done])
+        sent += done
+    return sent
+
+
+def resume_batch(store: Store, queue: ProbeQueue, batch_id: str) -> int:
+    """Enqueue again every run of a batch that is still queued; return how many were sent.
+
+    Raises NotFound-like InvalidInput for an unknown batch, BrokerUnavailable.
+    """
+    with store.reading() as conn:
+        known = conn.execute(
+            select(runs.c.run_id).where(runs.c.batch_id == batch_id).limit(1)
+        ).first()
+        queued = list(
+            conn.execute(
+                select(runs.c.run_id).where(runs.c.batch_id == batch_id, runs.c.state == "queued")
+            ).scalars()
+        )
+    if known is None:
+        raise InvalidInput(f"batch {batch_id}: no such batch")
+    return _enqueue(store, queue, batch_id, queued)
+
+
+def wait_batch(
+    store: Store,
+    batch_id: str,
+    on_progress: Callable[[dict[str, int]], None],
+    *,
+    poll_s: float = 0.5,
+    timeout_s: float | None = None,
+) -> dict[str, int]:
+    """Poll until every run of the batch is done (or the timeout passes); return counts."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        counts = batch_counts(store, batch_id)
+        on_progress(counts)
+        if counts.get("queued", 0) + counts.get("running", 0) == 0:
+            return counts
+        if deadline is not None and time.monotonic() > deadline:
+            return counts
+        time.sleep(poll_s)
+
+
+def batch_results(store: Store, batch_id: str) -> list[RunSummary]:
+    """Every run of a batch in submission order, with its plan's hypothesis as its name."""
+    with store.reading() as conn:
+        rows = conn.execute(
+            select(runs, plans.c.body)
+            .join(plans, plans.c.plan_id == runs.c.plan_id)
+            .where(runs.c.batch_id == batch_id)
+            .order_by(runs.c.seq)
+        ).all()
+    return [
+        RunSummary(
+            run_id=r.run_id,
+            seq=r.seq,
+            plan_id=r.plan_id,
+            name=json.loads(r.body).get("hypothesis") or r.plan_id,
+            state=r.state,
+            outcome=r.outcome,
+            reason=r.reason,
+            receipt_sha256=r.receipt_sha256,
+        )
+        for r in rows
+    ]

@@ -1,0 +1,58 @@
+"""``byte-probe worker``: start N worker processes, restart any that dies, stop on signal.
+
+dramatiq's own CLI shuts every process down when one dies; a probe farm wants the
+opposite (a process killed mid-probe is replaced, and its run is reaped by lease).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+
+__all__ = ["run_supervisor"]
+
+log = logging.getLogger("byte-probe.supervisor")
+
+#: Seconds a stopping worker gets to finish its current probe before SIGKILL.
+STOP_GRACE_S = 30.0
+RESTART_BACKOFF_S = 1.0
+
+
+def _spawn(threads: int, queues: Sequence[str]) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, "-m", "probe_service.queue.worker_process", "--threads", str(threads)]
+    return subprocess.Popen([*argv, "--queues", *queues])
+
+
+def run_supervisor(
+    processes: int, threads: int, queues: Sequence[str], stop: threading.Event | None = None
+) -> int:
+    """Keep ``processes`` workers alive until SIGTERM/SIGINT (or ``stop``); return 0."""
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+    children = [_spawn(threads, queues) for _ in range(processes)]
+    log.info("started %d worker processes: %s", processes, [c.pid for c in children])
+    while not stop.wait(0.5):
+        for i, child in enumerate(children):
+            code = child.poll()
+            if code is not None:
+                log.warning("worker %d exited with %s; restarting", child.pid, code)
+                time.sleep(RESTART_BACKOFF_S)
+                children[i] = _spawn(threads, queues)
+    for child in children:
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    for child in children:
+        try:
+            child.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+    return 0

@@ -1,0 +1,101 @@
+"""One worker process: a dramatiq Worker on our broker, plus the janitor thread.
+
+Started by ``byte-probe worker`` (the supervisor), one per ``--processes``; runnable
+alone as ``python -m probe_service.queue.worker_process``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import dramatiq
+
+from ..errors import ProbeServiceError, SandboxUnavailable
+from ..sandbox import SandboxRuntime, locate_runtime
+from ..store import DATABASE_URL_ENV, open_store
+from .broker import DEFAULT_QUEUE, REDIS_URL_ENV, ProbeQueue
+from .execute import WorkerContext, execute_run, reap_runs
+
+__all__ = ["main"]
+
+log = logging.getLogger("byte-probe.worker")
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    return int(value) if value else default
+
+
+def _context_from_env(runtime: SandboxRuntime | None) -> WorkerContext:
+    store = open_store(Path(os.environ.get("PROBE_ROOT", ".")), os.environ.get(DATABASE_URL_ENV))
+    return WorkerContext(
+        store=store,
+        runtime=runtime,
+        lease_ms=_env_int("PROBE_LEASE_MS", 30_000),
+        max_attempts=_env_int("PROBE_MAX_ATTEMPTS", 3),
+        resend_after_ms=_env_int("PROBE_RESEND_AFTER_MS", 300_000),
+    )
+
+
+def _janitor(ctx: WorkerContext, queue: ProbeQueue, stop: threading.Event, every_s: float) -> None:
+    while not stop.wait(every_s):
+        try:
+            counts = reap_runs(ctx, queue.enqueue)
+        except ProbeServiceError as exc:
+            log.warning("janitor: %s", exc)
+            continue
+        if any(counts.values()):
+            log.info("janitor: %s", counts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one worker process until SIGTERM/SIGINT; return its exit code."""
+    parser = argparse.ArgumentParser(prog="byte-probe-worker")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--queues", nargs="*", default=[DEFAULT_QUEUE])
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s[%(process)d] %(message)s")
+    url = os.environ.get(REDIS_URL_ENV)
+    if not url:
+        log.error("%s is not set; a worker needs a Redis broker", REDIS_URL_ENV)
+        return 3
+    try:
+        runtime: SandboxRuntime | None = locate_runtime()
+    except SandboxUnavailable as exc:
+        # Runs still end, inconclusive with this reason, instead of waiting forever.
+        log.error("sandbox unavailable (%s): %s", exc.reason, exc)
+        runtime = None
+    ctx = _context_from_env(runtime)
+
+    def handle(run_id: str) -> None:
+        outcome = execute_run(ctx, run_id)
+        log.info("run %s: %s", run_id, outcome)
+
+    queue = ProbeQueue(url, queue_name=args.queues[0], handler=handle)
+    for queue_name in args.queues[1:]:
+        ProbeQueue(url, queue_name=queue_name, handler=handle, broker=queue.broker)
+    worker = dramatiq.Worker(queue.broker, queues=set(args.queues), worker_threads=args.threads)
+    worker.queue_prefetch = args.threads  # dramatiq's default of 2x threads hoards messages
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    worker.start()
+    janitor_every = _env_int("PROBE_JANITOR_INTERVAL_MS", 5_000) / 1000
+    janitor = threading.Thread(target=_janitor, args=(ctx, queue, stop, janitor_every), daemon=True)
+    janitor.start()
+    log.info("worker %s ready: %d threads on %s", ctx.owner, args.threads, args.queues)
+    stop.wait()
+    worker.stop()
+    queue.close()
+    ctx.store.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
