@@ -5,11 +5,12 @@ table ``claim_fts``; PostgreSQL GIN index on ``to_tsvector``) and triggers that 
 ``claim_audit`` append-only and a claim row immutable once recorded.
 
 Revision ID: 0002_claims
-Revises: 0003_plans
+Revises: 0004_runs
 
-Numbered 0002 as planned, but main already carries ``0003_plans`` on ``0001_foundation``;
-revising it keeps one linear head (0001 -> 0003 -> 0002) without touching another part's
-migration. Alembic orders by this chain, never by file name.
+Numbered 0002 as planned, but main already carries ``0003_plans`` and ``0004_runs`` on
+``0001_foundation``; revising the current tail keeps one linear head
+(0001 -> 0003 -> 0004 -> 0002) without touching another part's migration. Alembic orders
+by this chain, never by file name. Nothing here depends on plans or runs tables.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0002_claims"
-down_revision = "0003_plans"
+down_revision = "0004_runs"
 
 _SERIAL = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
