@@ -17,9 +17,9 @@ is ``current`` without reading a blob. The outcome is never consulted or edited 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
-from .queries import ANALYZER_VERSION, domain_of, evaluate_query
+from .queries import ANALYZER_VERSION, MAX_FILE_BYTES, domain_of, evaluate_query
 from .records import (
     Applicability,
     Baseline,
@@ -29,7 +29,7 @@ from .records import (
 )
 from .views import BlobMissing, TreeView, entry_fingerprint
 
-__all__ = ["check_dependency", "combine_checks"]
+__all__ = ["blobs_to_recheck", "check_dependency", "combine_checks"]
 
 #: needs_recheck is known-stale, unknown is cannot-tell; either opens an obligation.
 _SEVERITY: dict[Applicability, int] = {"current": 0, "unknown": 1, "needs_recheck": 2}
@@ -57,6 +57,28 @@ def combine_checks(checks: Sequence[DependencyCheck]) -> tuple[Applicability, tu
         f"dependencies[{c.position}] {c.form}: {c.reason}" for c in checks if c.state != "current"
     )
     return state, reasons
+
+
+def blobs_to_recheck(baselines: Iterable[Baseline], tree: TreeView) -> set[str]:
+    """Digests a recheck will read: files of query domains whose content changed."""
+    wanted: set[str] = set()
+    for baseline in baselines:
+        if not isinstance(baseline, QueryBaseline) or _decided_without_reading(baseline):
+            continue
+        domain = domain_of(baseline.query.domain, tree)
+        if domain.content_digest == baseline.content_digest:
+            continue
+        wanted.update(
+            m.digest
+            for m in domain.members
+            if m.kind == "file" and m.digest is not None and m.size <= MAX_FILE_BYTES
+        )
+    return wanted
+
+
+def _decided_without_reading(baseline: QueryBaseline) -> bool:
+    stale_version = baseline.analyzer_version != ANALYZER_VERSION[baseline.query.kind]
+    return stale_version or (baseline.form == "negative_query" and not baseline.complete)
 
 
 def _check_exact(baseline: ExactBlobBaseline, tree: TreeView) -> tuple[Applicability, str]:

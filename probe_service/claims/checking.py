@@ -6,13 +6,13 @@ a ``claim_applicability`` event; the recorded outcome is only echoed, never edit
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 
 from sqlalchemy import Connection, insert
 
 from ..errors import LimitExceeded, NotFound
 from ..store import Store, append_event, utc_now
-from .applicability import check_dependency, combine_checks
+from .applicability import blobs_to_recheck, check_dependency, combine_checks
 from .audit import append_audit
 from .digests import digest_json
 from .records import Baseline, ClaimCheck, DependencyCheck
@@ -65,6 +65,8 @@ def evaluate_claims(
 ) -> list[ClaimCheck]:
     """Pure part of the check: compare each claim's baselines with the snapshot."""
     tree = source.tree(snapshot_id)
+    if tree is not None:
+        source.prefetch(tree, blobs_to_recheck(_flatten(baselines, heads), tree))
     checks: list[ClaimCheck] = []
     reasons: tuple[str, ...]
     for claim_id, (scope, outcome) in heads.items():
@@ -76,6 +78,13 @@ def evaluate_claims(
             state, reasons = combine_checks(deps)
         checks.append(_check(claim_id, scope, snapshot_id, outcome, state, reasons, deps))
     return checks
+
+
+def _flatten(
+    baselines: Mapping[str, Sequence[Baseline]], heads: Mapping[str, object]
+) -> Iterator[Baseline]:
+    for claim_id in heads:
+        yield from baselines.get(claim_id, ())
 
 
 def _check(

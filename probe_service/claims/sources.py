@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
+
+from sqlalchemy import select
 
 from ..errors import NotFound
 from ..snapshot import load_snapshot, read_blob
+from ..snapshot.blobs import decompress_blob
 from ..store import Store
+from ..store.schema import blobs
+from .rows import chunks
 from .views import BlobMissing, TreeView
 
 __all__ = ["SnapshotSource"]
+
+#: Digests fetched per query by ``prefetch``.
+PREFETCH_BATCH = 256
 
 
 class SnapshotSource:
@@ -42,6 +51,21 @@ class SnapshotSource:
         if view is None:
             raise NotFound(f"{field}: no snapshot {snapshot_id!r} in the store")
         return view
+
+    def prefetch(self, tree: TreeView, digests: Iterable[str]) -> None:
+        """Load the blobs a recheck will read in batched queries instead of one by one.
+
+        Digests the store does not hold are skipped: reading them later gives ``unknown``.
+        """
+        wanted = sorted({d for d in digests if not tree.has_blob(d)})
+        with self.store.reading() as conn:
+            for part in chunks(wanted, PREFETCH_BATCH):
+                rows = conn.execute(
+                    select(blobs.c.digest, blobs.c.data).where(blobs.c.digest.in_(part))
+                )
+                for digest, data in rows:
+                    if not tree.remember(digest, decompress_blob(digest, data)):
+                        return
 
     def _read_blob(self, digest: str) -> bytes:
         try:

@@ -46,6 +46,10 @@ class MemoryEntry:
     target: str | None = None
 
 
+#: Blob bytes one view keeps in memory; beyond it blobs are read again when needed.
+MAX_CACHED_BYTES = 128 << 20
+
+
 @dataclass(frozen=True)
 class TreeView:
     """One snapshot as the claims part sees it."""
@@ -75,9 +79,22 @@ class TreeView:
         cached = self._cache.get(entry.digest)
         if cached is None:
             cached = self.read_blob(entry.digest)
-            if len(self._cache) < 4096:
-                self._cache[entry.digest] = cached
+            self.remember(entry.digest, cached)
         return cached
+
+    def remember(self, digest: str, data: bytes) -> bool:
+        """Keep a blob's bytes while the cache has room; False once it is full."""
+        used = self.memo.get(("blob-bytes", ""), 0)
+        assert isinstance(used, int)  # noqa: S101 - only this method writes the key
+        if used + len(data) > MAX_CACHED_BYTES:
+            return False
+        self._cache[digest] = data
+        self.memo["blob-bytes", ""] = used + len(data)
+        return True
+
+    def has_blob(self, digest: str) -> bool:
+        """Whether the bytes of ``digest`` are already in memory."""
+        return digest in self._cache
 
     @classmethod
     def from_files(
