@@ -1,0 +1,104 @@
+"""Claims: typed claims with evidence and dependency baselines, applicability checks,
+change analysis through a dependency index, obligations, supersession, tombstones,
+an append-only audit log and knowledge search.
+
+Every function here is a service operation shared by every interface; each takes the
+``Store`` explicitly and an ``interface`` name for the audit log. Decisions worth knowing:
+
+- Outcome (``supported``/``refuted``/``unresolved``) is fixed at creation from receipts
+  read through a ``ReceiptLookup``; applicability (``current``/``needs_recheck``/
+  ``unknown``) lives in ``claim_checks`` and obligations. No claim row is ever updated
+  (a trigger refuses it), and ``claim_audit`` refuses UPDATE and DELETE.
+- Tombstones: re-recording a withdrawn claim's statement with the same boundary (same
+  scope, normalized statement, same named dependencies) raises ``Conflict``; the explicit
+  ``allow_tombstoned=True`` override records it with ``flagged="tombstone"``.
+- Scope: listing and searching operations are confined to the scope they name and never
+  fall back to another; id-addressed operations accept ``scope`` and then refuse ids of
+  other scopes with NotFound (with ``scope=None`` the id alone addresses the claim).
+- Events: ``claim_created``, ``claim_superseded``, ``claim_withdrawn``, ``obligation_opened``
+  and ``obligation_resolved`` per subject; ``claim_applicability`` for each check that is not
+  ``current`` (unless an ``obligation_opened`` event for it already carries the state).
+- ``change_analyze`` rechecks only claims reached through the dependency index from the
+  paths that differ between the two snapshots; withdrawn and superseded claims are skipped.
+  Use ``gate`` (every live claim of a scope) for a full recheck against one snapshot.
+"""
+
+from __future__ import annotations
+
+from .analysis import change_analyze, changed_paths
+from .audit import AuditEntry, read_audit
+from .checking import claim_check
+from .creation import claim_create, claim_supersede, knowledge_record_answer
+from .gate import gate
+from .lineage import claim_withdraw, supersession_chain
+from .models import (
+    AnswerRequest,
+    ClaimRequest,
+    Dependency,
+    Evidence,
+    GrepQuery,
+    PathGlobQuery,
+    PythonSymbolQuery,
+    QuerySpec,
+    SpanRef,
+)
+from .obligations import RESOLUTIONS, obligation_list, obligation_resolve
+from .queries import ANALYZER_VERSION, evaluate_query
+from .receipts import ReceiptLookup, no_receipts, store_receipts
+from .records import (
+    ChangeAnalysis,
+    ClaimCheck,
+    ClaimRecord,
+    GateResult,
+    KnowledgeHit,
+    Obligation,
+    QueryResult,
+    Tombstone,
+)
+from .search import knowledge_query
+from .service import claim_show
+from .sources import SnapshotSource
+from .views import TreeView
+
+__all__ = [
+    "ANALYZER_VERSION",
+    "RESOLUTIONS",
+    "AnswerRequest",
+    "AuditEntry",
+    "ChangeAnalysis",
+    "ClaimCheck",
+    "ClaimRecord",
+    "ClaimRequest",
+    "Dependency",
+    "Evidence",
+    "GateResult",
+    "GrepQuery",
+    "KnowledgeHit",
+    "Obligation",
+    "PathGlobQuery",
+    "PythonSymbolQuery",
+    "QueryResult",
+    "QuerySpec",
+    "ReceiptLookup",
+    "SnapshotSource",
+    "SpanRef",
+    "Tombstone",
+    "TreeView",
+    "change_analyze",
+    "changed_paths",
+    "claim_check",
+    "claim_create",
+    "claim_show",
+    "claim_supersede",
+    "claim_withdraw",
+    "evaluate_query",
+    "gate",
+    "knowledge_query",
+    "knowledge_record_answer",
+    "no_receipts",
+    "obligation_list",
+    "obligation_resolve",
+    "read_audit",
+    "store_receipts",
+    "supersession_chain",
+]

@@ -1,0 +1,286 @@
+"""Recording claims and model-authored answers (``claim_create``,
+``knowledge_record_answer``, ``claim_supersede``).
+
+Baselines, span hashes and receipt outcomes are computed here from the snapshot and the
+receipt lookup before the write transaction; the transaction then admits the claim
+(tombstone check, supersession checks) and writes every row, the audit entry and the
+event together, so a refused claim leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, insert, select
+
+from ..errors import Conflict, InvalidClaim
+from ..store import Store, append_event, utc_now
+from .audit import append_audit
+from .baselines import boundary_key, compute_baseline, compute_span
+from .digests import digest_json
+from .models import AnswerRequest, ClaimRequest, Dependency, parse_request
+from .receipts import ReceiptLookup, outcome_from_receipts
+from .records import Baseline, ClaimRecord, EvidenceRecord, Outcome
+from .rows import insert_claim, load_claim
+from .sources import SnapshotSource
+from .tables import claim_supersessions, claim_tombstones
+from .views import TreeView
+
+__all__ = ["claim_create", "claim_supersede", "knowledge_record_answer"]
+
+_ORACLE_OUTCOMES = frozenset({"supports", "refutes", "inconclusive"})
+
+
+def claim_create(
+    store: Store,
+    request: ClaimRequest | dict[str, Any],
+    *,
+    receipts: ReceiptLookup,
+    interface: str = "python",
+    allow_tombstoned: bool = False,
+    source: SnapshotSource | None = None,
+) -> ClaimRecord:
+    """Record a claim; its outcome follows its receipts and its baselines its snapshot.
+
+    A statement and boundary matching a withdrawn claim in the same scope raises Conflict
+    unless ``allow_tombstoned``, which records it with ``flagged="tombstone"``.
+    Raises InvalidClaim (bad input, unknown receipt, asserted outcome the evidence does not
+    carry, negative query that already matches), NotFound (snapshot or blob missing).
+    """
+    req = parse_request(ClaimRequest, request)
+    record = build_claim(req, receipts, source or SnapshotSource(store))
+    with store.transaction() as conn:
+        record = _admit(conn, record, allow_tombstoned)
+        _write(conn, record, "claim_create", interface)
+    return record
+
+
+def claim_supersede(
+    store: Store,
+    predecessor_id: str,
+    request: ClaimRequest | dict[str, Any],
+    *,
+    rationale: str,
+    receipts: ReceiptLookup,
+    interface: str = "python",
+    allow_tombstoned: bool = False,
+    source: SnapshotSource | None = None,
+) -> ClaimRecord:
+    """Record a successor claim and link it to ``predecessor_id`` in one transaction.
+
+    Raises NotFound (predecessor not in the successor's scope), Conflict (predecessor
+    already superseded or withdrawn), InvalidClaim (missing rationale, bad successor);
+    on any refusal the predecessor is untouched and no successor exists.
+    """
+    if not rationale.strip():
+        raise InvalidClaim("rationale: required")
+    req = parse_request(ClaimRequest, request)
+    record = build_claim(req, receipts, source or SnapshotSource(store))
+    with store.transaction() as conn:
+        link_supersession(
+            conn, predecessor_id, record.claim_id, record.scope, rationale, check_successor=False
+        )
+        record = _admit(conn, record, allow_tombstoned)
+        _write(conn, record, "claim_supersede", interface, subjects=[predecessor_id])
+        conn.execute(
+            insert(claim_supersessions).values(
+                predecessor_id=predecessor_id,
+                successor_id=record.claim_id,
+                scope=record.scope,
+                rationale=rationale,
+                created_at=utc_now(),
+            )
+        )
+        append_event(
+            conn,
+            "claim_superseded",
+            predecessor_id,
+            {"scope": record.scope, "successor_id": record.claim_id},
+        )
+    return record.model_copy(update={"supersedes": predecessor_id})
+
+
+def knowledge_record_answer(
+    store: Store,
+    request: AnswerRequest | dict[str, Any],
+    *,
+    interface: str = "python",
+    allow_tombstoned: bool = False,
+    source: SnapshotSource | None = None,
+) -> ClaimRecord:
+    """Store a model-authored answer with its spans and boundary, always ``unresolved``.
+
+    Raises InvalidClaim (bad input), NotFound (snapshot or blob missing), Conflict
+    (matches a withdrawn answer's boundary, unless ``allow_tombstoned``).
+    """
+    req = parse_request(AnswerRequest, request, "answer")
+    tree = (source or SnapshotSource(store)).require(req.snapshot_id)
+    evidence = [compute_span(i, span, tree) for i, span in enumerate(req.spans)]
+    # seed 000: current code is not proof that the model interpreted it correctly.
+    record = _assemble(
+        req.scope,
+        req.answer,
+        "answer",
+        req.snapshot_id,
+        evidence,
+        _baselines(req.dependencies, tree),
+        req.dependencies,
+        outcome="unresolved",
+        origin="answer",
+        question=req.question,
+    )
+    with store.transaction() as conn:
+        record = _admit(conn, record, allow_tombstoned)
+        _write(conn, record, "knowledge_record_answer", interface)
+    return record
+
+
+def build_claim(req: ClaimRequest, receipts: ReceiptLookup, source: SnapshotSource) -> ClaimRecord:
+    """Compute evidence, outcome and baselines of ``req``; nothing is written."""
+    tree = source.require(req.snapshot_id)
+    evidence = [_evidence(i, ev, tree, receipts) for i, ev in enumerate(req.evidence)]
+    outcome = outcome_from_receipts(e.receipt_outcome for e in evidence if e.receipt_outcome)
+    if req.outcome is not None and req.outcome != outcome:
+        raise InvalidClaim(
+            f"outcome: {req.outcome!r} is not what the evidence carries ({outcome!r})"
+        )
+    return _assemble(
+        req.scope,
+        req.statement,
+        req.kind,
+        req.snapshot_id,
+        evidence,
+        _baselines(req.dependencies, tree),
+        req.dependencies,
+        outcome=outcome,
+    )
+
+
+def _evidence(position: int, ev: Any, tree: TreeView, receipts: ReceiptLookup) -> EvidenceRecord:
+    if ev.span is not None:
+        return compute_span(position, ev.span, tree)
+    if ev.text is not None:
+        return EvidenceRecord(kind="text", text=ev.text)
+    oracle = receipts(ev.receipt)
+    if oracle is None:
+        raise InvalidClaim(f"evidence[{position}].receipt: unknown receipt {ev.receipt!r}")
+    if oracle not in _ORACLE_OUTCOMES:
+        raise InvalidClaim(f"evidence[{position}].receipt: unexpected oracle outcome {oracle!r}")
+    return EvidenceRecord(kind="receipt", receipt=ev.receipt, receipt_outcome=oracle)
+
+
+def _baselines(dependencies: Sequence[Dependency], tree: TreeView) -> list[Baseline]:
+    return [compute_baseline(i, dep, tree) for i, dep in enumerate(dependencies)]
+
+
+def _assemble(
+    scope: str,
+    statement: str,
+    kind: str,
+    snapshot_id: str,
+    evidence: list[EvidenceRecord],
+    baselines: list[Baseline],
+    dependencies: Sequence[Dependency],
+    *,
+    outcome: Outcome,
+    origin: str = "claim",
+    question: str | None = None,
+) -> ClaimRecord:
+    fields: dict[str, Any] = {
+        "claim_id": "clm_" + uuid.uuid4().hex,
+        "scope": scope,
+        "statement": statement,
+        "kind": kind,
+        "origin": origin,
+        "question": question,
+        "outcome": outcome,
+        "snapshot_id": snapshot_id,
+        "boundary_key": boundary_key(scope, (question or "") + " " + statement, dependencies),
+        "created_at": utc_now(),
+        "evidence": tuple(evidence),
+        "dependencies": tuple(baselines),
+    }
+    digest = digest_json(
+        ClaimRecord(**fields, record_digest="").model_dump(
+            mode="json", exclude={"claim_id", "created_at", "record_digest"}
+        )
+    )
+    return ClaimRecord(**fields, record_digest=digest)
+
+
+def _admit(conn: Connection, record: ClaimRecord, allow_tombstoned: bool) -> ClaimRecord:
+    tomb = claim_tombstones.c
+    withdrawn = conn.execute(
+        select(tomb.claim_id).where(
+            tomb.scope == record.scope, tomb.boundary_key == record.boundary_key
+        )
+    ).first()
+    if withdrawn is None:
+        return record
+    if not allow_tombstoned:
+        raise Conflict(
+            f"statement: the same statement and boundary were withdrawn as {withdrawn[0]} "
+            "in this scope; record it again only with the explicit tombstone override"
+        )
+    return record.model_copy(update={"flagged": "tombstone"})
+
+
+def _write(
+    conn: Connection,
+    record: ClaimRecord,
+    operation: str,
+    interface: str,
+    subjects: Sequence[str] = (),
+) -> None:
+    insert_claim(conn, record)
+    append_audit(
+        conn,
+        operation=operation,
+        interface=interface,
+        scope=record.scope,
+        subject_ids=[record.claim_id, *subjects],
+        before=None,
+        after=record.record_digest,
+    )
+    append_event(
+        conn,
+        "claim_created",
+        record.claim_id,
+        {
+            "scope": record.scope,
+            "origin": record.origin,
+            "outcome": record.outcome,
+            "flagged": record.flagged,
+        },
+    )
+
+
+def link_supersession(
+    conn: Connection,
+    predecessor_id: str,
+    successor_id: str,
+    scope: str,
+    rationale: str,
+    *,
+    check_successor: bool = True,
+) -> None:
+    """Check that ``predecessor_id`` can be superseded by ``successor_id`` in ``scope``.
+
+    Raises NotFound (either claim not in scope), Conflict (already superseded, withdrawn,
+    or the successor is the predecessor).
+    """
+    predecessor = load_claim(conn, predecessor_id, scope)
+    if check_successor:
+        load_claim(conn, successor_id, scope)
+    if predecessor_id == successor_id:
+        raise Conflict("successor_claim_id: a claim cannot supersede itself")
+    if predecessor.superseded_by is not None:
+        raise Conflict(
+            f"claim {predecessor_id} is already superseded by {predecessor.superseded_by}"
+        )
+    if predecessor.withdrawn:
+        raise Conflict(f"claim {predecessor_id} was withdrawn; it cannot be superseded")
+    if not rationale.strip():
+        raise InvalidClaim("rationale: required")

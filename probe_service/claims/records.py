@@ -1,0 +1,201 @@
+"""Output models: query results, baselines, checks, claims, obligations."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .models import QuerySpec
+
+__all__ = [
+    "Applicability",
+    "Baseline",
+    "ChangeAnalysis",
+    "ClaimCheck",
+    "ClaimRecord",
+    "DependencyCheck",
+    "EvidenceRecord",
+    "ExactBlobBaseline",
+    "GateResult",
+    "KnowledgeHit",
+    "Obligation",
+    "QueryBaseline",
+    "QueryMatch",
+    "QueryResult",
+    "Tombstone",
+]
+
+Applicability = Literal["current", "needs_recheck", "unknown"]
+Outcome = Literal["supported", "refuted", "unresolved"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class QueryMatch(_Frozen):
+    """One match: a path, and for content queries a position, role and line text."""
+
+    path: str
+    line: int = 0
+    column: int = 0
+    role: str = ""
+    text: str = ""
+
+
+class QueryResult(_Frozen):
+    """A bounded, deterministic query result with the domain it was evaluated over."""
+
+    kind: str
+    analyzer_version: str
+    matches: tuple[QueryMatch, ...]
+    complete: bool
+    truncated: bool
+    notes: tuple[str, ...]
+    members: int
+    membership_digest: str
+    content_digest: str
+    result_digest: str
+    bytes_scanned: int
+
+
+class ExactBlobBaseline(_Frozen):
+    """``path`` must keep ``fingerprint`` (``None`` means: must stay absent)."""
+
+    form: Literal["exact_blob"] = "exact_blob"
+    path: str
+    fingerprint: str | None
+
+
+class QueryBaseline(_Frozen):
+    """A query result captured at the claim's snapshot (``query_set`` or ``negative_query``)."""
+
+    form: Literal["query_set", "negative_query"]
+    query: QuerySpec
+    analyzer_version: str
+    members: int
+    membership_digest: str
+    content_digest: str
+    result_digest: str
+    match_count: int
+    complete: bool
+    truncated: bool
+
+
+Baseline = Annotated[ExactBlobBaseline | QueryBaseline, Field(discriminator="form")]
+
+
+class EvidenceRecord(_Frozen):
+    """Stored evidence; span hashes and receipt outcomes were computed by the service."""
+
+    kind: Literal["receipt", "span", "text"]
+    receipt: str | None = None
+    receipt_outcome: str | None = None
+    path: str | None = None
+    start: int | None = None
+    end: int | None = None
+    sha256: str | None = None
+    text: str | None = None
+
+
+class ClaimRecord(_Frozen):
+    """A stored claim; ``outcome`` never changes after it is recorded."""
+
+    claim_id: str
+    scope: str
+    statement: str
+    kind: str
+    origin: Literal["claim", "answer"]
+    question: str | None
+    outcome: Outcome
+    snapshot_id: str
+    boundary_key: str
+    record_digest: str
+    created_at: str
+    evidence: tuple[EvidenceRecord, ...]
+    dependencies: tuple[Baseline, ...]
+    flagged: str | None = None
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    withdrawn: bool = False
+
+
+class DependencyCheck(_Frozen):
+    """Applicability of one dependency against a target snapshot."""
+
+    position: int
+    form: str
+    state: Applicability
+    reason: str
+
+
+class ClaimCheck(_Frozen):
+    """Applicability of a claim against a target snapshot; the outcome is only echoed."""
+
+    claim_id: str
+    scope: str
+    snapshot_id: str
+    outcome: Outcome
+    state: Applicability
+    reasons: tuple[str, ...]
+    dependencies: tuple[DependencyCheck, ...]
+
+
+class Obligation(_Frozen):
+    """A scoped recheck obligation for one claim at one target snapshot."""
+
+    obligation_id: str
+    claim_id: str
+    scope: str
+    snapshot_id: str
+    from_snapshot_id: str | None
+    state: Literal["open", "resolved"]
+    applicability: Applicability
+    reasons: tuple[str, ...]
+    opened_at: str
+    resolution: str | None = None
+    rationale: str | None = None
+    receipt: str | None = None
+    successor_claim_id: str | None = None
+    resolved_at: str | None = None
+
+
+class Tombstone(_Frozen):
+    """What a withdrawn claim leaves behind."""
+
+    claim_id: str
+    scope: str
+    boundary_key: str
+    rationale: str
+    withdrawn_at: str
+
+
+class ChangeAnalysis(_Frozen):
+    """What ``change_analyze`` found between two snapshots."""
+
+    from_snapshot_id: str
+    to_snapshot_id: str
+    changed_paths: tuple[str, ...]
+    candidates: int
+    checks: tuple[ClaimCheck, ...]
+    opened: tuple[Obligation, ...]
+
+
+class KnowledgeHit(_Frozen):
+    """A related claim with its applicability rechecked against the target snapshot."""
+
+    claim: ClaimRecord
+    matched_by: tuple[str, ...]
+    applicability: ClaimCheck
+
+
+class GateResult(_Frozen):
+    """Outcome of ``gate``: passes only while no obligation in scope is open."""
+
+    snapshot_id: str
+    scope: str | None
+    checked: int
+    opened: tuple[Obligation, ...]
+    open_obligations: tuple[Obligation, ...]
+    passed: bool

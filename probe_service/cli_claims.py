@@ -1,0 +1,329 @@
+"""CLI sub-apps for claims: ``claim``, ``change``, ``obligations``, ``knowledge`` and ``gate``.
+
+Thin adapters: each command opens the store, makes one service call and prints the result
+(``--json`` for machines). ``_cli_errors`` is the one place that turns a ProbeServiceError
+into one stderr line and an exit code: 3 for bad input, 4 for anything else; ``gate``
+exits 1 while an obligation in scope is open.
+
+Mount in the main app::
+
+    app.add_typer(claim_app, name="claim")
+    app.add_typer(change_app, name="change")
+    app.add_typer(obligations_app, name="obligations")
+    app.add_typer(knowledge_app, name="knowledge")
+    app.command("gate")(gate_command)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import BaseModel
+
+from . import claims as svc
+from .errors import InfrastructureError, InvalidClaim, ProbeServiceError, UnstableWorkingTree
+from .store import Store, open_store
+
+__all__ = ["change_app", "claim_app", "gate_command", "knowledge_app", "obligations_app"]
+
+claim_app = typer.Typer(help="Record, show and check claims.", no_args_is_help=True)
+change_app = typer.Typer(help="Analyse a change between two snapshots.", no_args_is_help=True)
+obligations_app = typer.Typer(help="List and resolve recheck obligations.", no_args_is_help=True)
+knowledge_app = typer.Typer(help="Query and record knowledge.", no_args_is_help=True)
+
+EXIT_GATE_CLOSED = 1
+EXIT_INPUT = 3
+EXIT_OTHER = 4
+
+RootOpt = Annotated[Path, typer.Option("--root", help="Directory holding .zyte (default: cwd).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+ScopeOpt = Annotated[str | None, typer.Option("--scope", help="Project key to confine to.")]
+
+
+@contextmanager
+def _cli_errors(as_json: bool = False) -> Iterator[None]:
+    """The one place errors become an exit code and one line on stderr.
+
+    Mirrors ``probe_service.cli.main``: ``byte-probe: error: ...`` on stderr, an error frame
+    on stdout under ``--json``, exit 3 for input errors and 4 for infrastructure.
+    """
+    try:
+        yield
+    except ProbeServiceError as exc:
+        infra = isinstance(exc, InfrastructureError | UnstableWorkingTree)
+        _report(str(exc), exc.code, as_json)
+        raise typer.Exit(EXIT_OTHER if infra else EXIT_INPUT) from None
+    except OSError as exc:
+        _report(f"{exc.filename or ''}: {exc.strerror or exc}", "os_error", as_json)
+        raise typer.Exit(EXIT_INPUT) from None
+
+
+def _report(message: str, code: str, as_json: bool) -> None:
+    line = " ".join(message.split())
+    typer.echo(f"byte-probe: error: {line}", err=True)
+    if as_json:
+        typer.echo(json.dumps({"error": code, "message": line}))
+
+
+@contextmanager
+def _store(root: Path) -> Iterator[Store]:
+    store = open_store(root, os.environ.get("PROBE_DATABASE_URL"))
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _read_json(source: str) -> Any:
+    raw = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InvalidClaim(f"input: not JSON: {exc}") from exc
+
+
+def _emit(value: BaseModel | Sequence[BaseModel], as_json: bool, text: str) -> None:
+    if as_json:
+        data = (
+            value.model_dump(mode="json")
+            if isinstance(value, BaseModel)
+            else [v.model_dump(mode="json") for v in value]
+        )
+        typer.echo(json.dumps(data, indent=2, sort_keys=True))
+    else:
+        typer.echo(text)
+
+
+@claim_app.command("create")
+def claim_create_command(
+    file: Annotated[str, typer.Argument(help="Claim JSON file, or - for stdin.")],
+    allow_tombstoned: Annotated[
+        bool, typer.Option("--allow-tombstoned", help="Record despite a withdrawn twin.")
+    ] = False,
+    as_json: JsonOpt = False,
+    root: RootOpt = Path("."),
+) -> None:
+    """Record a claim; baselines are computed from its snapshot.
+
+    Example: byte-probe claim create claim.json --json
+    """
+    with _cli_errors(as_json), _store(root) as store:
+        record = svc.claim_create(
+            store,
+            _read_json(file),
+            receipts=svc.store_receipts(store),
+            interface="cli",
+            allow_tombstoned=allow_tombstoned,
+        )
+        flag = f" flagged={record.flagged}" if record.flagged else ""
+        _emit(record, as_json, f"{record.claim_id} {record.outcome}{flag}")
+
+
+@claim_app.command("show")
+def claim_show_command(
+    claim_id: Annotated[str, typer.Argument(help="Claim id.")],
+    scope: ScopeOpt = None,
+    as_json: JsonOpt = False,
+    root: RootOpt = Path("."),
+) -> None:
+    """Show one claim with its evidence and baselines.
+
+    Example: byte-probe claim show clm_0123... --scope payments
+    """
+    with _cli_errors(as_json), _store(root) as store:
+        record = svc.claim_show(store, claim_id, scope=scope)
+        _emit(
+            record,
+            as_json,
+            f"{record.claim_id} [{record.scope}] {record.outcome}: {record.statement}",
+        )
+
+
+@claim_app.command("check")
+def claim_check_command(
+    claim_ids: Annotated[list[str], typer.Argument(help="Claim ids.")],
+    snapshot: Annotated[str, typer.Option("--snapshot", help="Target snapshot id.")],
+    scope: ScopeOpt = None,
+    as_json: JsonOpt = False,
+    root: RootOpt = Path("."),
+) -> None:
+    """Recheck claims against a snapshot: current, needs_recheck or unknown.
+
+    Example: byte-probe claim check clm_01... clm_02... --snapshot 3fa4...
+    """
+    with _cli_errors(as_json), _store(root) as store:
+        checks = svc.claim_check(store, claim_ids, snapshot, scope=scope, interface="cli")
+        _emit(checks, as_json, "\n".join(_check_line(c) for c in checks))
+
+
+@claim_app.command("withdraw")
+def claim_withdraw_command(
+    claim_id: Annotated[str, typer.Argument(help="Claim id.")],
+    rationale: Annotated[str, typer.Option("--rationale", help="Why it is withdrawn.")],
+    scope: ScopeOpt = None,
+    as_json: JsonOpt = False,
+    root: RootOpt = Path("."),
+) -> None:
+    """Withdraw a claim, leaving a tombstone.
+
+    Example: byte-probe claim withdraw clm_01... --rationale "wrong premise"
+    """
+    with _cli_errors(as_json), _store(root) as store:
+        tomb = svc.claim_withdraw(store, claim_id, rationale, scope=scope, interface="cli")
+        _emit(tomb, as_json, f"{tomb.claim_id} withdrawn")
+
+
+def _check_line(check: svc.ClaimCheck) -> str:
+    reasons = "; ".join(check.reasons)
+    return f"{check.claim_id} {check.state}" + (f" ({reasons})" if reasons else "")
+
+
+@change_app.command("analyze")
+def change_analyze_command(
+    from_snapshot: Annotated[str, typer.Argument(help="Snapshot before the change.")],
+    to_snapshot: Annotated[str, typer.Argument(help="Snapshot after the change.")],
+    scope: ScopeOpt = None,
+    as_json: JsonOpt = False,
+    root: RootOpt = Path("."),
+) -> None:
+    """Open obligations for claims the change makes stale (idempotent).
+
+    Example: byte-probe change analyze 3fa4... 9bc1... --json
+    """
+    with _cli_errors(as_json), _store(root) as store:
+        result = svc.change_analyze(store, from_snapshot, to_snapshot, scope=scope, interface="cli")
+        summary = (
+            f"{len(result.changed_paths)} changed path(s), {result.candidates} candidate "
+            f"claim(s), {len(result.opened)} obligation(s) opened"
+        )
+        _emit(result, as_json, summary)
+
+
+@obligations_app.command("list")
+def obligations_list_command(
+    only_open: Annotated[bool, typer.Option("--open", help="Only open obligations.")] = False,
+    scope: ScopeOpt = None,
+    claim_id: Annotated[str | None, typer.Option("--claim", help="Only this claim.")] = None,
+    as_json: JsonOpt = False,
+    root: RootOpt = Path("."),
+) -> None:
+    """List obligations.
+
+    Example: byte-probe obligations list --open --scope payments --json
+    """
+    with _cli_errors(as_json), _store(root) as store:
+        found = svc.obligation_list(
+            store, scope=scope, state="open" if only_open else None, claim_id=claim_id
+        )
+        _emit(found, as_json, "\n".join(_obligation_line(o) for o in found))
+
+
+def _obligation_line(o: svc.Obligation) -> str:
+    return f"{o.obligation_id} {o.state} {o.applicability} claim={o.claim_id} [{o.scope}]"
+
+
+@obligations_app.command("resolve")
+def obligations_resolve_command(
+    obligation_id: Annotated[str, typer.Argument(help="Obligation id.")],
+    resolution: Annotated[str, typer.Option("--resolution", help=", ".join(svc.RESOLUTIONS))],
+    rationale: Annotated[str, typer.Option("--rationale", help="Why; kept forever.")],
+    receipt: Annotated[str | None, typer.Option("--receipt", help="For rechecked.")] = None,
+    successor: Annotated[str | None, typer.Option("--successor", help="For superseded.")] = None,
+    as_json: JsonOpt = False,
+    root: RootOpt = Path("."),
+) -> None:
+    """Resolve an obligation with a retained rationale.
+
+    Example: byte-probe obligations resolve obl_01... --resolution accepted_risk
+    --rationale "doc-only change"
+    """
+    with _cli_errors(as_json), _store(root) as store:
+        done = svc.obligation_resolve(
+            store,
+            obligation_id,
+            resolution,
+            rationale,
+            receipt=receipt,
+            successor_claim_id=successor,
+            receipts=svc.store_receipts(store),
+            interface="cli",
+        )
+        _emit(done, as_json, _obligation_line(done))
+
+
+@knowledge_app.command("query")
+def knowledge_query_command(
+    snapshot: Annotated[str, typer.Option("--snapshot", help="Target snapshot id.")],
+    scope: Annotated[str, typer.Option("--scope", help="Project key.")],
+    text: Annotated[str | None, typer.Option("--text", help="Words to match.")] = None,
+    path: Annotated[list[str] | None, typer.Option("--path", help="Related path.")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="Most hits.")] = 20,
+    as_json: JsonOpt = False,
+    root: RootOpt = Path("."),
+) -> None:
+    """Related claims with rechecked applicability; runs no code.
+
+    Example: byte-probe knowledge query --scope payments --snapshot 3fa4... --text "trailing comma"
+    """
+    with _cli_errors(as_json), _store(root) as store:
+        hits = svc.knowledge_query(
+            store,
+            scope=scope,
+            target_snapshot=snapshot,
+            text=text,
+            paths=path or [],
+            limit=limit,
+            interface="cli",
+        )
+        _emit(
+            hits,
+            as_json,
+            "\n".join(
+                f"{h.claim.claim_id} {h.claim.outcome} {h.applicability.state}: {h.claim.statement}"
+                for h in hits
+            ),
+        )
+
+
+@knowledge_app.command("record-answer")
+def knowledge_record_answer_command(
+    file: Annotated[str, typer.Argument(help="Answer JSON file, or - for stdin.")],
+    as_json: JsonOpt = False,
+    root: RootOpt = Path("."),
+) -> None:
+    """Store a model-authored answer as unresolved, with its boundary.
+
+    Example: byte-probe knowledge record-answer answer.json --json
+    """
+    with _cli_errors(as_json), _store(root) as store:
+        record = svc.knowledge_record_answer(store, _read_json(file), interface="cli")
+        _emit(record, as_json, f"{record.claim_id} {record.outcome}")
+
+
+def gate_command(
+    snapshot: Annotated[str, typer.Option("--snapshot", help="Snapshot to gate on.")],
+    scope: ScopeOpt = None,
+    as_json: JsonOpt = False,
+    root: RootOpt = Path("."),
+) -> None:
+    """Check every claim in scope; exit 1 while any obligation in scope is open.
+
+    Example: byte-probe gate --snapshot 3fa4... --scope payments --json
+    """
+    with _cli_errors(as_json), _store(root) as store:
+        result = svc.gate(store, snapshot, scope=scope, interface="cli")
+    lines = [
+        f"gate {'passed' if result.passed else 'closed'}: {result.checked} claim(s) checked, "
+        f"{len(result.open_obligations)} open obligation(s)"
+    ]
+    lines += [_obligation_line(o) for o in result.open_obligations]
+    _emit(result, as_json, "\n".join(lines))
+    if not result.passed:
+        raise typer.Exit(EXIT_GATE_CLOSED)

@@ -1,0 +1,40 @@
+"""Fixtures for the claims tests; stores and ``pg_url`` come from ``tests/conftest.py``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from probe_service.claims import ReceiptLookup
+from probe_service.store import Store
+
+from .helpers import STUB_RECEIPTS, WorkTree
+
+
+@pytest.fixture
+def store(sqlite_store: Store) -> Store:
+    """The SQLite store most claims tests run against."""
+    return sqlite_store
+
+
+@pytest.fixture
+def tree(tmp_path: Path, store: Store) -> WorkTree:
+    """An empty real working tree captured into the SQLite store."""
+    root = tmp_path / "work"
+    root.mkdir()
+    return WorkTree(root, store)
+
+
+@pytest.fixture
+def pg_tree(tmp_path: Path, pg_store: Store) -> WorkTree:
+    """An empty real working tree captured into a fresh PostgreSQL store."""
+    root = tmp_path / "pg-work"
+    root.mkdir()
+    return WorkTree(root, pg_store)
+
+
+@pytest.fixture
+def receipts() -> ReceiptLookup:
+    """A dict-backed ReceiptLookup: a stub, since plans/receipts is not built yet."""
+    return STUB_RECEIPTS.get

@@ -1,0 +1,60 @@
+"""Helpers for the claims tests: a real working tree captured into a store, requests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from probe_service.snapshot import snapshot_capture
+from probe_service.store import Store
+
+RECEIPT_SUPPORTS = "a" * 64
+RECEIPT_REFUTES = "b" * 64
+RECEIPT_INCONCLUSIVE = "c" * 64
+#: Stub outcomes standing in for the receipts part (plans/receipts), not built yet.
+STUB_RECEIPTS = {
+    RECEIPT_SUPPORTS: "supports",
+    RECEIPT_REFUTES: "refutes",
+    RECEIPT_INCONCLUSIVE: "inconclusive",
+}
+PARSE_PY = "def parse(text):\n    return text.split(',')\n\n\nparse('a,b,')\n"
+
+
+class WorkTree:
+    """A real directory whose states are captured as snapshots into ``store``."""
+
+    def __init__(self, root: Path, store: Store) -> None:
+        self.root = root
+        self.store = store
+
+    def write(self, path: str, content: str | bytes) -> WorkTree:
+        target = self.root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content.encode() if isinstance(content, str) else content)
+        return self
+
+    def delete(self, path: str) -> WorkTree:
+        (self.root / path).unlink()
+        return self
+
+    def capture(self) -> str:
+        return snapshot_capture(self.store, self.root).snapshot_id
+
+
+def claim_request(
+    snapshot_id: str, *dependencies: dict[str, object], **extra: object
+) -> dict[str, object]:
+    """A valid claim request in scope ``payments`` over ``dependencies``."""
+    request: dict[str, object] = {
+        "scope": "payments",
+        "statement": "parse() accepts a trailing comma",
+        "kind": "behavior",
+        "snapshot_id": snapshot_id,
+        "dependencies": list(dependencies) or [{"exact_blob": {"path": "src/parse.py"}}],
+    }
+    request.update(extra)
+    return request
+
+
+def grep(pattern: str, domain: str = "src/**/*.py", **extra: object) -> dict[str, object]:
+    """A grep query spec."""
+    return {"kind": "grep", "pattern": pattern, "domain": domain, **extra}

@@ -1,0 +1,84 @@
+"""The core claims flow against a real PostgreSQL server (fresh schema per test)."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import delete, update
+
+from probe_service.claims import (
+    ReceiptLookup,
+    change_analyze,
+    claim_check,
+    claim_create,
+    claim_withdraw,
+    gate,
+    knowledge_query,
+    obligation_list,
+    obligation_resolve,
+)
+from probe_service.claims.tables import claim_audit, claims
+from probe_service.errors import Conflict
+
+from .helpers import PARSE_PY, WorkTree, claim_request, grep
+
+pytestmark = pytest.mark.postgres
+
+
+def test_core_flow(pg_tree: WorkTree, receipts: ReceiptLookup) -> None:
+    """Create, check, analyse twice, gate, resolve: the same rules as on SQLite."""
+    store = pg_tree.store
+    start = pg_tree.write("src/parse.py", PARSE_PY).capture()
+    negative = {"negative_query": {"query": grep("legacy_parse")}}
+    record = claim_create(
+        store, claim_request(start, {"exact_blob": {"path": "src/parse.py"}}, negative),
+        receipts=receipts,
+    )  # fmt: skip
+    added = pg_tree.write("src/new.py", "fine\n").capture()
+    assert claim_check(store, [record.claim_id], added)[0].state == "current"
+    end = pg_tree.write("src/parse.py", "changed\n").capture()
+    first = change_analyze(store, added, end)
+    assert [o.claim_id for o in first.opened] == [record.claim_id]
+    assert change_analyze(store, added, end).opened == ()
+    assert not gate(store, end, scope="payments").passed
+    obligation_resolve(store, first.opened[0].obligation_id, "accepted_risk", "reviewed")
+    assert obligation_list(store, state="open") == []
+    assert gate(store, end, scope="payments").passed
+
+
+def test_full_text_search_is_scoped_and_strict(pg_tree: WorkTree, receipts: ReceiptLookup) -> None:
+    """to_tsvector search finds word forms, stays in scope and refuses weak matches."""
+    store = pg_tree.store
+    snap = pg_tree.write("src/parse.py", PARSE_PY).capture()
+    claim_create(store, claim_request(snap), receipts=receipts)
+    hits = knowledge_query(store, scope="payments", target_snapshot=snap,
+                           text="accepting commas")  # fmt: skip
+    assert len(hits) == 1
+    assert hits[0].applicability.state == "current"
+    assert knowledge_query(store, scope="other", target_snapshot=snap, text="comma") == []
+    assert knowledge_query(store, scope="payments", target_snapshot=snap,
+                           text="comma migration") == []  # fmt: skip
+
+
+def test_tombstone_conflict(pg_tree: WorkTree, receipts: ReceiptLookup) -> None:
+    """A withdrawn statement and boundary is flagged, not re-admitted."""
+    store = pg_tree.store
+    snap = pg_tree.write("src/parse.py", PARSE_PY).capture()
+    record = claim_create(store, claim_request(snap), receipts=receipts)
+    claim_withdraw(store, record.claim_id, "wrong")
+    with pytest.raises(Conflict):
+        claim_create(store, claim_request(snap), receipts=receipts)
+
+
+def test_audit_and_claims_are_append_only(pg_tree: WorkTree, receipts: ReceiptLookup) -> None:
+    """The PostgreSQL triggers refuse UPDATE and DELETE."""
+    store = pg_tree.store
+    snap = pg_tree.write("src/parse.py", PARSE_PY).capture()
+    claim_create(store, claim_request(snap), receipts=receipts)
+    for statement in (
+        delete(claim_audit),
+        update(claim_audit).values(operation="x"),
+        update(claims).values(outcome="supported"),
+    ):
+        with pytest.raises(Conflict) as caught, store.transaction() as conn:
+            conn.execute(statement)
+        assert "append-only" in str(caught.value)

@@ -1,0 +1,41 @@
+"""The regex guard refuses patterns that can backtrack catastrophically."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from probe_service.claims.regex_guard import compile_guarded
+from probe_service.errors import InvalidClaim
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["(a+)+$", "(a*)*b", "(a|aa)*c", r"(\w+\s?)+$", r"(a)\1", "(?=(a+)+)b", "(?:x+y?)+"],
+)
+def test_catastrophic_shapes_are_refused(pattern: str) -> None:
+    """Nested repeats, alternation under a repeat and backreferences are refused."""
+    with pytest.raises(InvalidClaim):
+        compile_guarded(pattern)
+
+
+@pytest.mark.parametrize("pattern", [r"parse\(", r"def\s+\w+", "foo|bar", "x{2,5}y", "(?:ab)*"])
+def test_ordinary_patterns_compile(pattern: str) -> None:
+    """Everyday search patterns are accepted."""
+    assert compile_guarded(pattern).pattern == pattern
+
+
+def test_invalid_regex_is_an_input_error() -> None:
+    """A pattern ``re`` cannot parse is InvalidClaim, not re.error."""
+    with pytest.raises(InvalidClaim, match="invalid regex"):
+        compile_guarded("(unclosed")
+
+
+def test_accepted_patterns_stay_fast_on_adversarial_lines() -> None:
+    """What the guard lets through finishes quickly on a long near-match line."""
+    line = "a" * 4000 + "!"
+    start = time.perf_counter()
+    for pattern in [r"a+b", r"(?:ab)*c", r"\w+\s+\w+$", "a{1,100}b"]:
+        compile_guarded(pattern).search(line)
+    assert time.perf_counter() - start < 1.0
