@@ -1,7 +1,7 @@
 """The append-only audit log of every claims mutation, kept apart from events.
 
 This module only appends and reads; nothing in the package updates or deletes audit rows,
-and the ``0002_claims`` migration installs triggers that refuse UPDATE and DELETE.
+and the ``0004_claims`` migration installs triggers that refuse UPDATE and DELETE.
 """
 
 from __future__ import annotations

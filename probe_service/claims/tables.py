@@ -3,7 +3,7 @@
 Rows here are never updated: a claim's outcome is fixed at creation, applicability lives in
 ``claim_checks``, withdrawal in ``claim_tombstones``, supersession in ``claim_supersessions``
 and an obligation is resolved by adding its ``obligation_resolutions`` row. The migration
-``0002_claims`` creates these tables, the full-text index and the append-only triggers.
+``0004_claims`` creates these tables, the full-text index and the append-only triggers.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import typer
 from typer._click.exceptions import ClickException
 
 from ..errors import InfrastructureError, ProbeServiceError, UnstableWorkingTree
-from . import demo, events, plans, policy, queue, snapshot
+from . import claims, demo, events, plans, policy, queue, snapshot
 from .common import EXIT_INFRASTRUCTURE, EXIT_INPUT
 
 app = typer.Typer(
@@ -33,6 +33,11 @@ app.add_typer(plans.receipt_app, name="receipt")
 app.command("run")(plans.run)
 app.command("worker")(queue.worker)
 app.command("submit")(queue.submit)
+app.add_typer(claims.claim_app, name="claim")
+app.add_typer(claims.change_app, name="change")
+app.add_typer(claims.obligations_app, name="obligations")
+app.add_typer(claims.knowledge_app, name="knowledge")
+app.command("gate")(claims.gate_command)
 app.command("events")(events.events)
 app.command("demo")(demo.demo)
 

@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from probe_service.cli_claims import (
+from probe_service.cli.claims import (
     change_app,
     claim_app,
     gate_command,

@@ -27,9 +27,9 @@ from typing import Annotated, Any
 import typer
 from pydantic import BaseModel
 
-from . import claims as svc
-from .errors import InfrastructureError, InvalidClaim, ProbeServiceError, UnstableWorkingTree
-from .store import Store, open_store
+from .. import claims as svc
+from ..errors import InfrastructureError, InvalidClaim, ProbeServiceError, UnstableWorkingTree
+from ..store import Store, open_store
 
 __all__ = ["change_app", "claim_app", "gate_command", "knowledge_app", "obligations_app"]
 

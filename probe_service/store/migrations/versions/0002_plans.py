@@ -1,6 +1,6 @@
 """Plans and receipts, insert-only.
 
-Revision ID: 0003_plans
+Revision ID: 0002_plans
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0003_plans"
+revision = "0002_plans"
 down_revision = "0001_foundation"
 
 _IMMUTABLE = ("plans", "receipts")

@@ -1,6 +1,6 @@
 """Runs: queued work, leases and attempts.
 
-Revision ID: 0004_runs
+Revision ID: 0003_runs
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0004_runs"
-down_revision = "0003_plans"
+revision = "0003_runs"
+down_revision = "0002_plans"
 
 
 def upgrade() -> None:

@@ -4,13 +4,11 @@ Also creates, per dialect, the full-text index over claim statements (SQLite FTS
 table ``claim_fts``; PostgreSQL GIN index on ``to_tsvector``) and triggers that make
 ``claim_audit`` append-only and a claim row immutable once recorded.
 
-Revision ID: 0002_claims
-Revises: 0004_runs
+Revision ID: 0004_claims
+Revises: 0003_runs
 
-Numbered 0002 as planned, but main already carries ``0003_plans`` and ``0004_runs`` on
-``0001_foundation``; revising the current tail keeps one linear head
-(0001 -> 0003 -> 0004 -> 0002) without touching another part's migration. Alembic orders
-by this chain, never by file name. Nothing here depends on plans or runs tables.
+Nothing here depends on the plans or runs tables; the chain is linear only so there is
+one head.
 """
 
 from __future__ import annotations
@@ -18,8 +16,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0002_claims"
-down_revision = "0004_runs"
+revision = "0004_claims"
+down_revision = "0003_runs"
 
 _SERIAL = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
