@@ -38,9 +38,9 @@ def save_plan(store: Store, plan: Plan) -> tuple[str, bool]:
     body = canonical_json(plan.canonical()).decode("utf-8")
     with store.transaction() as conn:
         stmt = _insert(conn, plans).values(plan_id=plan_id, body=body, created_at=utc_now())
-        created = (
-            conn.execute(stmt.on_conflict_do_nothing(index_elements=["plan_id"])).rowcount == 1
-        )
+        # RETURNING, not rowcount: psycopg under SQLAlchemy reports -1 for this statement.
+        stmt = stmt.on_conflict_do_nothing(index_elements=["plan_id"]).returning(plans.c.plan_id)
+        created = conn.execute(stmt).first() is not None
         stored = conn.execute(select(plans.c.body).where(plans.c.plan_id == plan_id)).scalar_one()
         if stored != body:
             raise Conflict(f"plan {plan_id}: stored content differs from its id")
@@ -82,7 +82,8 @@ def save_receipt(store: Store, run_id: str, receipt: dict[str, Any], reusable: b
             body=json.dumps(receipt, sort_keys=True),
             created_at=utc_now(),
         )
-        written = conn.execute(stmt.on_conflict_do_nothing()).rowcount == 1
+        stmt = stmt.on_conflict_do_nothing().returning(receipts.c.receipt_sha256)
+        written = conn.execute(stmt).first() is not None
         if written:
             append_event(
                 conn,
