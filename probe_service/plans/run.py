@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from ..canonical import sha256_of_json
-from ..errors import PolicyError, ProbeServiceError, SandboxUnavailable
+from ..errors import NotFound, PolicyError, ProbeServiceError, SandboxUnavailable
 from ..policies import (
     Policy,
     PolicyFile,
@@ -115,9 +115,10 @@ def _executable_sha(policy: Policy, name: str) -> str:
 
 
 def _refused(reason: str, detail: str) -> SandboxResult:
-    return SandboxResult.model_validate(
-        {"status": "inconclusive", "reason": reason, "detail": detail}
-    )
+    # model_construct: overlay_failed and snapshot_unavailable are the plan layer's
+    # reasons, outside the sandbox's Reason vocabulary, which validation would reject.
+    fields: dict[str, Any] = {"status": "inconclusive", "reason": reason, "detail": detail}
+    return SandboxResult.model_construct(**fields)
 
 
 def _execute(
@@ -208,21 +209,36 @@ class _RunContext:
             "reason": decision.reason,
             "elapsed_us": None if elapsed is None else round(elapsed * 1_000_000),
         }
-        operational = {
+        operational: dict[str, Any] = {
             "run_id": self.run_id,
             "worker": self.worker,
             "started_at": self.started_at,
             "finished_at": utc_now(),
             "wall_seconds": result.elapsed_seconds,
             "detail": result.detail,
-            "stdout_b64": base64.b64encode(result.stdout).decode("ascii"),
-            "stderr_b64": base64.b64encode(result.stderr).decode("ascii"),
         }
+        # Kept output must hash to its committed digest (verify_receipt checks it); a run
+        # that never launched commits no digest, so it keeps no output either.
+        for stream, data, digest in (
+            ("stdout", result.stdout, result.stdout_sha256),
+            ("stderr", result.stderr, result.stderr_sha256),
+        ):
+            if digest is not None:
+                operational[f"{stream}_b64"] = base64.b64encode(data).decode("ascii")
         receipt = build_receipt(committed, operational)
         # Only a probe that ran to completion may answer a later identical action.
         written = save_receipt(store, self.run_id, receipt, reusable=result.status == "ok")
-        if not written:  # a duplicate delivery: the first receipt of this run stands
-            receipt = load_receipt(store, self.run_id)
+        if not written:
+            try:  # a duplicate delivery: the first receipt of this run stands
+                receipt = load_receipt(store, self.run_id)
+            except NotFound:
+                # An earlier run committed to identical content (the same refusal twice:
+                # no launch, no elapsed time); that stored receipt is the record, under
+                # the run id it was stored with.
+                receipt = load_receipt(store, receipt["receipt_sha256"])
+                return _result_from_receipt(
+                    str(receipt["operational"]["run_id"]), receipt, reused=False
+                )
         return _result_from_receipt(self.run_id, receipt, reused=False)
 
 
