@@ -388,7 +388,7 @@ class TestPlanId:
 
 
 _TEXT = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+    alphabet=st.characters(codec="utf-8", exclude_characters="\x00"),
     max_size=12,
 )
 _REFERENCE = _TEXT.filter(lambda s: s.strip() != "")

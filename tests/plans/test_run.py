@@ -279,22 +279,42 @@ def broken_runtime_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 class TestBrokenRuntime:
-    def test_altered_runtime_is_inconclusive_and_not_reusable(
-        self,
-        make_plan: PlanMaker,
-        run: Runner,
-        sqlite_store: Store,
-        broken_runtime_dir: Path,
-    ) -> None:
-        """A runtime whose files differ from the pinned digest is never launched."""
+    @pytest.fixture
+    def refused(
+        self, make_plan: PlanMaker, run: Runner, broken_runtime_dir: Path
+    ) -> tuple[str, ProbeRunResult]:
+        """A plan and its run under the altered runtime."""
         plan_id = make_plan("print('hello')", oracle=contains("hello"))
-        result = run(plan_id, runtime=None)
+        return plan_id, run(plan_id, runtime=None)
+
+    def test_inconclusive_sandbox_unverified(self, refused: tuple[str, ProbeRunResult]) -> None:
+        """A runtime whose files differ from the pinned digest is never launched."""
+        _, result = refused
         assert (result.outcome, result.reason) == ("inconclusive", "sandbox_unverified")
         assert result.exit_code is None
-        assert verify_receipt(service.receipt_get(sqlite_store, result.run_id))
+
+    def test_receipt_written_and_verifies(
+        self, refused: tuple[str, ProbeRunResult], sqlite_store: Store
+    ) -> None:
+        """The refusal is recorded as a stored receipt that verifies offline."""
+        _, result = refused
+        stored = service.receipt_get(sqlite_store, result.run_id)
+        assert verify_receipt(stored) == result.receipt_sha256
+
+    def test_not_reusable(self, refused: tuple[str, ProbeRunResult], sqlite_store: Store) -> None:
+        """A refused run never answers a later identical action."""
+        _, result = refused
         action_key = result.receipt["committed"]["action_key"]
         assert find_reusable_receipt(sqlite_store, action_key) is None
-        assert run(plan_id, runtime=None).reused is False
+
+    def test_same_refusal_twice_does_not_crash(
+        self, refused: tuple[str, ProbeRunResult], run: Runner
+    ) -> None:
+        """Refused again with identical committed content, the run returns the stored receipt."""
+        plan_id, first = refused
+        again = run(plan_id, runtime=None)
+        assert again.reused is False
+        assert (again.reason, again.receipt_sha256) == ("sandbox_unverified", first.receipt_sha256)
 
 
 class TestOverlay:
