@@ -212,14 +212,6 @@ class TestReceiptCommands:
         assert code == 1
         assert "exit_code" in err
 
-    def test_show_by_run_id(self, cli: CliRunner, created: PlanCreator) -> None:
-        """`receipt show` also finds a receipt by its run id."""
-        _, out, _ = cli("run", created(), "--policy", POLICY_ID, "--json")
-        run = json.loads(out)
-        code, shown, _ = cli("receipt", "show", run["run_id"], "--json")
-        assert code == 0
-        assert json.loads(shown)["receipt_sha256"] == run["receipt_sha256"]
-
 
 class TestDemo:
     def test_demo_exits_0_with_three_outcomes(self, cli: CliRunner, tmp_path: Path) -> None:

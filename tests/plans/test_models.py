@@ -448,7 +448,7 @@ _MUTATIONS: dict[str, Any] = {
 
 
 class TestPlanIdProperties:
-    @settings(max_examples=60, deadline=None)
+    @settings(max_examples=40, deadline=None)
     @given(
         doc=plan_documents(),
         rng=st.randoms(use_true_random=False),
@@ -464,7 +464,7 @@ class TestPlanIdProperties:
         assert plan_id_of(parse_plan(text)) == reference_id
         assert plan_id_of(parse_plan(" \n" + text + "\n\t")) == reference_id
 
-    @settings(max_examples=80, deadline=None)
+    @settings(max_examples=50, deadline=None)
     @given(doc=plan_documents(), field=st.sampled_from(sorted(_MUTATIONS)), data=st.data())
     def test_any_field_change_changes_the_id(
         self, doc: dict[str, Any], field: str, data: st.DataObject
@@ -474,7 +474,7 @@ class TestPlanIdProperties:
         changed[field] = _MUTATIONS[field](doc, data.draw)
         assert plan_id_of(parse_plan(changed)) != plan_id_of(parse_plan(doc))
 
-    @settings(max_examples=60, deadline=None)
+    @settings(max_examples=40, deadline=None)
     @given(doc=plan_documents(), data=st.data())
     def test_any_oracle_change_changes_the_id(
         self, doc: dict[str, Any], data: st.DataObject

@@ -22,7 +22,7 @@ from probe_service.plans import ProbeRunResult, find_reusable_receipt, verify_re
 from probe_service.plans.tables import receipts
 from probe_service.policies import POLICY_FILE_ENV
 from probe_service.sandbox import SANDBOX_DIR_ENV, SandboxRuntime, locate_runtime
-from probe_service.store import Store, read_events
+from probe_service.store import Store, open_store, read_events
 
 from .conftest import oracle_doc, plan_doc
 
@@ -72,13 +72,17 @@ def runtime() -> SandboxRuntime:
         pytest.fail(f"Sandbox Runtime unavailable ({exc.reason}): {exc} -- run `make setup`")
 
 
-@pytest.fixture
-def snapshot_id(sqlite_store: Store, repo: Path) -> str:
-    """A captured snapshot of a small repository."""
+def write_small_repo(repo: Path) -> None:
     (repo / "data.txt").write_text("original\n")
     (repo / "obsolete.txt").write_text("present\n")
     (repo / "pkg").mkdir()
     (repo / "pkg" / "answer.py").write_text("ANSWER = 42\n")
+
+
+@pytest.fixture
+def snapshot_id(sqlite_store: Store, repo: Path) -> str:
+    """A captured snapshot of a small repository."""
+    write_small_repo(repo)
     return service.snapshot_capture(sqlite_store, repo).snapshot_id
 
 
@@ -125,13 +129,43 @@ def exits(code: int, source: str = "historical_regression") -> dict[str, Any]:
     return oracle_doc({"kind": "exit_code", "equals": code}, source, "issue #7")
 
 
+SUPPORTED_CODE = "from pkg.answer import ANSWER; print('answer', ANSWER, open('data.txt').read())"
+
+
+@pytest.fixture(scope="class")
+def supported(
+    tmp_path_factory: pytest.TempPathFactory, runtime: SandboxRuntime
+) -> Iterator[tuple[Store, ProbeRunResult]]:
+    """One real supported run (own store, repo and policy file), shared read-only by a class."""
+    base = tmp_path_factory.mktemp("supported")
+    (base / "state").mkdir()
+    (base / "repo").mkdir()
+    write_small_repo(base / "repo")
+    policy = base / "probe-policies.json"
+    policy.write_text(json.dumps(policy_document()))
+    policy.chmod(0o600)
+    store = open_store(base / "state")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(POLICY_FILE_ENV, str(policy))
+        snapshot = service.snapshot_capture(store, base / "repo").snapshot_id
+        doc = plan_doc(
+            snapshot_id=snapshot,
+            policy_id=POLICY_ID,
+            args=["-c", SUPPORTED_CODE],
+            oracle=contains("answer 42 original"),
+        )
+        plan_id = service.probe_plan(store, doc).plan_id
+        result = service.probe_run(store, plan_id, POLICY_ID, runtime=runtime)
+    yield store, result
+    store.close()
+
+
 class TestSupportedRun:
     """One real run that supports its hypothesis, looked at from several sides."""
 
     @pytest.fixture
-    def result(self, make_plan: PlanMaker, run: Runner) -> ProbeRunResult:
-        code = "from pkg.answer import ANSWER; print('answer', ANSWER, open('data.txt').read())"
-        return run(make_plan(code, oracle=contains("answer 42 original")))
+    def result(self, supported: tuple[Store, ProbeRunResult]) -> ProbeRunResult:
+        return supported[1]
 
     def test_supports(self, result: ProbeRunResult) -> None:
         """A trusted oracle whose check passes gives supports / oracle_passed."""
@@ -147,10 +181,11 @@ class TestSupportedRun:
         """The returned receipt verifies offline to the sha the run reported."""
         assert verify_receipt(result.receipt) == result.receipt_sha256
 
-    def test_receipt_stored_with_event(self, result: ProbeRunResult, sqlite_store: Store) -> None:
+    def test_receipt_stored_with_event(self, supported: tuple[Store, ProbeRunResult]) -> None:
         """The receipt is stored once and announced by one probe event."""
-        assert service.receipt_get(sqlite_store, result.run_id) == result.receipt
-        with sqlite_store.reading() as conn:
+        store, result = supported
+        assert service.receipt_get(store, result.run_id) == result.receipt
+        with store.reading() as conn:
             kinds = [e.kind for e in read_events(conn, 0, 100)]
         assert kinds == ["snapshot", "plan", "probe"]
 
