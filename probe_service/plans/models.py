@@ -189,6 +189,11 @@ def parse_plan(value: object, limits: PlanLimits = LIMITS) -> Plan:
 
     Raises InvalidPlan naming the field that is wrong.
     """
+    # The JSON parser underneath rejects a lone surrogate ("\\ud800") as a bare syntax
+    # error; find it first so the refusal names the field, as every other refusal does.
+    where = _first_non_utf8(_decoded(value), ())
+    if where is not None:
+        raise InvalidPlan(f"{where}: content is not valid UTF-8 (lone surrogate)")
     try:
         # Strict JSON-mode validation: arrays become tuples, but "1" never becomes 1.
         text = value if isinstance(value, str | bytes) else json.dumps(value)
@@ -202,6 +207,39 @@ def parse_plan(value: object, limits: PlanLimits = LIMITS) -> Plan:
     _check_limits(plan, limits)
     _check_paths(plan)
     return plan
+
+
+def _decoded(value: object) -> object:
+    """``value`` as a JSON value; undecodable text is left to the model to refuse."""
+    if not isinstance(value, str | bytes):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return None
+
+
+def _first_non_utf8(value: object, loc: tuple[str, ...]) -> str | None:
+    """Return the dotted location of the first string that cannot be UTF-8, or None."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return ".".join(loc) or "plan"
+        return None
+    items: list[tuple[str, object]] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if _first_non_utf8(key, ()) is not None:
+                return ".".join(loc) or "plan"
+            items.append((str(key), item))
+    elif isinstance(value, list | tuple):
+        items = [(str(i), item) for i, item in enumerate(value)]
+    for name, item in items:
+        found = _first_non_utf8(item, (*loc, name))
+        if found is not None:
+            return found
+    return None
 
 
 def _utf8_size(text: str, field: str) -> int:

@@ -79,10 +79,29 @@ def _regex_verdict(pattern: str, text: str) -> CheckVerdict:
     return CheckVerdict(passed=found is not None, detail="stdout matched against pattern")
 
 
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO left by the probe must not block the worker in open() or read().
+_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _open_in_scratch(scratch: Path, rel: str) -> int:
+    """Open ``scratch/rel`` walking each component without links; raises OSError."""
+    parts = rel.split("/")
+    fd = os.open(scratch, _DIR)
+    try:
+        for part in parts[:-1]:
+            child = os.open(part, _DIR, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        return os.open(parts[-1], _FILE, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
 def _scratch_verdict(scratch: Path, rel: str, expected: str) -> CheckVerdict:
     """Read a scratch file without following links (the probe controlled that directory)."""
     try:
-        fd = os.open(scratch / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = _open_in_scratch(scratch, rel)
     except OSError as exc:
         return CheckVerdict(passed=False, detail=f"{rel}: {exc.strerror}")
     try:

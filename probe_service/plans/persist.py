@@ -38,9 +38,9 @@ def save_plan(store: Store, plan: Plan) -> tuple[str, bool]:
     body = canonical_json(plan.canonical()).decode("utf-8")
     with store.transaction() as conn:
         stmt = _insert(conn, plans).values(plan_id=plan_id, body=body, created_at=utc_now())
-        created = (
-            conn.execute(stmt.on_conflict_do_nothing(index_elements=["plan_id"])).rowcount == 1
-        )
+        # RETURNING, not rowcount: psycopg under SQLAlchemy reports -1 for this statement.
+        stmt = stmt.on_conflict_do_nothing(index_elements=["plan_id"]).returning(plans.c.plan_id)
+        created = conn.execute(stmt).first() is not None
         stored = conn.execute(select(plans.c.body).where(plans.c.plan_id == plan_id)).scalar_one()
         if stored != body:
             raise Conflict(f"plan {plan_id}: stored content differs from its id")
@@ -82,7 +82,10 @@ def save_receipt(store: Store, run_id: str, receipt: dict[str, Any], reusable: b
             body=json.dumps(receipt, sort_keys=True),
             created_at=utc_now(),
         )
-        written = conn.execute(stmt.on_conflict_do_nothing()).rowcount == 1
+        stmt = stmt.on_conflict_do_nothing(index_elements=["run_id"]).returning(
+            receipts.c.receipt_sha256
+        )
+        written = conn.execute(stmt).first() is not None
         if written:
             append_event(
                 conn,
@@ -102,10 +105,13 @@ def load_receipt(store: Store, receipt_or_run_id: str) -> dict[str, Any]:
     """Return a stored receipt by its ``receipt_sha256`` or by run id; NotFound otherwise."""
     with store.reading() as conn:
         body = conn.execute(
-            select(receipts.c.body).where(
+            select(receipts.c.body)
+            .where(
                 (receipts.c.receipt_sha256 == receipt_or_run_id)
                 | (receipts.c.run_id == receipt_or_run_id)
             )
+            .order_by(receipts.c.created_at)
+            .limit(1)
         ).scalar()
     if body is None:
         raise NotFound(f"receipt {receipt_or_run_id}: not stored")

@@ -20,7 +20,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from ..canonical import sha256_of_json
-from ..errors import InfrastructureError, PolicyError, ProbeServiceError, SandboxUnavailable
+from ..errors import (
+    InfrastructureError,
+    PolicyError,
+    ProbeServiceError,
+    SandboxUnavailable,
+)
 from ..policies import (
     Policy,
     PolicyFile,
@@ -231,16 +236,22 @@ class _RunContext:
             "reason": decision.reason,
             "elapsed_us": None if elapsed is None else round(elapsed * 1_000_000),
         }
-        operational = {
+        operational: dict[str, Any] = {
             "run_id": self.run_id,
             "worker": self.worker,
             "started_at": self.started_at,
             "finished_at": utc_now(),
             "wall_seconds": result.elapsed_seconds,
             "detail": result.detail,
-            "stdout_b64": base64.b64encode(result.stdout).decode("ascii"),
-            "stderr_b64": base64.b64encode(result.stderr).decode("ascii"),
         }
+        # Kept output must hash to its committed digest (verify_receipt checks it); a run
+        # that never launched commits no digest, so it keeps no output either.
+        for stream, data, digest in (
+            ("stdout", result.stdout, result.stdout_sha256),
+            ("stderr", result.stderr, result.stderr_sha256),
+        ):
+            if digest is not None:
+                operational[f"{stream}_b64"] = base64.b64encode(data).decode("ascii")
         receipt = build_receipt(committed, operational)
         # Only a probe that ran to completion may answer a later identical action.
         written = save_receipt(store, self.run_id, receipt, reusable=result.status == "ok")

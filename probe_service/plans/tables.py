@@ -19,8 +19,10 @@ plans = Table(
 receipts = Table(
     "receipts",
     metadata,
-    Column("receipt_sha256", String(64), primary_key=True),
-    Column("run_id", String(64), nullable=False, unique=True),
+    # Keyed by run: two runs may commit to identical content (the same refusal twice),
+    # and each run still has exactly one receipt row.
+    Column("run_id", String(64), primary_key=True),
+    Column("receipt_sha256", String(64), nullable=False),
     Column("plan_id", String(64), nullable=False),
     Column("action_key", String(64), nullable=False),
     Column("outcome", String(16), nullable=False),
@@ -30,4 +32,5 @@ receipts = Table(
     Column("created_at", String(32), nullable=False),
     Index("ix_receipts_action_key", "action_key"),
     Index("ix_receipts_plan_id", "plan_id"),
+    Index("ix_receipts_sha256", "receipt_sha256"),
 )

@@ -23,8 +23,8 @@ def upgrade() -> None:
     )
     op.create_table(
         "receipts",
-        sa.Column("receipt_sha256", sa.String(64), primary_key=True),
-        sa.Column("run_id", sa.String(64), nullable=False, unique=True),
+        sa.Column("run_id", sa.String(64), primary_key=True),
+        sa.Column("receipt_sha256", sa.String(64), nullable=False),
         sa.Column("plan_id", sa.String(64), nullable=False),
         sa.Column("action_key", sa.String(64), nullable=False),
         sa.Column("outcome", sa.String(16), nullable=False),
@@ -35,6 +35,7 @@ def upgrade() -> None:
     )
     op.create_index("ix_receipts_action_key", "receipts", ["action_key"])
     op.create_index("ix_receipts_plan_id", "receipts", ["plan_id"])
+    op.create_index("ix_receipts_sha256", "receipts", ["receipt_sha256"])
     if op.get_context().dialect.name == "postgresql":
         op.execute(
             "CREATE FUNCTION probe_refuse_change() RETURNS trigger AS $$ BEGIN "

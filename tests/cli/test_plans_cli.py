@@ -1,0 +1,222 @@
+"""`byte-probe plan|run|receipt|demo`, in process, through the real sandbox."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from probe_service.cli import main
+from probe_service.policies import POLICY_FILE_ENV
+from probe_service.store import DATABASE_URL_ENV
+
+POLICY_ID = "cli-python"
+
+CliRunner = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> CliRunner:
+    """Run `byte-probe ARGS --root <tmp>` in process; return (exit code, stdout, stderr)."""
+
+    def _cli(*args: str, root: bool = True) -> tuple[int, str, str]:
+        argv = [*args, "--root", str(tmp_path / "state")] if root else list(args)
+        code = main(argv)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return _cli
+
+
+@pytest.fixture(autouse=True)
+def environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The embedded store, a wide console, and an owner-only administrator policy file."""
+    monkeypatch.delenv(DATABASE_URL_ENV, raising=False)
+    monkeypatch.setenv("COLUMNS", "200")
+    (tmp_path / "state").mkdir()
+    policy = tmp_path / "probe-policies.json"
+    document = {
+        "schema": 1,
+        "policies": [
+            {
+                "id": POLICY_ID,
+                "allowed_executables": ["python3"],
+                "timeout_seconds": 20,
+                "max_output_bytes": 100_000,
+                "allowed_domains": [],
+                "environment": ["LANG"],
+            }
+        ],
+    }
+    policy.write_text(json.dumps(document))
+    policy.chmod(0o600)
+    monkeypatch.setenv(POLICY_FILE_ENV, str(policy))
+    return policy
+
+
+@pytest.fixture
+def snapshot_id(cli: CliRunner, repo: Path) -> str:
+    """A snapshot of a one-file repository, captured through the CLI."""
+    (repo / "data.txt").write_text("forty-two\n")
+    code, out, _ = cli("snapshot", "capture", str(repo), "--json")
+    assert code == 0
+    return str(json.loads(out)["snapshot_id"])
+
+
+PlanWriter = Callable[..., Path]
+
+
+@pytest.fixture
+def plan_file(tmp_path: Path, snapshot_id: str) -> PlanWriter:
+    """Write a plan file running `python3 -c CODE`; return its path."""
+
+    def _write(code: str, oracle: dict[str, Any], **extra: Any) -> Path:
+        doc = {
+            "snapshot_id": snapshot_id,
+            "policy_id": POLICY_ID,
+            "executable": "python3",
+            "args": ["-c", code],
+            "oracle": oracle,
+            **extra,
+        }
+        path = tmp_path / f"plan-{len(list(tmp_path.glob('plan-*')))}.json"
+        path.write_text(json.dumps(doc))
+        return path
+
+    return _write
+
+
+def exit_oracle(source: str = "historical_regression") -> dict[str, Any]:
+    oracle: dict[str, Any] = {"check": {"kind": "exit_code", "equals": 0}, "source": source}
+    if source != "model_inferred":
+        oracle["reference"] = "issue #7"
+    return oracle
+
+
+PlanCreator = Callable[..., str]
+
+
+@pytest.fixture
+def created(cli: CliRunner, plan_file: PlanWriter) -> PlanCreator:
+    """Create a plan through the CLI; return its id."""
+
+    def _create(code: str = "print('ok')", **kw: Any) -> str:
+        oracle = kw.pop("oracle", exit_oracle())
+        code_, out, err = cli("plan", "create", str(plan_file(code, oracle, **kw)), "--json")
+        assert code_ == 0, err
+        return str(json.loads(out)["plan_id"])
+
+    return _create
+
+
+class TestPlanCommands:
+    def test_create_prints_plan_id(self, cli: CliRunner, plan_file: PlanWriter) -> None:
+        """`plan create --json` prints the 64-hex plan id and created=true."""
+        code, out, _ = cli("plan", "create", str(plan_file("print(1)", exit_oracle())), "--json")
+        doc = json.loads(out)
+        assert code == 0
+        assert len(doc["plan_id"]) == 64
+        assert doc["created"] is True
+
+    def test_create_twice_same_id(self, cli: CliRunner, plan_file: PlanWriter) -> None:
+        """Creating the same plan again prints the same id with created=false."""
+        path = str(plan_file("print(1)", exit_oracle()))
+        _, first, _ = cli("plan", "create", path, "--json")
+        _, second, _ = cli("plan", "create", path, "--json")
+        assert json.loads(second) == {"plan_id": json.loads(first)["plan_id"], "created": False}
+
+    def test_create_invalid_plan_names_field(self, cli: CliRunner, plan_file: PlanWriter) -> None:
+        """An invalid plan exits 3 with one stderr line naming the field."""
+        path = plan_file("print(1)", exit_oracle(), fixtures=[{"path": "/abs", "content": ""}])
+        code, _, err = cli("plan", "create", str(path))
+        assert code == 3
+        assert "fixtures.0.path" in err
+        assert err.count("\n") == 1
+
+    def test_show(self, cli: CliRunner, created: PlanCreator) -> None:
+        """`plan show --json` prints the stored plan under its id."""
+        plan_id = created("print(1)")
+        code, out, _ = cli("plan", "show", plan_id, "--json")
+        doc = json.loads(out)
+        assert code == 0
+        assert doc["plan_id"] == plan_id
+        assert doc["plan"]["args"] == ["-c", "print(1)"]
+        assert doc["plan"]["policy_id"] == POLICY_ID
+
+
+class TestRunCommand:
+    def test_supports_exits_0(self, cli: CliRunner, created: PlanCreator) -> None:
+        """A supported hypothesis exits 0."""
+        code, out, _ = cli("run", created("print(open('data.txt').read())"), "--policy", POLICY_ID)
+        assert code == 0
+        assert "supports" in out
+
+    def test_refutes_exits_1(self, cli: CliRunner, created: PlanCreator) -> None:
+        """A refuted hypothesis exits 1."""
+        plan_id = created("raise SystemExit(4)", failure_refutes=True)
+        code, out, _ = cli("run", plan_id, "--policy", POLICY_ID)
+        assert code == 1
+        assert "refutes" in out
+
+    def test_inconclusive_exits_2(self, cli: CliRunner, created: PlanCreator) -> None:
+        """An inconclusive result (model-inferred oracle) exits 2."""
+        plan_id = created("print(1)", oracle=exit_oracle("model_inferred"))
+        code, out, _ = cli("run", plan_id, "--policy", POLICY_ID)
+        assert code == 2
+        assert "inconclusive" in out
+
+    def test_policy_mismatch_exits_3(self, cli: CliRunner, created: PlanCreator) -> None:
+        """Naming a policy other than the plan's exits 3 with one stderr line."""
+        code, _, err = cli("run", created(), "--policy", "other-policy")
+        assert code == 3
+        assert "other-policy" in err
+        assert err.count("\n") == 1
+
+    def test_json_document(self, cli: CliRunner, created: PlanCreator) -> None:
+        """`run --json` prints outcome, reason, status, exit code, output, receipt and reuse."""
+        code, out, _ = cli("run", created("print('hi')"), "--policy", POLICY_ID, "--json")
+        doc = json.loads(out)
+        assert code == 0
+        expected = {"outcome", "reason", "status", "exit_code", "stdout", "stderr"}
+        assert expected | {"receipt_sha256", "reused"} <= set(doc)
+        assert (doc["outcome"], doc["stdout"], doc["reused"]) == ("supports", "hi\n", False)
+
+
+class TestReceiptCommands:
+    @pytest.fixture
+    def receipt_file(self, cli: CliRunner, created: PlanCreator, tmp_path: Path) -> Path:
+        """A receipt saved by `receipt show --json` after a real run."""
+        _, out, _ = cli("run", created(), "--policy", POLICY_ID, "--json")
+        code, shown, _ = cli("receipt", "show", json.loads(out)["receipt_sha256"], "--json")
+        assert code == 0
+        path = tmp_path / "receipt.json"
+        path.write_text(shown)
+        return path
+
+    def test_show_then_verify(self, cli: CliRunner, receipt_file: Path) -> None:
+        """A receipt written by `receipt show --json` verifies with exit 0."""
+        code, out, _ = cli("receipt", "verify", str(receipt_file), "--json", root=False)
+        sha = json.loads(receipt_file.read_text())["receipt_sha256"]
+        assert code == 0
+        assert json.loads(out) == {"valid": True, "receipt_sha256": sha}
+
+    def test_tampered_exits_1_naming_field(self, cli: CliRunner, receipt_file: Path) -> None:
+        """A tampered receipt exits 1 and stderr names the field that changed."""
+        receipt = json.loads(receipt_file.read_text())
+        receipt["committed"]["exit_code"] = 1
+        receipt_file.write_text(json.dumps(receipt))
+        code, _, err = cli("receipt", "verify", str(receipt_file), root=False)
+        assert code == 1
+        assert "exit_code" in err
+
+
+class TestDemo:
+    def test_demo_exits_0_with_three_outcomes(self, cli: CliRunner, tmp_path: Path) -> None:
+        """`demo` runs the three probes and prints supports, refutes and inconclusive."""
+        code, out, err = cli("demo", "--workdir", str(tmp_path / "demo"), root=False)
+        assert code == 0, err
+        for outcome in ("supports", "refutes", "inconclusive"):
+            assert outcome in out

@@ -1,0 +1,92 @@
+"""Helpers for plan tests: a valid plan document to vary one field at a time."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+from typing import Any
+
+SNAPSHOT_ID = "a" * 64
+
+TRUSTED_SOURCES = (
+    "published_specification",
+    "user_requirement",
+    "historical_regression",
+    "differential_reference",
+)
+ALL_SOURCES = (*TRUSTED_SOURCES, "model_inferred")
+
+
+def oracle_doc(
+    check: dict[str, Any] | None = None,
+    source: str = "user_requirement",
+    reference: str | None = "issue #1",
+) -> dict[str, Any]:
+    """An oracle document; ``reference=None`` leaves the key out."""
+    doc: dict[str, Any] = {
+        "check": check if check is not None else {"kind": "exit_code", "equals": 0},
+        "source": source,
+    }
+    if reference is not None:
+        doc["reference"] = reference
+    return doc
+
+
+def plan_doc(**overrides: Any) -> dict[str, Any]:
+    """A valid plan document with ``overrides`` applied (deep-copied, safe to mutate)."""
+    doc: dict[str, Any] = {
+        "snapshot_id": SNAPSHOT_ID,
+        "policy_id": "test-policy",
+        "executable": "python3",
+        "args": ["-c", "print(1)"],
+        "oracle": oracle_doc(),
+    }
+    doc.update(overrides)
+    return copy.deepcopy(doc)
+
+
+STDOUT = b"[4, 5]\n"
+STDERR = b"warning: x\n"
+
+
+def committed_fields() -> dict[str, Any]:
+    """A realistic committed section (the shape probe_run writes)."""
+    return {
+        "version": 1,
+        "action_key": "1" * 64,
+        "plan_id": "2" * 64,
+        "plan": {
+            "args": ["-c", "print([4, 5])"],
+            "executable": "python3",
+            "oracle": {"check": {"kind": "exit_code", "equals": 0}, "source": "user_requirement"},
+        },
+        "snapshot_id": "3" * 64,
+        "policy_id": "local-python",
+        "policy_digest": "4" * 64,
+        "executable": {"path": "/usr/bin/python3.11", "sha256": "5" * 64, "size": 100},
+        "sandbox_digest": "6" * 64,
+        "settings_digest": "7" * 64,
+        "limits_applied": {"mechanism": "rlimit", "timeout_seconds": 30},
+        "status": "ok",
+        "exit_code": 0,
+        "stdout_sha256": hashlib.sha256(STDOUT).hexdigest(),
+        "stderr_sha256": hashlib.sha256(STDERR).hexdigest(),
+        "check": {"passed": True, "detail": "exit code 0", "error": False},
+        "outcome": "supports",
+        "reason": "oracle_passed",
+        "elapsed_us": 123456,
+    }
+
+
+def operational_fields() -> dict[str, Any]:
+    """Operational fields, outside the commitment."""
+    return {
+        "run_id": "r" * 32,
+        "worker": "host-a",
+        "started_at": "2026-01-01T00:00:00.000000+00:00",
+        "finished_at": "2026-01-01T00:00:01.000000+00:00",
+        "wall_seconds": 1.0,
+        "stdout_b64": base64.b64encode(STDOUT).decode(),
+        "stderr_b64": base64.b64encode(STDERR).decode(),
+    }
