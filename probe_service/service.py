@@ -12,17 +12,33 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from . import ENGINE_VERSION
+from .claims import (
+    change_analyze,
+    claim_check,
+    claim_create,
+    claim_show,
+    claim_supersede,
+    claim_withdraw,
+    gate,
+    knowledge_query,
+    knowledge_record_answer,
+    obligation_list,
+    obligation_resolve,
+)
+from .errors import InfrastructureError, PolicyError
 from .plans import (
     Plan,
     ProbeRunResult,
     load_plan,
     load_receipt,
     parse_plan,
+    result_from_receipt,
     save_plan,
     verify_receipt,
 )
 from .plans import probe_run as _probe_run
 from .policies import load_policy_file, policy_file_path
+from .queue import ProbeQueue, batch_results, submit_plans, wait_batch
 from .sandbox import SandboxRuntime
 from .snapshot import CaptureResult, Snapshot, load_snapshot, snapshot_capture
 from .snapshot import snapshot_materialize as _materialize
@@ -32,10 +48,22 @@ __all__ = [
     "OPERATIONS",
     "PlanCreated",
     "capabilities",
+    "change_analyze",
+    "claim_check",
+    "claim_create",
+    "claim_show",
+    "claim_supersede",
+    "claim_withdraw",
+    "gate",
     "knowledge_events",
+    "knowledge_query",
+    "knowledge_record_answer",
+    "obligation_list",
+    "obligation_resolve",
     "probe_get",
     "probe_plan",
     "probe_run",
+    "probe_run_queued",
     "receipt_get",
     "receipt_verify",
     "snapshot_capture",
@@ -47,10 +75,17 @@ __all__ = [
 OPERATIONS = (
     "capabilities",
     "snapshot_capture",
+    "claim_create",
+    "knowledge_record_answer",
+    "knowledge_query",
+    "claim_check",
+    "change_analyze",
+    "obligation_list",
+    "obligation_resolve",
+    "knowledge_events",
     "probe_plan",
     "probe_get",
     "probe_run",
-    "knowledge_events",
 )
 
 
@@ -136,5 +171,36 @@ def receipt_verify(receipt: object) -> str:
     return verify_receipt(receipt)
 
 
-# Re-exported so callers find every operation here.
+# Re-exported so callers find every operation here (the claims part owns its own).
 _ = (CaptureResult, snapshot_capture)
+
+
+def probe_run_queued(
+    store: Store,
+    queue: ProbeQueue,
+    plan_id: str,
+    policy_id: str,
+    *,
+    timeout_s: float | None = None,
+) -> ProbeRunResult:
+    """Run a plan through the queue (any worker) and wait for its receipt.
+
+    Raises NotFound, PolicyError (policy id differs from the plan's, or the worker could
+    not find it), BrokerUnavailable, or InfrastructureError when no worker finished it
+    within ``timeout_s``.
+    """
+    plan = load_plan(store, plan_id)
+    if policy_id != plan.policy_id:
+        raise PolicyError(
+            f"policy: {policy_id!r} does not equal the plan's policy_id {plan.policy_id!r}"
+        )
+    submitted = submit_plans(store, queue, [plan_id], policy_id)
+    wait_batch(store, submitted.batch_id, lambda _: None, timeout_s=timeout_s)
+    (run,) = batch_results(store, submitted.batch_id)
+    if run.state != "done":
+        raise InfrastructureError(
+            f"run {run.run_id}: not finished after {timeout_s}s; is a worker running?"
+        )
+    if run.receipt_sha256 is None:
+        raise PolicyError(f"run {run.run_id}: the worker refused it ({run.reason})")
+    return result_from_receipt(run.run_id, load_receipt(store, run.run_id))

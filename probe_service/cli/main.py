@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import typer
@@ -13,6 +14,9 @@ from typer._click.exceptions import ClickException
 from ..errors import InfrastructureError, ProbeServiceError, UnstableWorkingTree
 from . import claims, demo, events, plans, policy, queue, snapshot
 from .common import EXIT_INFRASTRUCTURE, EXIT_INPUT
+
+#: Exit code of an unexpected internal error (EX_SOFTWARE).
+EXIT_INTERNAL = 70
 
 app = typer.Typer(
     name="byte-probe",
@@ -74,6 +78,16 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         _report(f"{exc.filename or ''}: {exc.strerror or exc}", "os_error", args)
         return EXIT_INPUT
+    except Exception as exc:
+        # A bug, not a refusal: still one line, unless the operator asks for the trace.
+        if os.environ.get("BYTE_PROBE_DEBUG"):
+            raise
+        _report(
+            f"internal error ({type(exc).__name__}): {exc}; rerun with BYTE_PROBE_DEBUG=1",
+            "internal",
+            args,
+        )
+        return EXIT_INTERNAL
     return result if isinstance(result, int) else 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,6 +13,7 @@ from rich.table import Table
 
 from .. import service
 from ..errors import InvalidInput, InvalidPlan, ReceiptInvalid
+from ..queue import REDIS_URL_ENV, ProbeQueue
 from .common import JsonOption, RootOption, console, emit_json, open_cli_store
 
 plan_app = typer.Typer(help="Create and show immutable probe plans.", no_args_is_help=True)
@@ -73,17 +75,34 @@ def run(
     no_reuse: Annotated[
         bool, typer.Option("--no-reuse", help="Execute even if a receipt for this action exists.")
     ] = False,
+    inline: Annotated[
+        bool, typer.Option("--inline", help="Run here even when PROBE_REDIS_URL is set.")
+    ] = False,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds to wait for a queued run's worker.")
+    ] = 3600.0,
     root: RootOption = Path("."),
     json_out: JsonOption = False,
 ) -> None:
     """Run a plan in the sandbox under the named policy and print its receipt.
 
+    With PROBE_REDIS_URL set the run goes through the queue to any worker (unless
+    --inline or --no-reuse); otherwise it runs in this process.
     Exit codes: 0 supports, 1 refutes, 2 inconclusive, 3 usage or input error,
-    4 store unavailable.
+    4 store, broker or worker unavailable.
 
     Example: byte-probe run 9b1c… --policy local-python-no-network --json
     """
-    result = service.probe_run(open_cli_store(root), plan_id, policy, reuse=not no_reuse)
+    store = open_cli_store(root)
+    url = os.environ.get(REDIS_URL_ENV)
+    if url and not inline and not no_reuse:
+        queue = ProbeQueue(url)
+        try:
+            result = service.probe_run_queued(store, queue, plan_id, policy, timeout_s=timeout)
+        finally:
+            queue.close()
+    else:
+        result = service.probe_run(store, plan_id, policy, reuse=not no_reuse)
     if json_out:
         emit_json(result.model_dump(exclude={"receipt"}))
     else:

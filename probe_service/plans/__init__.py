@@ -6,7 +6,7 @@ from .models import LIMITS, Fixture, Intervention, Oracle, Plan, PlanLimits, par
 from .oracle import CheckVerdict, Decision, decide_outcome, evaluate_check
 from .persist import find_reusable_receipt, load_plan, load_receipt, save_plan, save_receipt
 from .receipts import build_receipt, verify_receipt
-from .run import ProbeRunResult, action_key_for, probe_abandon, probe_run
+from .run import ProbeRunResult, action_key_for, probe_abandon, probe_run, result_from_receipt
 
 __all__ = [
     "LIMITS",
@@ -29,6 +29,7 @@ __all__ = [
     "plan_id_of",
     "probe_abandon",
     "probe_run",
+    "result_from_receipt",
     "save_plan",
     "save_receipt",
     "verify_receipt",

@@ -43,7 +43,13 @@ from .overlay import apply_interventions, write_fixtures
 from .persist import find_reusable_receipt, load_plan, load_receipt, save_receipt
 from .receipts import RECEIPT_VERSION, build_receipt
 
-__all__ = ["ProbeRunResult", "action_key_for", "probe_abandon", "probe_run"]
+__all__ = [
+    "ProbeRunResult",
+    "action_key_for",
+    "probe_abandon",
+    "probe_run",
+    "result_from_receipt",
+]
 
 #: Bounded output returned to callers (the receipt commits to the full kept bytes' digest).
 MAX_RETURNED_OUTPUT = 64 * 1024
@@ -106,7 +112,7 @@ def probe_run(
     if reuse:
         cached = find_reusable_receipt(store, key)
         if cached is not None:
-            return _result_from_receipt(run_id, cached, reused=True)
+            return result_from_receipt(run_id, cached, reused=True)
     result, verdict = _execute(store, plan, policy, runtime)
     return context.finish(store, result, verdict, runtime.digest, key)
 
@@ -257,10 +263,13 @@ class _RunContext:
         written = save_receipt(store, self.run_id, receipt, reusable=result.status == "ok")
         if not written:  # a duplicate delivery: the first receipt of this run stands
             receipt = load_receipt(store, self.run_id)
-        return _result_from_receipt(self.run_id, receipt, reused=False)
+        return result_from_receipt(self.run_id, receipt, reused=False)
 
 
-def _result_from_receipt(run_id: str, receipt: dict[str, Any], *, reused: bool) -> ProbeRunResult:
+def result_from_receipt(
+    run_id: str, receipt: dict[str, Any], *, reused: bool = False
+) -> ProbeRunResult:
+    """Build the caller's view of a stored receipt."""
     committed = receipt["committed"]
     operational = receipt.get("operational", {})
 

@@ -1,0 +1,46 @@
+"""Public API hygiene: every name a package exports is importable, errors share one root."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import pytest
+
+from probe_service import errors
+
+PACKAGES = [
+    "probe_service.errors",
+    "probe_service.store",
+    "probe_service.snapshot",
+    "probe_service.policies",
+    "probe_service.sandbox",
+    "probe_service.plans",
+    "probe_service.claims",
+    "probe_service.queue",
+    "probe_service.service",
+]
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_all_names_importable(name: str) -> None:
+    """Each name in a package's __all__ exists on the package."""
+    module = importlib.import_module(name)
+    assert [n for n in module.__all__ if not hasattr(module, n)] == []
+
+
+def test_every_error_descends_from_one_root() -> None:
+    """Every exception class the errors module defines is a ProbeServiceError."""
+    classes = [
+        c for _, c in inspect.getmembers(errors, inspect.isclass) if c.__module__ == errors.__name__
+    ]
+    assert classes
+    assert all(issubclass(c, errors.ProbeServiceError) for c in classes)
+
+
+def test_service_lists_its_operations() -> None:
+    """Every operation named in capabilities is a function of the service layer."""
+    from probe_service import service
+
+    caps = service.capabilities()
+    assert [op for op in caps["operations"] if not callable(getattr(service, op, None))] == []
