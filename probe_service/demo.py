@@ -102,8 +102,9 @@ def run_demo(workdir: Path, console: Console) -> int:
         capture = service.snapshot_capture(store, EXAMPLE_REPO)
         console.print(f"snapshot {capture.snapshot_id} ({capture.files} files) of {EXAMPLE_REPO}")
         table = Table(title="probe receipts")
-        for column in ("hypothesis", "oracle", "outcome", "reason", "exit", "reused", "receipt"):
-            table.add_column(column, no_wrap=column != "hypothesis")
+        table.add_column("hypothesis", min_width=24, ratio=1)
+        for column in ("oracle", "outcome", "reason", "exit", "reused", "receipt"):
+            table.add_column(column, no_wrap=True)
         outcomes = []
         for plan in demo_plans(capture.snapshot_id):
             plan_id = service.probe_plan(store, plan).plan_id

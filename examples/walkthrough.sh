@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The README's claims walkthrough: claim -> edit -> gate fails -> recheck -> resolve -> gate passes.
+# Runs on the embedded store in a temporary directory; needs `make setup` first.
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+bp="${BYTE_PROBE:-$here/.venv/bin/byte-probe}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+cp -r "$here/examples/tinyparse" "$work/repo"
+cd "$work"
+cat > policies.json <<'JSON'
+{"schema": 1, "policies": [{"id": "walk-python", "allowed_executables": ["python3"],
+  "timeout_seconds": 30, "max_output_bytes": 100000, "allowed_domains": [], "environment": []}]}
+JSON
+chmod 600 policies.json
+export BYTE_PROBE_POLICY_FILE="$work/policies.json"
+field() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
+
+probe() {  # probe SNAPSHOT -> prints the receipt sha of a supports run
+    cat > plan.json <<JSON
+{"snapshot_id": "$1", "policy_id": "walk-python", "executable": "python3",
+ "args": ["check_trailing_comma.py"], "hypothesis": "parse_list accepts a trailing comma",
+ "oracle": {"check": {"kind": "exit_code", "equals": 0}, "source": "user_requirement",
+            "reference": "issue #12"}}
+JSON
+    plan=$("$bp" plan create plan.json --json | field "['plan_id']")
+    "$bp" run "$plan" --policy walk-python --json | field "['receipt_sha256']"
+}
+
+echo "## 1. capture, probe, and record a claim resting on the receipt"
+s1=$("$bp" snapshot capture repo --json | field "['snapshot_id']")
+r1=$(probe "$s1")
+cat > claim.json <<JSON
+{"scope": "tinyparse", "statement": "parse_list accepts a trailing comma", "kind": "behavior",
+ "snapshot_id": "$s1", "evidence": [{"receipt": "$r1"}],
+ "dependencies": [{"exact_blob": {"path": "tinyparse.py"}},
+                  {"query_set": {"query": {"kind": "grep", "pattern": "parse_list(", "domain": "**/*.py"}}}]}
+JSON
+"$bp" claim create claim.json
+echo "## 2. the gate passes on the snapshot the claim was made on"
+"$bp" gate --snapshot "$s1" --scope tinyparse
+
+echo "## 3. someone edits the parser; the gate fails and names the obligation"
+sed -i 's/if items and items\[-1\] == "":/if items and not items[-1]:/' repo/tinyparse.py
+s2=$("$bp" snapshot capture repo --json | field "['snapshot_id']")
+if "$bp" gate --snapshot "$s2" --scope tinyparse; then
+    echo "gate unexpectedly passed" >&2; exit 1
+fi
+obligation=$("$bp" obligations list --open --json | field "[0]['obligation_id']")
+
+echo "## 4. recheck: the same probe on the new snapshot, then resolve with its receipt"
+r2=$(probe "$s2")
+"$bp" obligations resolve "$obligation" --resolution rechecked --receipt "$r2" \
+    --rationale "re-ran the trailing-comma probe on the edited parser"
+echo "## 5. the gate passes again"
+"$bp" gate --snapshot "$s2" --scope tinyparse
