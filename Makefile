@@ -40,6 +40,9 @@ check: lint typecheck test
 
 bench: setup
 	$(PY) benchmarks/snapshot_bench.py
+	$(PY) benchmarks/sandbox_bench.py
+	$(PY) benchmarks/claims_bench.py
+	@if [ -f benchmarks/queue_bench.py ]; then $(PY) benchmarks/queue_bench.py; fi
 
 clean:
 	rm -rf $(VENV) sandbox/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis
