@@ -18,6 +18,8 @@ from urllib.parse import quote
 import pytest
 from sqlalchemy import create_engine, text
 
+from probe_service.errors import SandboxUnavailable
+from probe_service.sandbox import SandboxRuntime, locate_runtime
 from probe_service.store import Store, open_store
 
 
@@ -113,6 +115,15 @@ def redis_namespace(redis_url: str) -> Iterator[str]:
     if keys:
         client.delete(*keys)
     client.close()
+
+
+@pytest.fixture(scope="session")
+def runtime() -> SandboxRuntime:
+    """The verified pinned runtime; FAILS (never skips) when it is not installed."""
+    try:
+        return locate_runtime()
+    except SandboxUnavailable as exc:
+        pytest.fail(f"Sandbox Runtime unavailable ({exc.reason}): {exc} -- run `make setup`")
 
 
 @pytest.fixture

@@ -17,11 +17,11 @@ import pytest
 from sqlalchemy import func, select
 
 from probe_service import service
-from probe_service.errors import NotFound, PolicyError, SandboxUnavailable
+from probe_service.errors import NotFound, PolicyError
 from probe_service.plans import ProbeRunResult, find_reusable_receipt, verify_receipt
 from probe_service.plans.tables import receipts
 from probe_service.policies import POLICY_FILE_ENV
-from probe_service.sandbox import SANDBOX_DIR_ENV, SandboxRuntime, locate_runtime
+from probe_service.sandbox import SANDBOX_DIR_ENV, SandboxRuntime
 from probe_service.store import Store, open_store, read_events
 
 from .conftest import oracle_doc, plan_doc
@@ -61,15 +61,6 @@ def write_policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> PolicyWrite
 
     _write()
     return _write
-
-
-@pytest.fixture(scope="session")
-def runtime() -> SandboxRuntime:
-    """The verified pinned runtime; FAILS (never skips) when it is not installed."""
-    try:
-        return locate_runtime()
-    except SandboxUnavailable as exc:
-        pytest.fail(f"Sandbox Runtime unavailable ({exc.reason}): {exc} -- run `make setup`")
 
 
 def write_small_repo(repo: Path) -> None:

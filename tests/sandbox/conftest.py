@@ -8,20 +8,10 @@ from typing import Any
 
 import pytest
 
-from probe_service.errors import SandboxUnavailable
 from probe_service.policies import Policy
-from probe_service.sandbox import SandboxResult, SandboxRuntime, locate_runtime, run_sandboxed
+from probe_service.sandbox import SandboxResult, SandboxRuntime, run_sandboxed
 
 SHELL_TOOLS = ("true", "cat", "sh", "echo", "printf", "ls", "python3", "sleep")
-
-
-@pytest.fixture(scope="session")
-def runtime() -> SandboxRuntime:
-    """The verified pinned runtime; FAILS (never skips) when it is not installed."""
-    try:
-        return locate_runtime()
-    except SandboxUnavailable as exc:
-        pytest.fail(f"Sandbox Runtime unavailable ({exc.reason}): {exc} -- run `make setup`")
 
 
 @pytest.fixture
