@@ -40,7 +40,7 @@ from .plans import probe_run as _probe_run
 from .policies import load_policy_file, policy_file_path
 from .queue import ProbeQueue, batch_results, submit_plans, wait_batch
 from .sandbox import SandboxRuntime
-from .snapshot import CaptureResult, Snapshot, load_snapshot, snapshot_capture
+from .snapshot import Snapshot, load_snapshot, snapshot_capture
 from .snapshot import snapshot_materialize as _materialize
 from .store import MAX_EVENTS_PAGE, Event, Store, read_events
 
@@ -169,10 +169,6 @@ def receipt_get(store: Store, receipt_or_run_id: str) -> dict[str, Any]:
 def receipt_verify(receipt: object) -> str:
     """Verify a receipt offline; return its sha; raises ReceiptInvalid naming the field."""
     return verify_receipt(receipt)
-
-
-# Re-exported so callers find every operation here (the claims part owns its own).
-_ = (CaptureResult, snapshot_capture)
 
 
 def probe_run_queued(

@@ -28,8 +28,9 @@ import typer
 from pydantic import BaseModel
 
 from .. import claims as svc
-from ..errors import InfrastructureError, InvalidClaim, ProbeServiceError, UnstableWorkingTree
+from ..errors import InvalidClaim, ProbeServiceError
 from ..store import Store, open_store
+from .common import EXIT_INPUT, exit_code_for, report_error
 
 __all__ = ["change_app", "claim_app", "gate_command", "knowledge_app", "obligations_app"]
 
@@ -39,8 +40,6 @@ obligations_app = typer.Typer(help="List and resolve recheck obligations.", no_a
 knowledge_app = typer.Typer(help="Query and record knowledge.", no_args_is_help=True)
 
 EXIT_GATE_CLOSED = 1
-EXIT_INPUT = 3
-EXIT_OTHER = 4
 
 RootOpt = Annotated[Path, typer.Option("--root", help="Directory holding .zyte (default: cwd).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
@@ -57,19 +56,11 @@ def _cli_errors(as_json: bool = False) -> Iterator[None]:
     try:
         yield
     except ProbeServiceError as exc:
-        infra = isinstance(exc, InfrastructureError | UnstableWorkingTree)
-        _report(str(exc), exc.code, as_json)
-        raise typer.Exit(EXIT_OTHER if infra else EXIT_INPUT) from None
+        report_error(str(exc), exc.code, as_json)
+        raise typer.Exit(exit_code_for(exc)) from None
     except OSError as exc:
-        _report(f"{exc.filename or ''}: {exc.strerror or exc}", "os_error", as_json)
+        report_error(f"{exc.filename or ''}: {exc.strerror or exc}", "os_error", as_json)
         raise typer.Exit(EXIT_INPUT) from None
-
-
-def _report(message: str, code: str, as_json: bool) -> None:
-    line = " ".join(message.split())
-    typer.echo(f"byte-probe: error: {line}", err=True)
-    if as_json:
-        typer.echo(json.dumps({"error": code, "message": line}))
 
 
 @contextmanager

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,6 +12,7 @@ import typer
 from pydantic import BaseModel
 from rich.console import Console
 
+from ..errors import InfrastructureError, ProbeServiceError, UnstableWorkingTree
 from ..store import DATABASE_URL_ENV, Store, open_store
 
 __all__ = [
@@ -20,7 +22,9 @@ __all__ = [
     "RootOption",
     "console",
     "emit_json",
+    "exit_code_for",
     "open_cli_store",
+    "report_error",
 ]
 
 #: Exit code of a usage or input error (bad flag, bad file, unknown id, refused path).
@@ -37,6 +41,21 @@ RootOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
+
+
+def exit_code_for(exc: ProbeServiceError) -> int:
+    """The exit code of a refusal: 4 when retrying may help, else 3."""
+    if isinstance(exc, InfrastructureError | UnstableWorkingTree):
+        return EXIT_INFRASTRUCTURE
+    return EXIT_INPUT
+
+
+def report_error(message: str, code: str, as_json: bool) -> None:
+    """Print one line on stderr, and an error frame on stdout when JSON was asked for."""
+    line = " ".join(message.split())
+    sys.stderr.write(f"byte-probe: error: {line}\n")
+    if as_json:
+        sys.stdout.write(json.dumps({"error": code, "message": line}) + "\n")
 
 
 def open_cli_store(root: Path) -> Store:

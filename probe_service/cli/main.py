@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -11,9 +10,9 @@ import typer
 # typer 0.29 vendors click privately; pinned in pyproject so this import stays valid.
 from typer._click.exceptions import ClickException
 
-from ..errors import InfrastructureError, ProbeServiceError, UnstableWorkingTree
+from ..errors import ProbeServiceError
 from . import claims, demo, events, plans, policy, queue, snapshot
-from .common import EXIT_INFRASTRUCTURE, EXIT_INPUT
+from .common import EXIT_INFRASTRUCTURE, EXIT_INPUT, exit_code_for, report_error
 
 #: Exit code of an unexpected internal error (EX_SOFTWARE).
 EXIT_INTERNAL = 70
@@ -46,18 +45,8 @@ app.command("events")(events.events)
 app.command("demo")(demo.demo)
 
 
-def _exit_code(exc: ProbeServiceError) -> int:
-    if isinstance(exc, InfrastructureError | UnstableWorkingTree):
-        return EXIT_INFRASTRUCTURE
-    return EXIT_INPUT
-
-
 def _report(message: str, code: str, argv: list[str]) -> None:
-    """Print one line on stderr, and an error frame on stdout when --json was asked for."""
-    line = " ".join(message.split())
-    sys.stderr.write(f"byte-probe: error: {line}\n")
-    if "--json" in argv:
-        sys.stdout.write(json.dumps({"error": code, "message": line}) + "\n")
+    report_error(message, code, "--json" in argv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         result = command.main(args=args, prog_name="byte-probe", standalone_mode=False)
     except ProbeServiceError as exc:
         _report(str(exc), exc.code, args)
-        return _exit_code(exc)
+        return exit_code_for(exc)
     except typer.Abort:
         _report("aborted", "aborted", args)
         return 130
