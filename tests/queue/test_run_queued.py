@@ -1,0 +1,49 @@
+"""`run` through the queue: any worker executes it and the caller gets the receipt."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from probe_service import service
+from probe_service.errors import PolicyError
+from probe_service.plans import verify_receipt
+from probe_service.queue import ProbeQueue
+from probe_service.store import Store
+
+from .conftest import POLICY_ID, Farm, shell_plan
+
+
+def test_queued_run_returns_the_workers_receipt(
+    shared_store: Store,
+    snapshot_id: str,
+    start_farm: Callable[..., Farm],
+    redis_url: str,
+    redis_namespace: str,
+) -> None:
+    """A plan sent through Redis is run by a worker; its receipt verifies."""
+    start_farm(processes=1, threads=1)
+    plan_id = service.probe_plan(shared_store, shell_plan(snapshot_id, "exit 0", "queued")).plan_id
+    queue = ProbeQueue(redis_url, namespace=redis_namespace)
+    try:
+        result = service.probe_run_queued(shared_store, queue, plan_id, POLICY_ID, timeout_s=120)
+    finally:
+        queue.close()
+    assert (result.outcome, result.status) == ("supports", "ok")
+    assert verify_receipt(result.receipt) == result.receipt_sha256
+    assert result.receipt["operational"]["worker"] != ""
+
+
+def test_queued_run_refuses_another_policy_before_enqueueing(
+    shared_store: Store, snapshot_id: str, redis_url: str, redis_namespace: str
+) -> None:
+    """A policy id other than the plan's is refused before any message is sent."""
+    plan_id = service.probe_plan(shared_store, shell_plan(snapshot_id, "exit 0", "x")).plan_id
+    queue = ProbeQueue(redis_url, namespace=redis_namespace)
+    try:
+        with pytest.raises(PolicyError, match="does not equal"):
+            service.probe_run_queued(shared_store, queue, plan_id, "other-policy")
+        assert queue.depth() == 0
+    finally:
+        queue.close()
