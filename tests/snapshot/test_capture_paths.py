@@ -1,0 +1,51 @@
+"""The capture fast paths: one-shot vs streamed compression, and the manifest memo."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from probe_service.snapshot import capture as capture_module
+from probe_service.snapshot import load_snapshot, snapshot_capture
+from probe_service.snapshot.blobs import read_blob
+from probe_service.snapshot.reader import CHUNK_BYTES
+from probe_service.store import Store
+
+
+@pytest.mark.parametrize(
+    "size",
+    [0, 1, CHUNK_BYTES - 1, CHUNK_BYTES, CHUNK_BYTES + 1, 2 * CHUNK_BYTES + 12345],
+    ids=["empty", "one", "chunk-1", "chunk", "chunk+1", "multi"],
+)
+def test_blob_round_trips_on_both_paths(sqlite_store: Store, repo: Path, size: int) -> None:
+    """Single-chunk (one-shot) and streamed blobs both hash the raw bytes and decode back."""
+    data = os.urandom(size // 2) + b"a" * (size - size // 2)
+    (repo / "f.bin").write_bytes(data)
+    result = snapshot_capture(sqlite_store, repo)
+    (entry,) = load_snapshot(sqlite_store, result.snapshot_id).entries
+    assert entry.digest == hashlib.sha256(data).hexdigest()
+    assert (entry.size, read_blob(sqlite_store, entry.digest)) == (size, data)
+
+
+def test_manifest_memo_gives_the_encoded_manifest(sqlite_store: Store, repo: Path) -> None:
+    """A memo hit yields exactly the id a fresh encoding of the same tree yields."""
+    (repo / "a").write_bytes(b"1")
+    (repo / "l").symlink_to("a")
+    first = snapshot_capture(sqlite_store, repo).snapshot_id
+    memo_hit = snapshot_capture(sqlite_store, repo).snapshot_id
+    capture_module._LAST_MANIFEST.clear()
+    fresh = snapshot_capture(sqlite_store, repo).snapshot_id
+    assert first == memo_hit == fresh
+
+
+def test_manifest_memo_misses_on_a_retargeted_link(sqlite_store: Store, repo: Path) -> None:
+    """A symlink retargeted between captures (no file stat moves) changes the id."""
+    (repo / "a").write_bytes(b"1")
+    (repo / "l").symlink_to("a")
+    first = snapshot_capture(sqlite_store, repo).snapshot_id
+    (repo / "l").unlink()
+    (repo / "l").symlink_to("b")
+    assert snapshot_capture(sqlite_store, repo).snapshot_id != first
