@@ -15,7 +15,7 @@ from sqlalchemy import insert, select
 from ..errors import LimitExceeded, UnsafePath, UnstableWorkingTree
 from ..store import Store, append_event, utc_now
 from ..store.schema import snapshots
-from .blobs import insert_blobs
+from .blobwriter import BlobWriter
 from .enumerate import enumerate_paths
 from .manifest import encode_records, file_record, symlink_record
 from .reader import FileStat, ReadBlob, read_file_blob, stat_key
@@ -276,7 +276,11 @@ def _read_and_store(
     pending_bytes = 0
     # One writer thread overlaps SQLite/PostgreSQL writes with reading; at most one batch
     # waits for it, so memory stays bounded by two batches.
-    with ThreadPoolExecutor(max_workers=limits.read_threads) as pool, ThreadPoolExecutor(1) as db:
+    with (
+        BlobWriter(store) as writer,
+        ThreadPoolExecutor(max_workers=limits.read_threads) as pool,
+        ThreadPoolExecutor(1) as db,
+    ):
         in_flight: Future[None] | None = None
         for group in pool.map(read_group, _groups(to_read, scan.stats, limits.group_bytes)):
             for blob in group:
@@ -286,11 +290,11 @@ def _read_and_store(
             if pending_bytes >= limits.flush_bytes:
                 if in_flight is not None:
                     in_flight.result()
-                in_flight = db.submit(_flush, store, pending)
+                in_flight = db.submit(writer.write, pending)
                 pending, pending_bytes = [], 0
         if in_flight is not None:
             in_flight.result()
-    _flush(store, pending)
+        writer.write(pending)
 
 
 def _groups(paths: list[str], stats: dict[str, FileStat], group_bytes: int) -> list[list[str]]:
@@ -311,12 +315,6 @@ def _groups(paths: list[str], stats: dict[str, FileStat], group_bytes: int) -> l
     if current:
         groups.append(current)
     return groups
-
-
-def _flush(store: Store, rows: list[dict[str, object]]) -> None:
-    if rows:
-        with store.transaction() as conn:
-            insert_blobs(conn, rows)
 
 
 def _require_stable(before: _Scan, after: _Scan) -> None:

@@ -49,3 +49,18 @@ def test_manifest_memo_misses_on_a_retargeted_link(sqlite_store: Store, repo: Pa
     (repo / "l").unlink()
     (repo / "l").symlink_to("b")
     assert snapshot_capture(sqlite_store, repo).snapshot_id != first
+
+
+def test_bulk_writer_restores_autocheckpoint(sqlite_store: Store, repo: Path) -> None:
+    """The blob writer's connection goes back to the pool checkpointing as usual."""
+    (repo / "a").write_bytes(b"1" * 5000)
+    snapshot_capture(sqlite_store, repo)
+    pooled = [sqlite_store.engine.connect() for _ in range(3)]  # every pooled one, and more
+    try:
+        for conn in pooled:
+            raw = conn.connection.driver_connection
+            assert raw is not None
+            assert raw.execute("PRAGMA wal_autocheckpoint").fetchone() == (1000,)
+    finally:
+        for conn in pooled:
+            conn.close()
