@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from probe_service.snapshot import CaptureLimits, load_snapshot, snapshot_capture
 from probe_service.snapshot import capture as capture_module
-from probe_service.snapshot import load_snapshot, snapshot_capture
 from probe_service.snapshot.blobs import read_blob
 from probe_service.snapshot.reader import CHUNK_BYTES
 from probe_service.store import Store
@@ -30,15 +30,28 @@ def test_blob_round_trips_on_both_paths(sqlite_store: Store, repo: Path, size: i
     assert (entry.size, read_blob(sqlite_store, entry.digest)) == (size, data)
 
 
-def test_manifest_memo_gives_the_encoded_manifest(sqlite_store: Store, repo: Path) -> None:
+def test_manifest_memo_gives_the_encoded_manifest(
+    sqlite_store: Store, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A memo hit yields exactly the id a fresh encoding of the same tree yields."""
     (repo / "a").write_bytes(b"1")
     (repo / "l").symlink_to("a")
-    first = snapshot_capture(sqlite_store, repo).snapshot_id
-    memo_hit = snapshot_capture(sqlite_store, repo).snapshot_id
+    no_racy = CaptureLimits(racy_window_ns=0)
+    encodings: list[int] = []
+    real = capture_module.encode_records
+
+    def counting(records: list[dict[str, object]]) -> tuple[str, bytes]:
+        encodings.append(len(records))
+        return real(records)
+
+    monkeypatch.setattr(capture_module, "encode_records", counting)
+    first = snapshot_capture(sqlite_store, repo, limits=no_racy)
+    memo_hit = snapshot_capture(sqlite_store, repo, limits=no_racy)
+    assert (memo_hit.read_files, len(encodings)) == (0, 1)
     capture_module._LAST_MANIFEST.clear()
-    fresh = snapshot_capture(sqlite_store, repo).snapshot_id
-    assert first == memo_hit == fresh
+    fresh = snapshot_capture(sqlite_store, repo, limits=no_racy)
+    assert len(encodings) == 2
+    assert first.snapshot_id == memo_hit.snapshot_id == fresh.snapshot_id
 
 
 def test_manifest_memo_misses_on_a_retargeted_link(sqlite_store: Store, repo: Path) -> None:
