@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -81,6 +82,7 @@ class _Memo:
 #: Last manifest encoded per root in this process; bounded to a few roots.
 _LAST_MANIFEST: dict[str, _Memo] = {}
 _MEMO_ROOTS = 8
+_MEMO_LOCK = threading.Lock()
 
 
 def snapshot_capture(
@@ -192,9 +194,10 @@ def _encode_manifest(
     ):
         return memo.snapshot_id, memo.manifest
     snapshot_id, manifest = encode_records(_records(scan, digests))
-    if key not in _LAST_MANIFEST and len(_LAST_MANIFEST) >= _MEMO_ROOTS:
-        _LAST_MANIFEST.pop(next(iter(_LAST_MANIFEST)))  # oldest root first
-    _LAST_MANIFEST[key] = _Memo(scan, digests, snapshot_id, manifest)
+    with _MEMO_LOCK:  # captures may run on several threads of one process
+        if key not in _LAST_MANIFEST and len(_LAST_MANIFEST) >= _MEMO_ROOTS:
+            _LAST_MANIFEST.pop(next(iter(_LAST_MANIFEST)))  # oldest root first
+        _LAST_MANIFEST[key] = _Memo(scan, digests, snapshot_id, manifest)
     return snapshot_id, manifest
 
 
