@@ -87,6 +87,9 @@ def _hash_and_compress(
         # The whole file came in one chunk (most files): one-shot compression is the
         # fastest path and records the content size in the frame.
         return hasher.hexdigest(), len(first), _compressor().compress(first)
+    # zstd was promised ``expected_size`` bytes: a file that grows or shrinks while read
+    # must end as UnstableWorkingTree, not as a zstd size error.
+    _check_size(rel_path, len(first), expected_size)
     stream = _compressor().compressobj(size=expected_size)
     parts = [stream.compress(first)]
     size = len(first)
@@ -94,9 +97,12 @@ def _hash_and_compress(
     while chunk:
         size += len(chunk)
         _check_limit(rel_path, size, max_bytes)
+        _check_size(rel_path, size, expected_size)
         hasher.update(chunk)
         parts.append(stream.compress(chunk))
         chunk = os.read(fd, CHUNK_BYTES)
+    if size != expected_size:
+        raise UnstableWorkingTree(f"{rel_path}: size changed while capturing")
     parts.append(stream.flush())
     return hasher.hexdigest(), size, b"".join(parts)
 
@@ -106,3 +112,8 @@ def _check_limit(rel_path: str, size: int, max_bytes: int) -> None:
         raise LimitExceeded(
             f"{rel_path}: file grew past the {max_bytes}-byte file limit while read"
         )
+
+
+def _check_size(rel_path: str, size: int, expected_size: int) -> None:
+    if size > expected_size:
+        raise UnstableWorkingTree(f"{rel_path}: size changed while capturing")

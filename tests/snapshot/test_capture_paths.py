@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from probe_service.errors import UnstableWorkingTree
 from probe_service.snapshot import CaptureLimits, load_snapshot, snapshot_capture
 from probe_service.snapshot import capture as capture_module
+from probe_service.snapshot import reader as reader_module
 from probe_service.snapshot.blobs import read_blob
-from probe_service.snapshot.reader import CHUNK_BYTES
+from probe_service.snapshot.reader import CHUNK_BYTES, read_file_blob, stat_key
 from probe_service.store import Store
 
 
@@ -77,3 +79,28 @@ def test_bulk_writer_restores_autocheckpoint(sqlite_store: Store, repo: Path) ->
     finally:
         for conn in pooled:
             conn.close()
+
+
+@pytest.mark.parametrize("grow", [True, False], ids=["grows", "shrinks"])
+def test_streamed_file_changing_size_is_unstable(tmp_path: Path, grow: bool) -> None:
+    """A multi-chunk file whose size moves after the stat is UnstableWorkingTree."""
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"x" * (3 * CHUNK_BYTES))
+    expected = stat_key(os.lstat(path))
+    real_read = os.read
+    calls = [0]
+
+    def moving_read(fd: int, n: int) -> bytes:
+        calls[0] += 1
+        if calls[0] == 2:
+            with open(path, "ab" if grow else "r+b") as handle:
+                if grow:
+                    handle.write(b"y" * 10)
+                else:
+                    handle.truncate(2 * CHUNK_BYTES)
+        return real_read(fd, n)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(reader_module.os, "read", moving_read)
+        with pytest.raises(UnstableWorkingTree, match="size changed"):
+            read_file_blob(str(path), "f.bin", expected, 64 * CHUNK_BYTES)
