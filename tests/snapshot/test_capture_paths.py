@@ -12,7 +12,7 @@ from probe_service.errors import UnstableWorkingTree
 from probe_service.snapshot import CaptureLimits, load_snapshot, snapshot_capture
 from probe_service.snapshot import capture as capture_module
 from probe_service.snapshot import reader as reader_module
-from probe_service.snapshot.blobs import read_blob
+from probe_service.snapshot.blobs import decompress_blob, read_blob
 from probe_service.snapshot.reader import CHUNK_BYTES, read_file_blob, stat_key
 from probe_service.store import Store
 
@@ -104,3 +104,9 @@ def test_streamed_file_changing_size_is_unstable(tmp_path: Path, grow: bool) -> 
         patch.setattr(reader_module.os, "read", moving_read)
         with pytest.raises(UnstableWorkingTree, match="size changed"):
             read_file_blob(str(path), "f.bin", expected, 64 * CHUNK_BYTES)
+    # The thread's reused compressor starts clean after the abandoned stream.
+    good = tmp_path / "g.bin"
+    data = os.urandom(CHUNK_BYTES) + b"z" * (CHUNK_BYTES + 7)
+    good.write_bytes(data)
+    blob = read_file_blob(str(good), "g.bin", stat_key(os.lstat(good)), 64 * CHUNK_BYTES)
+    assert decompress_blob(blob.digest, blob.data) == data
