@@ -22,9 +22,7 @@ def _one_run(store: Store) -> str:
 def _expire_lease(store: Store, run_id: str) -> None:
     """Move the lease into the past, as if its worker stopped renewing it."""
     with store.transaction() as conn:
-        conn.execute(
-            update(runs).where(runs.c.run_id == run_id).values(lease_expires_ms=1)
-        )
+        conn.execute(update(runs).where(runs.c.run_id == run_id).values(lease_expires_ms=1))
 
 
 class TestClaim:
@@ -146,7 +144,7 @@ class TestRenewLease:
         _expire_lease(any_store, run_id)
         renew_lease(any_store, run_id, "worker-a", LEASE_MS)
         with any_store.reading() as conn:
-            expires = conn.execute(
-                runs.select().where(runs.c.run_id == run_id)
-            ).one().lease_expires_ms
+            expires = (
+                conn.execute(runs.select().where(runs.c.run_id == run_id)).one().lease_expires_ms
+            )
         assert expires > time.time() * 1000
