@@ -22,6 +22,7 @@ from probe_service.queue import (
 )
 from probe_service.queue.junit import write_junit
 from probe_service.queue.runs import claim_run, finish_run
+from probe_service.queue.submit import BATCH_SIZE
 from probe_service.queue.tables import runs
 from probe_service.store import Store
 
@@ -100,6 +101,20 @@ class TestSubmitPlans:
         """A plan id the store does not hold refuses the submission: nothing stored or sent."""
         with pytest.raises(InvalidPlan, match="not stored"):
             submit_plans(shared_store, queue, ["b" * 64], POLICY_ID)
+        assert (_stored_runs(shared_store), queue.depth()) == (0, 0)
+
+    def test_unknown_plan_id_past_the_first_chunk_stores_nothing(
+        self, shared_store: Store, snapshot_id: str, queue: ProbeQueue
+    ) -> None:
+        """An unknown plan id after the first persisted chunk still leaves no run behind."""
+        items: list[Plan | str] = [
+            parse_plan(shell_plan(snapshot_id, f"exit 0 # {i}", f"chunk {i}"))
+            for i in range(BATCH_SIZE)
+        ]
+        items.append("c" * 64)
+        with pytest.raises(InvalidPlan, match="not stored"):
+            submit_plans(shared_store, queue, items, POLICY_ID)
+        # A stored queued run would be sent later by the janitor: none may exist.
         assert (_stored_runs(shared_store), queue.depth()) == (0, 0)
 
     def test_thousand_plans_are_stored_and_enqueued(
