@@ -8,7 +8,12 @@ import typer
 
 from .common import RootOption, console, open_cli_store
 
-app = typer.Typer(help="The store itself: migrations.", no_args_is_help=True)
+app = typer.Typer(no_args_is_help=True)
+
+
+@app.callback()
+def store() -> None:
+    """The store itself: migrations."""
 
 
 @app.command("migrate")
