@@ -40,6 +40,7 @@ check: lint typecheck test
 
 bench: setup
 	$(PY) benchmarks/snapshot_bench.py
+	$(PY) benchmarks/queue_bench.py
 
 clean:
 	rm -rf $(VENV) sandbox/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis
