@@ -148,3 +148,27 @@ class TestRenewLease:
                 conn.execute(runs.select().where(runs.c.run_id == run_id)).one().lease_expires_ms
             )
         assert expires > time.time() * 1000
+
+
+class TestJanitorClaimRace:
+    def test_racing_janitors_on_an_expired_run_yield_one_winner(self, pg_store: Store) -> None:
+        """Sixteen janitors claiming an expired run without counting it: exactly one holds it."""
+        run_id = _one_run(pg_store)
+        claim_run(pg_store, run_id, "worker-dead", LEASE_MS)
+        _expire_lease(pg_store, run_id)
+        start = threading.Barrier(16)
+        answers: list[str] = []
+        lock = threading.Lock()
+
+        def race(n: int) -> None:
+            start.wait()
+            why = claim_run(pg_store, run_id, f"janitor-{n}", LEASE_MS, count_attempt=False).why
+            with lock:
+                answers.append(why)
+
+        threads = [threading.Thread(target=race, args=(n,)) for n in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert answers.count("claimed") == 1
