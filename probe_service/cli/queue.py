@@ -137,6 +137,41 @@ def submit(
     """
     store = open_cli_store(root)
     queue = _queue()
+    try:
+        _submit(
+            store,
+            queue,
+            plans_file,
+            policy,
+            wait,
+            junit,
+            fail_on,
+            skip_invalid,
+            resume,
+            threads,
+            json_out,
+        )
+    finally:
+        # Pooled PostgreSQL connections and the broker's Redis pool would otherwise leak
+        # when the CLI runs in-process (tests, embedding); closing is harmless on exit.
+        if queue is not None:
+            queue.close()
+        store.close()
+
+
+def _submit(
+    store: Store,
+    queue: ProbeQueue | None,
+    plans_file: Path | None,
+    policy: str,
+    wait: bool,
+    junit: Path | None,
+    fail_on: FailOn,
+    skip_invalid: bool,
+    resume: str | None,
+    threads: int,
+    json_out: bool,
+) -> None:
     if resume:
         if queue is None:
             raise InvalidInput(f"--resume needs {REDIS_URL_ENV}")

@@ -115,7 +115,12 @@ def claim_run(
         claimed = conn.execute(
             update(runs)
             .where(
-                runs.c.run_id == run_id, runs.c.state == row.state, runs.c.attempts == row.attempts
+                runs.c.run_id == run_id,
+                runs.c.state == row.state,
+                runs.c.attempts == row.attempts,
+                # A janitor's claim leaves attempts as they were, so state and attempts alone
+                # let every racer that read the expired row win; the lease it read must hold.
+                runs.c.lease_expires_ms.is_not_distinct_from(row.lease_expires_ms),
             )
             .values(
                 state="running",

@@ -126,7 +126,7 @@ def _persist_batch(
         rows.append({"plan_id": plan_id, "body": body, "created_at": utc_now()})
     ids = new_run_rows(batch_id, start, [(p, policy_id) for p in plan_ids])
     with store.transaction() as conn:
-        _require_known(conn, chunk, plan_ids)
+        _require_known(conn, chunk)
         if rows:
             dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
             conn.execute(
@@ -137,9 +137,9 @@ def _persist_batch(
     return [str(r["run_id"]) for r in ids]
 
 
-def _require_known(conn: Connection, chunk: Sequence[Plan | str], plan_ids: list[str]) -> None:
-    """Every referenced plan id and snapshot must already be stored."""
-    by_id = [pid for item, pid in zip(chunk, plan_ids, strict=True) if isinstance(item, str)]
+def _require_known(conn: Connection, chunk: Sequence[Plan | str]) -> None:
+    """Every referenced plan id and snapshot must already be stored; raises InvalidPlan."""
+    by_id = [item for item in chunk if isinstance(item, str)]
     if by_id:
         known = set(
             conn.execute(select(plans.c.plan_id).where(plans.c.plan_id.in_(by_id))).scalars()
@@ -167,9 +167,15 @@ def submit_plans(
 ) -> SubmitResult:
     """Persist every item as a queued run, then enqueue them (when a broker is given).
 
-    Raises BrokerUnavailable after persisting, naming the batch to resume.
+    Raises InvalidPlan (nothing persisted) when a plan id or snapshot is not stored,
+    BrokerUnavailable after persisting, naming the batch to resume.
     """
     batch_id = batch_id or uuid.uuid4().hex
+    # Check every chunk before persisting any: a refused submission must leave no queued
+    # run behind, or the janitor would later send runs the caller was told were refused.
+    with store.reading() as conn:
+        for start in range(0, len(items), BATCH_SIZE):
+            _require_known(conn, items[start : start + BATCH_SIZE])
     run_ids: list[str] = []
     for start in range(0, len(items), BATCH_SIZE):
         run_ids.extend(

@@ -1,0 +1,148 @@
+"""`byte-probe submit`, in process: the embedded mode with the real sandbox, and refusals."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+
+from probe_service.cli import main
+from probe_service.queue import REDIS_URL_ENV, ProbeQueue
+from probe_service.queue.broker import NAMESPACE_ENV
+from probe_service.queue.tables import runs
+from probe_service.snapshot import snapshot_capture
+from probe_service.store import DATABASE_URL_ENV, Store, open_store
+
+from .conftest import POLICY_ID, shell_plan
+
+CliRunner = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> CliRunner:
+    """Run `byte-probe ARGS --root <tmp>/state` in process; return (code, stdout, stderr)."""
+
+    def run(*args: str) -> tuple[int, str, str]:
+        code = main([*args, "--root", str(tmp_path / "state")])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+@pytest.fixture
+def embedded_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, policy_file: Path
+) -> Iterator[str]:
+    """No Redis and no database URL: a snapshot captured into the embedded store."""
+    monkeypatch.delenv(REDIS_URL_ENV, raising=False)
+    monkeypatch.delenv(DATABASE_URL_ENV, raising=False)
+    monkeypatch.setenv("COLUMNS", "200")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "hello.txt").write_text("hello\n")
+    (tmp_path / "state").mkdir()
+    store = open_store(tmp_path / "state")
+    yield snapshot_capture(store, src).snapshot_id
+    store.close()
+
+
+def _plans_file(tmp_path: Path, plans: list[Any], extra: str = "") -> str:
+    path = tmp_path / "plans.jsonl"
+    path.write_text("".join(json.dumps(p) + "\n" for p in plans) + extra)
+    return str(path)
+
+
+class TestEmbeddedSubmit:
+    def test_all_supports_exits_zero(
+        self, cli: CliRunner, embedded_snapshot: str, tmp_path: Path
+    ) -> None:
+        """Without PROBE_REDIS_URL the probes run in this process and a passing batch exits 0."""
+        path = _plans_file(tmp_path, [shell_plan(embedded_snapshot, "exit 0", "passes")])
+        code, out, _ = cli("submit", path, "--policy", POLICY_ID, "--json")
+        report = json.loads(out)
+        assert code == 0
+        assert (report["counts"]["supports"], report["gate"]) == (1, "pass")
+
+    def test_one_refutes_fails_the_default_gate(
+        self, cli: CliRunner, embedded_snapshot: str, tmp_path: Path
+    ) -> None:
+        """Under --fail-on any a refuted plan makes the batch exit 1."""
+        plan = {**shell_plan(embedded_snapshot, "exit 1", "fails"), "failure_refutes": True}
+        path = _plans_file(tmp_path, [plan])
+        code, out, _ = cli("submit", path, "--policy", POLICY_ID, "--json")
+        assert code == 1
+        assert json.loads(out)["counts"]["refutes"] == 1
+
+    def test_fail_on_refutes_passes_an_inconclusive_batch(
+        self, cli: CliRunner, embedded_snapshot: str, tmp_path: Path
+    ) -> None:
+        """--fail-on refutes lets a batch with only inconclusive runs exit 0."""
+        plan = {**shell_plan(embedded_snapshot, "", "not allowed"), "executable": "ls", "args": []}
+        path = _plans_file(tmp_path, [plan])
+        code, out, _ = cli("submit", path, "--policy", POLICY_ID, "--fail-on", "refutes", "--json")
+        report = json.loads(out)
+        assert report["counts"]["inconclusive"] == 1
+        assert code == 0
+
+
+@pytest.fixture
+def farm_env(
+    monkeypatch: pytest.MonkeyPatch,
+    pg_url: str,
+    redis_url: str,
+    redis_namespace: str,
+    shared_store: Store,
+) -> Iterator[ProbeQueue]:
+    """PROBE_REDIS_URL and PROBE_DATABASE_URL set, as on a CI farm; the queue to inspect."""
+    monkeypatch.setenv(REDIS_URL_ENV, redis_url)
+    monkeypatch.setenv(NAMESPACE_ENV, redis_namespace)
+    monkeypatch.setenv(DATABASE_URL_ENV, pg_url)
+    monkeypatch.setenv("COLUMNS", "200")
+    queue = ProbeQueue(redis_url, namespace=redis_namespace)
+    yield queue
+    queue.close()
+
+
+def _stored_runs(store: Store) -> int:
+    with store.reading() as conn:
+        return int(conn.execute(select(func.count()).select_from(runs)).scalar_one())
+
+
+class TestSubmitRefusals:
+    def test_invalid_line_exits_3_naming_it_and_sends_nothing(
+        self,
+        cli: CliRunner,
+        farm_env: ProbeQueue,
+        shared_store: Store,
+        snapshot_id: str,
+        tmp_path: Path,
+    ) -> None:
+        """A file with a bad line exits 3, names the line, and stores and sends nothing."""
+        path = _plans_file(tmp_path, [shell_plan(snapshot_id, "exit 0", "ok")], "oops\n")
+        (tmp_path / "state").mkdir()
+        code, _, err = cli("submit", path, "--policy", POLICY_ID)
+        assert code == 3
+        assert "line 2:" in err
+        assert (_stored_runs(shared_store), farm_env.depth()) == (0, 0)
+
+    def test_skip_invalid_submits_the_valid_lines(
+        self,
+        cli: CliRunner,
+        farm_env: ProbeQueue,
+        shared_store: Store,
+        snapshot_id: str,
+        tmp_path: Path,
+    ) -> None:
+        """With --skip-invalid the valid plans are stored and enqueued, the bad line reported."""
+        path = _plans_file(tmp_path, [shell_plan(snapshot_id, "exit 0", "ok")], "oops\n")
+        (tmp_path / "state").mkdir()
+        code, out, err = cli("submit", path, "--policy", POLICY_ID, "--skip-invalid", "--json")
+        assert code == 0
+        assert json.loads(out)["enqueued"] == 1
+        assert "skipped line 2:" in err
+        assert (_stored_runs(shared_store), farm_env.depth()) == (1, 1)

@@ -1,0 +1,97 @@
+"""Prometheus metrics read from the store and the broker at scrape time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client import Metric
+
+from probe_service.plans import parse_plan
+from probe_service.queue import ProbeQueue, WorkerContext, execute_run, submit_plans
+from probe_service.queue.metrics import StoreCollector
+from probe_service.queue.runs import claim_run, finish_run
+from probe_service.sandbox import locate_runtime
+from probe_service.store import Store
+from probe_service.store.engine import create_store_engine
+
+from .conftest import POLICY_ID, shell_plan
+
+
+@pytest.fixture
+def scraped(
+    shared_store: Store,
+    snapshot_id: str,
+    policy_file: Path,
+    redis_url: str,
+    redis_namespace: str,
+) -> Iterator[dict[str, Metric]]:
+    """One scrape after: a supported run, a canary stop, and two runs waiting in Redis."""
+    plans = [parse_plan(shell_plan(snapshot_id, f"exit 0 # m{i}", f"m{i}")) for i in range(4)]
+    queue = ProbeQueue(redis_url, namespace=redis_namespace)
+    first = submit_plans(shared_store, None, plans[:2], POLICY_ID).run_ids
+    submit_plans(shared_store, queue, plans[2:], POLICY_ID)
+    execute_run(WorkerContext(store=shared_store, runtime=locate_runtime()), first[0])
+    claim_run(shared_store, first[1], "worker-a", 60_000)
+    finish_run(
+        shared_store,
+        first[1],
+        outcome="inconclusive",
+        reason="canary_readable",
+        receipt_sha256=None,
+        action_key=None,
+    )
+    yield {m.name: m for m in StoreCollector(shared_store, queue).collect()}
+    queue.close()
+
+
+def _value(metric: Metric, sample_name: str, **labels: str) -> float:
+    return next(s.value for s in metric.samples if s.name == sample_name and s.labels == labels)
+
+
+class TestStoreCollector:
+    def test_store_is_up(self, scraped: dict[str, Metric]) -> None:
+        """A scrape that reached the store reports byte_probe_up 1."""
+        assert _value(scraped["byte_probe_up"], "byte_probe_up") == 1
+
+    def test_queue_depth(self, scraped: dict[str, Metric]) -> None:
+        """Messages waiting in Redis are reported as the queue depth."""
+        assert _value(scraped["byte_probe_queue_depth"], "byte_probe_queue_depth") == 2
+
+    def test_runs_by_state(self, scraped: dict[str, Metric]) -> None:
+        """Runs are counted by state."""
+        metric = scraped["byte_probe_runs"]
+        assert _value(metric, "byte_probe_runs", state="queued") == 2
+        assert _value(metric, "byte_probe_runs", state="done") == 2
+
+    def test_runs_by_outcome_and_reason(self, scraped: dict[str, Metric]) -> None:
+        """Finished runs are counted by outcome and reason."""
+        metric = scraped["byte_probe_runs_done"]
+        name = "byte_probe_runs_done_total"
+        assert _value(metric, name, outcome="supports", reason="oracle_passed") == 1
+        assert _value(metric, name, outcome="inconclusive", reason="canary_readable") == 1
+
+    def test_canary_failures(self, scraped: dict[str, Metric]) -> None:
+        """Runs stopped by the canary are counted on their own."""
+        metric = scraped["byte_probe_canary_failures"]
+        assert _value(metric, "byte_probe_canary_failures_total") == 1
+
+    def test_duration_histogram_counts_each_receipt(self, scraped: dict[str, Metric]) -> None:
+        """The probe duration histogram holds the one sandboxed run's wall time."""
+        metric = scraped["byte_probe_duration_seconds"]
+        assert _value(metric, "byte_probe_duration_seconds_count") == 1
+        assert _value(metric, "byte_probe_duration_seconds_bucket", le="+Inf") == 1
+
+    def test_latency_histogram_counts_each_finished_run(self, scraped: dict[str, Metric]) -> None:
+        """The submit-to-receipt histogram holds one value per finished run."""
+        metric = scraped["byte_probe_submit_to_receipt_seconds"]
+        assert _value(metric, "byte_probe_submit_to_receipt_seconds_count") == 2
+
+    def test_store_outage_reports_down(self, tmp_path: Path) -> None:
+        """When the store cannot answer, the scrape yields only byte_probe_up 0."""
+        url = "postgresql+psycopg://nobody@127.0.0.1:1/none"  # nothing listens on port 1
+        unreachable = Store(create_store_engine(url), root=tmp_path, url=url)
+        metrics = list(StoreCollector(unreachable, None).collect())
+        unreachable.close()
+        assert [(m.name, m.samples[0].value) for m in metrics] == [("byte_probe_up", 0)]
