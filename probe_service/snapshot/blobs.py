@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator
 
 import zstandard
@@ -27,13 +28,23 @@ def insert_blobs(conn: Connection, rows: list[dict[str, object]]) -> None:
     conn.execute(dialect.insert(blobs).on_conflict_do_nothing(index_elements=["digest"]), rows)
 
 
-def decompress_blob(digest: str, data: bytes) -> bytes:
+_local = threading.local()
+
+
+def decompress_blob(digest: str, data: bytes, size: int | None = None) -> bytes:
     """Decompress a stored blob and check it still hashes to ``digest``.
 
+    ``size`` (from the manifest) bounds the output; one decompressor is kept per thread.
     Raises UnsafePath when the stored bytes are corrupt or do not match the digest.
     """
     try:
-        raw = zstandard.ZstdDecompressor().decompressobj().decompress(data)
+        if size is None:
+            raw = zstandard.ZstdDecompressor().decompressobj().decompress(data)
+        else:
+            decompressor = getattr(_local, "decompressor", None)
+            if decompressor is None:
+                decompressor = _local.decompressor = zstandard.ZstdDecompressor()
+            raw = decompressor.decompress(data, max_output_size=size)
     except zstandard.ZstdError as exc:
         raise UnsafePath(f"blob {digest}: stored data is corrupt ({exc})") from exc
     if sha256_hex(raw) != digest:

@@ -21,7 +21,9 @@ __all__ = ["load_snapshot", "snapshot_materialize"]
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 #: Decompress, verify and write in parallel: zstd, hashlib and write() release the GIL.
-_WRITE_THREADS = 4
+_WRITE_THREADS = 2
+#: Compressed bytes handed to one writer task.
+_GROUP_BYTES = 1 << 20
 
 
 def load_snapshot(store: Store, snapshot_id: str) -> Snapshot:
@@ -75,15 +77,24 @@ def snapshot_materialize(store: Store, snapshot_id: str, dest: Path) -> Snapshot
         for entry in files:
             by_digest.setdefault(str(entry.digest), []).append(entry)
 
-        def write_blob(digest: str, data: bytes) -> None:
-            raw = decompress_blob(digest, data)
-            for entry in by_digest[digest]:
-                writer.write_file(entry.path, raw, entry.executable)
+        def write_group(group: list[tuple[str, bytes]]) -> None:
+            for digest, data in group:
+                raw = decompress_blob(digest, data, by_digest[digest][0].size)
+                for entry in by_digest[digest]:
+                    writer.write_file(entry.path, raw, entry.executable)
 
         with ThreadPoolExecutor(max_workers=_WRITE_THREADS) as pool, store.reading() as conn:
+            # One task per ~1 MiB of blobs: a task per small file costs more than its write.
             pending: list[Future[None]] = []
+            group: list[tuple[str, bytes]] = []
+            size = 0
             for digest, data in fetch_compressed(conn, by_digest):
-                pending.append(pool.submit(write_blob, digest, data))
+                group.append((digest, data))
+                size += len(data)
+                if size >= _GROUP_BYTES:
+                    pending.append(pool.submit(write_group, group))
+                    group, size = [], 0
+            pending.append(pool.submit(write_group, group))
             for future in pending:
                 future.result()
         # Links last, so no write can ever land behind one.
