@@ -101,10 +101,13 @@ def run_demo(workdir: Path, console: Console) -> int:
     try:
         capture = service.snapshot_capture(store, EXAMPLE_REPO)
         console.print(f"snapshot {capture.snapshot_id} ({capture.files} files) of {EXAMPLE_REPO}")
-        table = Table(title="probe receipts")
-        table.add_column("hypothesis", min_width=24, ratio=1)
-        for column in ("oracle", "outcome", "reason", "exit", "reused", "receipt"):
-            table.add_column(column, no_wrap=True)
+        table = Table(title="probe receipts", show_lines=True)
+        table.add_column("hypothesis", ratio=3)
+        table.add_column("oracle", ratio=2, overflow="fold")
+        table.add_column("outcome", no_wrap=True)
+        table.add_column("reason", ratio=2, overflow="fold")
+        table.add_column("exit", no_wrap=True)
+        table.add_column("receipt", no_wrap=True)
         outcomes = []
         for plan in demo_plans(capture.snapshot_id):
             plan_id = service.probe_plan(store, plan).plan_id
@@ -116,8 +119,7 @@ def run_demo(workdir: Path, console: Console) -> int:
                 result.outcome,
                 result.reason,
                 str(result.exit_code),
-                "yes" if result.reused else "no",
-                result.receipt_sha256[:16],
+                result.receipt_sha256[:12] + (" (reused)" if result.reused else ""),
             )
         console.print(table)
     finally:
