@@ -12,10 +12,9 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from sqlalchemy import Connection, Insert, Row, insert, select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from ..errors import Conflict, InvalidClaim, NotFound
-from ..store import Store, append_event, utc_now
+from ..store import Store, append_event, insert_on_conflict, utc_now
 from .audit import append_audit
 from .digests import digest_json
 from .lineage import record_supersession, withdraw_in
@@ -92,15 +91,10 @@ def _announce_opened(conn: Connection, opened: Sequence[Obligation], interface: 
 def _insert_new(conn: Connection) -> Insert:
     """INSERT that skips an existing (claim, snapshot) pair instead of failing the
     transaction (PostgreSQL aborts a transaction on a unique violation)."""
-    if conn.dialect.name == "postgresql":
-        pg = postgresql.insert(obligations).on_conflict_do_nothing(
-            index_elements=["claim_id", "snapshot_id"]
-        )
-        return pg.returning(obligations.c.obligation_id)
-    lite = sqlite.insert(obligations).on_conflict_do_nothing(
+    stmt = insert_on_conflict(conn, obligations).on_conflict_do_nothing(
         index_elements=["claim_id", "snapshot_id"]
     )
-    return lite.returning(obligations.c.obligation_id)
+    return stmt.returning(obligations.c.obligation_id)
 
 
 def obligation_list(

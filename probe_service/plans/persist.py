@@ -6,26 +6,35 @@ import json
 from typing import Any
 
 from sqlalchemy import Connection, select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from ..canonical import canonical_json
 from ..errors import Conflict, NotFound
-from ..store import Store, append_event, utc_now
+from ..store import Store, append_event, insert_on_conflict, utc_now
 from .models import Plan, parse_plan, plan_id_of
 from .tables import plans, receipts
 
 __all__ = [
     "find_reusable_receipt",
+    "insert_plans",
     "load_plan",
     "load_receipt",
+    "plan_row",
     "save_plan",
     "save_receipt",
 ]
 
 
-def _insert(conn: Connection, table: Any) -> Any:
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    return dialect.insert(table)
+def plan_row(plan: Plan) -> dict[str, str]:
+    """The stored row of ``plan``: its content id and canonical body."""
+    body = canonical_json(plan.canonical()).decode("utf-8")
+    return {"plan_id": plan_id_of(plan), "body": body, "created_at": utc_now()}
+
+
+def insert_plans(conn: Connection, rows: list[dict[str, str]]) -> None:
+    """Insert plan rows in the caller's transaction; ids already stored are kept as they are."""
+    if rows:
+        stmt = insert_on_conflict(conn, plans).on_conflict_do_nothing(index_elements=["plan_id"])
+        conn.execute(stmt, rows)
 
 
 def save_plan(store: Store, plan: Plan) -> tuple[str, bool]:
@@ -34,12 +43,12 @@ def save_plan(store: Store, plan: Plan) -> tuple[str, bool]:
     The same content always yields the same id; an id can never name other content.
     Raises Conflict if a stored row under this id holds different bytes.
     """
-    plan_id = plan_id_of(plan)
-    body = canonical_json(plan.canonical()).decode("utf-8")
+    row = plan_row(plan)
+    plan_id, body = row["plan_id"], row["body"]
     with store.transaction() as conn:
-        stmt = _insert(conn, plans).values(plan_id=plan_id, body=body, created_at=utc_now())
+        insert = insert_on_conflict(conn, plans).values(**row)
         # RETURNING, not rowcount: psycopg under SQLAlchemy reports -1 for this statement.
-        stmt = stmt.on_conflict_do_nothing(index_elements=["plan_id"]).returning(plans.c.plan_id)
+        stmt = insert.on_conflict_do_nothing(index_elements=["plan_id"]).returning(plans.c.plan_id)
         created = conn.execute(stmt).first() is not None
         stored = conn.execute(select(plans.c.body).where(plans.c.plan_id == plan_id)).scalar_one()
         if stored != body:
@@ -71,7 +80,7 @@ def save_receipt(store: Store, run_id: str, receipt: dict[str, Any], reusable: b
     """
     committed = receipt["committed"]
     with store.transaction() as conn:
-        stmt = _insert(conn, receipts).values(
+        insert = insert_on_conflict(conn, receipts).values(
             receipt_sha256=receipt["receipt_sha256"],
             run_id=run_id,
             plan_id=committed["plan_id"],
@@ -82,7 +91,7 @@ def save_receipt(store: Store, run_id: str, receipt: dict[str, Any], reusable: b
             body=json.dumps(receipt, sort_keys=True),
             created_at=utc_now(),
         )
-        stmt = stmt.on_conflict_do_nothing(index_elements=["run_id"]).returning(
+        stmt = insert.on_conflict_do_nothing(index_elements=["run_id"]).returning(
             receipts.c.receipt_sha256
         )
         written = conn.execute(stmt).first() is not None

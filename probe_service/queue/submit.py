@@ -17,13 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import Connection, select
-from sqlalchemy.dialects import postgresql, sqlite
 
-from ..canonical import canonical_json
 from ..errors import BrokerUnavailable, InvalidInput, InvalidPlan, ProbeServiceError
 from ..plans import Plan, parse_plan, plan_id_of
+from ..plans.persist import insert_plans, plan_row
 from ..plans.tables import plans
-from ..store import Store, append_event, utc_now
+from ..store import Store, append_event
 from ..store.schema import snapshots
 from .broker import ProbeQueue
 from .runs import batch_counts, mark_enqueued, new_run_rows
@@ -115,23 +114,12 @@ def _persist_batch(
     store: Store, batch_id: str, start: int, chunk: Sequence[Plan | str], policy_id: str
 ) -> list[str]:
     """Write a chunk's plans and runs in one transaction; return its run ids."""
-    rows, plan_ids = [], []
-    for item in chunk:
-        if isinstance(item, str):
-            plan_ids.append(item)
-            continue
-        plan_id = plan_id_of(item)
-        plan_ids.append(plan_id)
-        body = canonical_json(item.canonical()).decode("utf-8")
-        rows.append({"plan_id": plan_id, "body": body, "created_at": utc_now()})
+    rows = [plan_row(item) for item in chunk if isinstance(item, Plan)]
+    plan_ids = [item if isinstance(item, str) else plan_id_of(item) for item in chunk]
     ids = new_run_rows(batch_id, start, [(p, policy_id) for p in plan_ids])
     with store.transaction() as conn:
         _require_known(conn, chunk)
-        if rows:
-            dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-            conn.execute(
-                dialect.insert(plans).on_conflict_do_nothing(index_elements=["plan_id"]), rows
-            )
+        insert_plans(conn, rows)
         conn.execute(runs.insert(), ids)
         append_event(conn, "batch", batch_id, {"runs": len(ids), "first_seq": start})
     return [str(r["run_id"]) for r in ids]

@@ -7,11 +7,10 @@ from collections.abc import Iterable, Iterator
 
 import zstandard
 from sqlalchemy import Connection, select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from ..canonical import sha256_hex
 from ..errors import NotFound, UnsafePath
-from ..store import Store
+from ..store import Store, insert_on_conflict
 from ..store.schema import blobs
 
 __all__ = ["decompress_blob", "fetch_compressed", "insert_blobs", "read_blob"]
@@ -24,8 +23,8 @@ def insert_blobs(conn: Connection, rows: list[dict[str, object]]) -> None:
     """Insert ``{digest, size, data}`` rows, ignoring digests already stored."""
     if not rows:
         return
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    conn.execute(dialect.insert(blobs).on_conflict_do_nothing(index_elements=["digest"]), rows)
+    stmt = insert_on_conflict(conn, blobs).on_conflict_do_nothing(index_elements=["digest"])
+    conn.execute(stmt, rows)
 
 
 _local = threading.local()

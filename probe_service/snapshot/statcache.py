@@ -12,8 +12,8 @@ import socket
 from collections.abc import Iterable
 
 from sqlalchemy import Connection, select
-from sqlalchemy.dialects import postgresql, sqlite
 
+from ..store import insert_on_conflict
 from ..store.schema import stat_cache
 from .reader import FileStat
 
@@ -60,8 +60,7 @@ def save_stat_cache(
     ]
     if not rows:
         return
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    stmt = dialect.insert(stat_cache)
+    stmt = insert_on_conflict(conn, stat_cache)
     stmt = stmt.on_conflict_do_update(
         index_elements=["root", "path"],
         set_={

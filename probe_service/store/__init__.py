@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .dialect import insert_on_conflict
 from .events import MAX_EVENTS_PAGE, Event, append_event, read_events, utc_now
 from .safety import DB_FILENAME, STATE_DIRNAME
 from .store import DATABASE_URL_ENV, Store, open_store
@@ -14,6 +15,7 @@ __all__ = [
     "Event",
     "Store",
     "append_event",
+    "insert_on_conflict",
     "open_store",
     "read_events",
     "utc_now",
