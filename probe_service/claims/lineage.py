@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import Connection, insert, select
 
 from ..errors import Conflict, InvalidClaim
@@ -112,20 +114,19 @@ def supersession_chain(store: Store, claim_id: str, *, scope: str | None = None)
 
 def _chain(conn: Connection, claim_id: str) -> list[str]:
     sup = claim_supersessions.c
-    older: list[str] = []
-    current = claim_id
-    for _ in range(MAX_CHAIN):
-        row = conn.execute(select(sup.predecessor_id).where(sup.successor_id == current)).first()
-        if row is None:
-            break
-        current = row[0]
-        older.append(current)
-    newer: list[str] = []
-    current = claim_id
-    for _ in range(MAX_CHAIN):
-        row = conn.execute(select(sup.successor_id).where(sup.predecessor_id == current)).first()
-        if row is None:
-            break
-        current = row[0]
-        newer.append(current)
+    older = _walk(conn, claim_id, sup.successor_id, sup.predecessor_id)
+    newer = _walk(conn, claim_id, sup.predecessor_id, sup.successor_id)
     return [*reversed(older), claim_id, *newer]
+
+
+def _walk(conn: Connection, start: str, by: Any, to: Any) -> list[str]:
+    """Follow supersession links from ``start`` (``by`` -> ``to``), at most MAX_CHAIN steps."""
+    found: list[str] = []
+    current = start
+    for _ in range(MAX_CHAIN):
+        row = conn.execute(select(to).where(by == current)).first()
+        if row is None:
+            break
+        current = row[0]
+        found.append(current)
+    return found

@@ -17,7 +17,6 @@ Mount in the main app::
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -29,8 +28,8 @@ from pydantic import BaseModel
 
 from .. import claims as svc
 from ..errors import InvalidClaim, ProbeServiceError
-from ..store import Store, open_store
-from .common import EXIT_INPUT, exit_code_for, report_error
+from ..store import Store
+from .common import EXIT_INPUT, exit_code_for, open_cli_store, report_error
 
 __all__ = ["change_app", "claim_app", "gate_command", "knowledge_app", "obligations_app"]
 
@@ -65,7 +64,7 @@ def _cli_errors(as_json: bool = False) -> Iterator[None]:
 
 @contextmanager
 def _store(root: Path) -> Iterator[Store]:
-    store = open_store(root, os.environ.get("PROBE_DATABASE_URL"))
+    store = open_cli_store(root)
     try:
         yield store
     finally:
