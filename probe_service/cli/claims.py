@@ -17,11 +17,10 @@ Mount in the main app::
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from pydantic import BaseModel
@@ -29,7 +28,7 @@ from pydantic import BaseModel
 from .. import claims as svc
 from ..errors import InvalidClaim, ProbeServiceError
 from ..store import Store
-from .common import EXIT_INPUT, exit_code_for, open_cli_store, report_error
+from .common import EXIT_INPUT, exit_code_for, open_cli_store, read_json_arg, report_error
 
 __all__ = ["change_app", "claim_app", "gate_command", "knowledge_app", "obligations_app"]
 
@@ -71,14 +70,6 @@ def _store(root: Path) -> Iterator[Store]:
         store.close()
 
 
-def _read_json(source: str) -> Any:
-    raw = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise InvalidClaim(f"input: not JSON: {exc}") from exc
-
-
 def _emit(value: BaseModel | Sequence[BaseModel], as_json: bool, text: str) -> None:
     if as_json:
         data = (
@@ -107,7 +98,7 @@ def claim_create_command(
     with _cli_errors(as_json), _store(root) as store:
         record = svc.claim_create(
             store,
-            _read_json(file),
+            read_json_arg(file, "claim", InvalidClaim),
             receipts=svc.store_receipts(store),
             interface="cli",
             allow_tombstoned=allow_tombstoned,
@@ -293,7 +284,9 @@ def knowledge_record_answer_command(
     Example: byte-probe knowledge record-answer answer.json --json
     """
     with _cli_errors(as_json), _store(root) as store:
-        record = svc.knowledge_record_answer(store, _read_json(file), interface="cli")
+        record = svc.knowledge_record_answer(
+            store, read_json_arg(file, "answer", InvalidClaim), interface="cli"
+        )
         _emit(record, as_json, f"{record.claim_id} {record.outcome}")
 
 

@@ -12,7 +12,7 @@ import typer
 from pydantic import BaseModel
 from rich.console import Console
 
-from ..errors import InfrastructureError, ProbeServiceError, UnstableWorkingTree
+from ..errors import InfrastructureError, InvalidInput, ProbeServiceError, UnstableWorkingTree
 from ..store import DATABASE_URL_ENV, Store, open_store
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "emit_json",
     "exit_code_for",
     "open_cli_store",
+    "read_json_arg",
     "report_error",
 ]
 
@@ -56,6 +57,18 @@ def report_error(message: str, code: str, as_json: bool) -> None:
     sys.stderr.write(f"byte-probe: error: {line}\n")
     if as_json:
         sys.stdout.write(json.dumps({"error": code, "message": line}) + "\n")
+
+
+def read_json_arg(source: str, what: str, error: type[InvalidInput] = InvalidInput) -> Any:
+    """Read JSON from a file path or '-' (stdin); raises ``error`` naming the source."""
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"{source}: cannot read {what} ({exc})") from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(f"{source}: {what} is not JSON ({exc})") from exc
 
 
 def open_cli_store(root: Path) -> Store:

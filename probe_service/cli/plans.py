@@ -6,33 +6,21 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from .. import service
-from ..errors import InvalidInput, InvalidPlan, ReceiptInvalid
+from ..errors import InvalidPlan, ReceiptInvalid
 from ..queue import REDIS_URL_ENV, ProbeQueue
-from .common import JsonOption, RootOption, console, emit_json, open_cli_store
+from .common import JsonOption, RootOption, console, emit_json, open_cli_store, read_json_arg
 
 plan_app = typer.Typer(help="Create and show immutable probe plans.", no_args_is_help=True)
 receipt_app = typer.Typer(help="Show and verify probe receipts.", no_args_is_help=True)
 
 #: Exit codes of `run`, by outcome.
 RUN_EXIT = {"supports": 0, "refutes": 1, "inconclusive": 2}
-
-
-def read_json_arg(source: str, what: str) -> Any:
-    """Read JSON from a file path or '-' (stdin); raises InvalidInput naming the source."""
-    try:
-        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInput(f"{source}: cannot read {what} ({exc})") from exc
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidPlan(f"{source}: {what} is not JSON ({exc})") from exc
 
 
 @plan_app.command("create")
@@ -45,7 +33,7 @@ def plan_create(
 
     Example: byte-probe plan create plan.json --json
     """
-    created = service.probe_plan(open_cli_store(root), read_json_arg(file, "plan"))
+    created = service.probe_plan(open_cli_store(root), read_json_arg(file, "plan", InvalidPlan))
     if json_out:
         emit_json(created)
     else:
@@ -147,7 +135,7 @@ def receipt_verify(
 
     Example: byte-probe receipt verify receipt.json
     """
-    document = read_json_arg(file, "receipt")
+    document = read_json_arg(file, "receipt", InvalidPlan)
     try:
         sha = service.receipt_verify(document)
     except ReceiptInvalid as exc:  # a verdict on the receipt, not a usage error: exit 1
