@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -158,3 +159,24 @@ def any_store(request: pytest.FixtureRequest) -> Store:
     name = "sqlite_store" if request.param == "sqlite" else "pg_store"
     store: Store = request.getfixturevalue(name)
     return store
+
+
+def make_searchable(path: Path) -> None:
+    """Let the unprivileged probe uids traverse ``path`` and its ancestors (not list them).
+
+    pytest creates its temporary directories mode 0700; a probe runs as its own
+    uid and must reach the snapshot, scratch and pinned executables it is given.
+    """
+    top = Path(tempfile.gettempdir())
+    for current in [path, *path.parents]:
+        if current == top or current == Path("/"):
+            break
+        if current.stat().st_uid == os.geteuid():
+            current.chmod(current.stat().st_mode | 0o111)
+
+
+@pytest.fixture(autouse=True)
+def _searchable_tmp_path(request: pytest.FixtureRequest) -> None:
+    """Every test's tmp_path is searchable by the probe uids (see ``make_searchable``)."""
+    if "tmp_path" in request.fixturenames:
+        make_searchable(request.getfixturevalue("tmp_path"))

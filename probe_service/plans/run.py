@@ -14,6 +14,7 @@ import socket
 import stat
 import tempfile
 import uuid
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,8 @@ from ..policies import (
     resolve_executable,
 )
 from ..sandbox import SandboxResult, SandboxRuntime, locate_runtime, run_sandboxed
+from ..sandbox.limits import scratch_limits
+from ..sandbox.scratch import scratch_filesystem
 from ..snapshot import snapshot_materialize
 from ..store import Store, utc_now
 from .models import Plan
@@ -157,8 +160,12 @@ def _execute(
 ) -> tuple[SandboxResult, CheckVerdict | None]:
     """Run the probe in disposable directories, removed whatever happens."""
     workdir = Path(tempfile.mkdtemp(prefix="byte-probe-run-"))
+    # Searchable, not listable: the probe's own uid must reach the snapshot and scratch
+    # (docs/ARCHITECTURE.md, "Containment").
+    workdir.chmod(0o711)
     snapshot_dir, scratch = workdir / "snapshot", workdir / "scratch"
-    try:
+    with ExitStack() as cleanup:
+        cleanup.callback(_remove_tree, workdir)
         try:
             snapshot_materialize(store, plan.snapshot_id, snapshot_dir)
         except InfrastructureError:
@@ -167,6 +174,12 @@ def _execute(
             return _refused("snapshot_unavailable", str(exc)), None
         try:
             scratch.mkdir()
+            # Scratch is a size- and inode-limited filesystem before anything is written
+            # to it, so fixtures count against the same limit (docs/ARCHITECTURE.md, Limits).
+            cleanup.enter_context(scratch_filesystem(scratch, scratch_limits(policy)))
+        except SandboxUnavailable as exc:
+            return _refused("limits_unenforceable", str(exc)), None
+        try:
             write_fixtures(scratch, plan.fixtures)
             apply_interventions(snapshot_dir, plan.interventions)
         except (ProbeServiceError, OSError) as exc:
@@ -185,8 +198,6 @@ def _execute(
         if result.status == "ok":
             verdict = evaluate_check(plan, result.exit_code, result.stdout, scratch)
         return result, verdict
-    finally:
-        _remove_tree(workdir)
 
 
 def _remove_tree(path: Path) -> None:

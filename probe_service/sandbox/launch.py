@@ -44,11 +44,16 @@ class Launch:
     probe_env: Mapping[str, str]
     pass_proxy_env: bool
     nonce: str
+    #: Host-side prefix before Node: new ipc/uts/cgroup namespaces, then the slot uid.
+    host_prefix: tuple[str, ...] = ()
+    #: FIFO the in-sandbox shell waits on until the runner moved it into the probe group.
+    gate_path: Path | None = None
 
     def argv(self, executable: str, args: Sequence[str]) -> list[str]:
         """Return the host argv that runs ``executable args`` under these exact settings."""
         command = build_command(self, executable, args)
         return [
+            *self.host_prefix,
             str(self.node_path),
             str(self.cli_path),
             "-s",
@@ -68,7 +73,14 @@ def build_command(launch: Launch, executable: str, args: Sequence[str]) -> str:
         quoted += [f'"{name}=${{{name}}}"' for name in PROXY_ENV_NAMES]
     quoted += [shlex.quote(executable), *(shlex.quote(arg) for arg in args)]
     # The marker proves the sandboxed shell started; bash's printf is a builtin.
-    return f"printf %s {launch.nonce} && exec {' '.join(quoted)}"
+    start = f"printf %s {launch.nonce}"
+    if launch.gate_path is not None:
+        # The shell opens the gate before the marker, so once the runner sees the
+        # marker it can find the shell by that descriptor, move it into the probe
+        # cgroup and only then let it exec the probe (docs/ARCHITECTURE.md, Limits).
+        gate = shlex.quote(str(launch.gate_path))
+        start = f"exec 3<>{gate} && {start} && read -r _ <&3 && exec 3<&-"
+    return f"{start} && exec {' '.join(quoted)}"
 
 
 def build_launch(
@@ -84,6 +96,8 @@ def build_launch(
     pass_proxy_env: bool,
     nonce: str,
     marker: str,
+    host_prefix: Sequence[str] = (),
+    gate_path: Path | None = None,
 ) -> Launch:
     """Assemble a ``Launch``; the runtime's own environment is fixed, never inherited."""
     runtime_env = {
@@ -103,4 +117,6 @@ def build_launch(
         probe_env=dict(probe_env),
         pass_proxy_env=pass_proxy_env,
         nonce=nonce,
+        host_prefix=tuple(host_prefix),
+        gate_path=gate_path,
     )

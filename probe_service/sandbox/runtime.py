@@ -13,14 +13,17 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import stat
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import probe_service
 from probe_service.errors import SandboxUnavailable
 from probe_service.policies.executables import SYSTEM_EXECUTABLE_DIRS
+from probe_service.sandbox.identity import PROBE_UID_BASE, check_reachable
 
 __all__ = [
     "PINNED_VERSION",
@@ -154,19 +157,64 @@ def _check_platform() -> bool:
     raise SandboxUnavailable(f"platform {sys.platform!r} is not supported", reason="unsupported")
 
 
+#: Where a root worker keeps a copy of the verified runtime that probe uids can read.
+STAGING_DIR = Path("/var/lib/byte-probe/runtime")
+
+
+def _reachable_by_probe_uids(root: Path) -> bool:
+    try:
+        check_reachable(root / "node_modules", "runtime", uid=PROBE_UID_BASE, gid=PROBE_UID_BASE)
+    except SandboxUnavailable:
+        return False
+    return True
+
+
+def _stage(root: Path, digest: str) -> Path:
+    """Copy the verified tree where probe uids can reach it; return the staged install dir.
+
+    docs/ARCHITECTURE.md, "Containment": the runtime runs as the probe's uid, so
+    a checkout under a private directory (``/root``) is copied into a root-owned,
+    world-readable directory and verified again there.
+    """
+    staged = STAGING_DIR / digest
+    if (staged / "node_modules").is_dir():
+        return staged
+    STAGING_DIR.mkdir(mode=0o755, parents=True, exist_ok=True)
+    for parent in (STAGING_DIR.parent, STAGING_DIR):
+        parent.chmod(0o755)
+    temporary = Path(tempfile.mkdtemp(prefix=".staging-", dir=STAGING_DIR))
+    temporary.chmod(0o755)
+    shutil.copytree(root / "node_modules", temporary / "node_modules", symlinks=True)
+    (temporary / DIGEST_FILE).write_text(f"{digest}  staged copy\n", encoding="utf-8")
+    try:
+        temporary.rename(staged)
+    except OSError:  # another worker staged it first
+        shutil.rmtree(temporary, ignore_errors=True)
+    return staged
+
+
 def locate_runtime(install_dir: Path | None = None) -> SandboxRuntime:
     """Verify the pinned runtime in ``install_dir``; raises ``SandboxUnavailable`` (with reason)."""
     is_linux = _check_platform()
     root = Path(os.path.realpath(install_dir or default_install_dir()))
     node = _required_tool("node")
     tools = [_required_tool(name) for name in ("bwrap", "socat", "rg")] if is_linux else []
-    package_dir = _check_version(root)
+    _check_version(root)
     digest, prints = runtime_tree_digest(root / "node_modules")
     if digest != _recorded_digest(root):
         raise SandboxUnavailable(
             f"{root / 'node_modules'}: tree digest {digest} differs from {DIGEST_FILE}",
             reason="sandbox_unverified",
         )
+    if os.geteuid() == 0 and not _reachable_by_probe_uids(root):
+        root = _stage(root, digest)
+        staged_digest, prints = runtime_tree_digest(root / "node_modules")
+        if staged_digest != digest:
+            raise SandboxUnavailable(
+                f"{root}: staged runtime digest {staged_digest} differs from {digest}",
+                reason="sandbox_unverified",
+            )
+    package_dir = root / "node_modules" / PACKAGE
     arch = _VENDOR_ARCH.get(platform.machine(), "unsupported")
     seccomp = package_dir / "vendor" / "seccomp" / arch / "apply-seccomp"
     return SandboxRuntime(
