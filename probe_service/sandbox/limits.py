@@ -46,6 +46,7 @@ __all__ = [
     "plan_limits",
     "prlimit_argv",
     "scratch_limits",
+    "sweep_stale_cgroups",
 ]
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -58,6 +59,7 @@ DEFAULT_MAX_PROCESSES = 256
 LAUNCHER_TASKS = 64
 LAUNCHER_MEMORY_BYTES = 512 * 1024 * 1024
 _CONTROLLERS = ("memory", "pids")
+_PREFIX = "byte-probe-"
 
 
 def _own_cgroup(controller: str) -> Path | None:
@@ -163,6 +165,30 @@ class RunCgroup:
                     time.sleep(0.02)
 
 
+def _run_group_name(name: str) -> str:
+    # The creator's pid lets a later worker sweep the groups of a dead one.
+    return f"{_PREFIX}{os.getpid()}-{name}"
+
+
+def sweep_stale_cgroups() -> int:
+    """Kill and remove the run groups of worker processes that are gone; return how many."""
+    swept = 0
+    for controller in _CONTROLLERS:
+        parent = _own_cgroup(controller)
+        if parent is None or not parent.is_dir():
+            continue
+        for entry in parent.iterdir():
+            pid = entry.name[len(_PREFIX) :].split("-", 1)[0]
+            if not entry.name.startswith(_PREFIX) or not pid.isdigit():
+                continue
+            if Path(f"/proc/{pid}").exists():
+                continue
+            group = RunCgroup(memory_dir=entry, pids_dir=entry)
+            group.remove()
+            swept += 1
+    return swept
+
+
 def create_run_cgroup(name: str, limits: LimitsApplied) -> RunCgroup:
     """Create the run's cgroups with the probe's limits; raises ``SandboxUnavailable``."""
     created: list[Path] = []
@@ -174,7 +200,7 @@ def create_run_cgroup(name: str, limits: LimitsApplied) -> RunCgroup:
                 raise OSError(f"no cgroup v1 {controller} hierarchy")
             parents.append(parent)
         for parent in parents:
-            directory = parent / f"byte-probe-{name}"
+            directory = parent / _run_group_name(name)
             directory.mkdir()
             created.append(directory)
             (directory / "probe").mkdir()

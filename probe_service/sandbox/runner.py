@@ -189,7 +189,8 @@ def _chown_tree(root: Path, uid: int, gid: int) -> None:
         current = pending.pop()
         os.lchown(current, uid, gid)
         if current.is_dir() and not current.is_symlink():
-            pending.extend(Path(entry.path) for entry in os.scandir(current))
+            with os.scandir(current) as entries:
+                pending.extend(Path(entry.path) for entry in entries)
 
 
 def _checked_scratch_mount(scratch: Path, wanted: ScratchLimits) -> None:

@@ -77,7 +77,9 @@ def is_scratch_mount(path: Path) -> bool:
 
 def mount_scratch(path: Path, limits: ScratchLimits, *, uid: int = 0, gid: int = 0) -> None:
     """Mount a limited tmpfs on the empty directory ``path``; raises ``SandboxUnavailable``."""
-    if any(os.scandir(path)):
+    with os.scandir(path) as entries:
+        occupied = any(True for _ in entries)
+    if occupied:
         raise SandboxUnavailable(f"scratch {path}: must be empty before its filesystem is mounted")
     # A size of 0 would mean "unlimited" to tmpfs: one page is the smallest real limit.
     size = max(limits.size_bytes, 4096)

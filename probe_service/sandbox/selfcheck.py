@@ -16,13 +16,18 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
 from probe_service.errors import SandboxUnavailable
-from probe_service.sandbox.limits import RunCgroup, create_run_cgroup
+from probe_service.sandbox.limits import RunCgroup, create_run_cgroup, sweep_stale_cgroups
 from probe_service.sandbox.results import LimitsApplied
-from probe_service.sandbox.scratch import ScratchLimits, scratch_filesystem
+from probe_service.sandbox.scratch import (
+    ScratchLimits,
+    scratch_filesystem,
+    sweep_stale_scratch,
+)
 
 __all__ = ["verify_limits"]
 
@@ -63,7 +68,7 @@ def _run_in_probe_group(cgroup: RunCgroup, argv: list[str]) -> int:
 
 
 def _check_cgroups() -> None:
-    cgroup = create_run_cgroup(f"selfcheck-{os.getpid()}", _probe_limits())
+    cgroup = create_run_cgroup("selfcheck", _probe_limits())
     try:
         _run_in_probe_group(cgroup, [sys.executable, "-c", _ALLOCATE])
         if cgroup.limit_hit() != "memory":
@@ -121,14 +126,26 @@ def _fills(action: Callable[[], None]) -> bool:
     return False
 
 
+_lock = threading.Lock()
+
+
 @functools.cache
-def _verified() -> str:
+def _verified_once() -> str:
+    # At a process's first run: first clear what dead workers left, then attack the limits.
+    sweep_stale_cgroups()
+    sweep_stale_scratch()
     try:
         _check_cgroups()
         _check_tmpfs()
     except SandboxUnavailable as exc:
         return f"{exc.reason}\0{exc}"
     return ""
+
+
+def _verified() -> str:
+    # One check per process even when several worker threads start their first run at once.
+    with _lock:
+        return _verified_once()
 
 
 def verify_limits() -> None:

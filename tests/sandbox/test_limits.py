@@ -40,9 +40,7 @@ class TestProcesses:
         assert "pids.max" in result.limits.enforced_by["max_processes"]
         assert b"fork" in result.stderr.lower()
 
-    def test_no_cgroup_refuses_the_run(
-        self, run: Runner, monkeypatch: pytest.MonkeyPatch
-    ) -> None:
+    def test_no_cgroup_refuses_the_run(self, run: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
         """Without a usable cgroup the run is refused, never run with weaker limits."""
 
         def no_cgroup(*_: object) -> None:
