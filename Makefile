@@ -12,6 +12,7 @@ QUEUE_BENCH_PROBES ?= 1000
 .PHONY: setup system-packages sandbox-runtime demo test lint typecheck check bench clean
 
 setup: system-packages $(STAMP) sandbox-runtime
+	@$(PY) -m probe_service.sandbox
 
 system-packages:
 	@bash scripts/setup-system.sh

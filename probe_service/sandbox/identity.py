@@ -21,6 +21,7 @@ import contextlib
 import fcntl
 import os
 import pwd
+import signal
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -66,6 +67,20 @@ def _lock_dir() -> Path:
     return SLOT_LOCK_DIR
 
 
+def _kill_leftovers(uid: int) -> None:
+    """SIGKILL every process still running as ``uid``: the slot is ours, so they are leftovers.
+
+    A worker that was killed mid-run leaves its launcher running as the slot uid;
+    the next holder of the slot must not share its uid with them.
+    """
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if os.stat(f"/proc/{entry}").st_uid == uid:
+                os.kill(int(entry), signal.SIGKILL)
+
+
 def _uid_is_free(uid: int) -> bool:
     try:
         pwd.getpwuid(uid)
@@ -101,6 +116,7 @@ def acquire_identity() -> Iterator[ProbeIdentity]:
                     f"probe identity: uid {uid} (slot {slot}) belongs to an account; "
                     "probe uids must own nothing on the host"
                 )
+            _kill_leftovers(uid)
             yield ProbeIdentity(slot=slot, uid=uid, gid=uid)
             return
         finally:

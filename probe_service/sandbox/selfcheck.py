@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from probe_service.errors import SandboxUnavailable
+from probe_service.sandbox.identity import PROBE_SLOTS, PROBE_UID_BASE
 from probe_service.sandbox.limits import RunCgroup, create_run_cgroup, sweep_stale_cgroups
 from probe_service.sandbox.results import LimitsApplied
 from probe_service.sandbox.scratch import (
@@ -29,7 +30,7 @@ from probe_service.sandbox.scratch import (
     sweep_stale_scratch,
 )
 
-__all__ = ["verify_limits"]
+__all__ = ["describe_mechanism", "verify_limits"]
 
 _MEMORY_LIMIT = 32 * 1024 * 1024
 _TASK_LIMIT = 4
@@ -154,3 +155,27 @@ def verify_limits() -> None:
     if failure:
         reason, _, message = failure.partition("\0")
         raise SandboxUnavailable(message, reason=reason)
+
+
+def describe_mechanism() -> list[str]:
+    """Return one line per containment mechanism in use here, and whether it was verified."""
+    lines = [
+        f"probe identity: uid {PROBE_UID_BASE}+slot ({PROBE_SLOTS} slots, no passwd entries), "
+        "set by setpriv from a root worker; new user/ipc/uts/cgroup/net/mount/pid namespaces",
+    ]
+    try:
+        user_ns = Path("/proc/sys/user/max_user_namespaces").read_text(encoding="ascii").strip()
+    except OSError:
+        user_ns = "unknown"
+    lines.append(f"unprivileged user namespaces: max_user_namespaces={user_ns}")
+    try:
+        verify_limits()
+        verdict = "verified by attack"
+    except SandboxUnavailable as exc:
+        verdict = f"NOT verified ({exc.reason}: {exc})"
+    lines.append(
+        "limits: cgroup v1 memory+pids on a gated probe group, RLIMIT_CPU, "
+        f"tmpfs scratch (size, nr_inodes): {verdict}"
+    )
+    return lines
+
