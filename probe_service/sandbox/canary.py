@@ -32,7 +32,8 @@ _BUDGET = 64 * 1024
 class CanaryVerdict:
     """``held`` is True only if the reader failed and printed none of the secret.
 
-    Otherwise ``reason`` is ``canary_readable``, or ``sandbox_failed`` when the
+    Otherwise ``reason`` is ``canary_readable``, ``network_filter_failed`` when
+    the runtime ran without our network guard, or ``sandbox_failed`` when the
     sandboxed shell never started (so nothing was proven either way).
     """
 
@@ -80,6 +81,9 @@ def run_canary(
     leaked = secret in outcome.prefix + outcome.stdout + outcome.stderr
     if leaked:
         return CanaryVerdict(False, "canary_readable", "the canary read the host secret")
+    if outcome.prefix == launch.unguarded_marker.encode("ascii"):
+        detail = "the network guard was not active in the runtime"
+        return CanaryVerdict(False, "network_filter_failed", detail)
     if outcome.prefix != launch.nonce.encode("ascii"):
         return CanaryVerdict(False, "sandbox_failed", "the sandboxed canary never started")
     if outcome.status != "ok" or outcome.exit_code == 0:

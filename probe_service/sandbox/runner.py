@@ -160,6 +160,7 @@ def _make_launch(
     launch = build_launch(
         settings_path=run_dir / "settings.json",
         node_path=runtime.node_path,
+        net_guard_path=runtime.net_guard_path,
         cli_path=runtime.cli_path,
         cwd=prepared.cwd,
         runtime_home=prepared.paths.runtime_home,
@@ -167,6 +168,7 @@ def _make_launch(
         prefix_argv=prefix,
         probe_env=probe_env,
         pass_proxy_env=bool(policy.allowed_domains),
+        allowed_ports=policy.allowed_ports,
         nonce=secrets.token_hex(16),
         marker=run_dir.name,
     )
@@ -215,7 +217,10 @@ def _finish(outcome: Bounded, launch: Launch, policy: Policy, scratch: Path) -> 
         "stderr_sha256": _digest(outcome.stderr),
         "probe_elapsed_seconds": outcome.elapsed_seconds,
     }
-    if outcome.prefix != launch.nonce.encode("ascii"):
+    if outcome.prefix == launch.unguarded_marker.encode("ascii"):
+        fields.update(status="inconclusive", reason="network_filter_failed", exit_code=None)
+        fields["detail"] = "the network guard was not active in the runtime"
+    elif outcome.prefix != launch.nonce.encode("ascii"):
         # No start marker: srt or bwrap failed before the probe's shell ran
         # (including a timeout of the sandbox itself).
         fields.update(status="inconclusive", reason="sandbox_failed", exit_code=None)

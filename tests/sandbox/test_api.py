@@ -27,6 +27,7 @@ def test_reasons_are_the_documented_set() -> None:
         "invalid_argument",
         "scratch_limit",
         "sandbox_failed",
+        "network_filter_failed",
         "snapshot_unavailable",
         "overlay_failed",
         "worker_lost",

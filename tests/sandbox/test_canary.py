@@ -23,6 +23,7 @@ def _launch(runtime: SandboxRuntime, tmp_path: Path, settings_path: Path) -> Lau
     return build_launch(
         settings_path=settings_path,
         node_path=runtime.node_path,
+        net_guard_path=runtime.net_guard_path,
         cli_path=runtime.cli_path,
         cwd=tmp_path / "snap",
         runtime_home=tmp_path / "rt-home",
@@ -30,6 +31,7 @@ def _launch(runtime: SandboxRuntime, tmp_path: Path, settings_path: Path) -> Lau
         prefix_argv=[],
         probe_env={},
         pass_proxy_env=False,
+        allowed_ports=(80, 443),
         nonce=secrets.token_hex(16),
         marker="canary-test",
     )
