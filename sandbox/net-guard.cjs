@@ -194,6 +194,10 @@ function makeGuardedLookup(originalLookup) {
 }
 
 function install(ports) {
+  if (typeof net._normalizeArgs !== 'function') {
+    // The wrapper needs Node's own argument normalisation; without it, refuse to start.
+    throw new Error('byte-probe net guard: this Node has no net._normalizeArgs');
+  }
   const originalConnect = net.Socket.prototype.connect;
   const guardedLookup = makeGuardedLookup(dns.lookup);
   const refuse = (socket, message) => {
