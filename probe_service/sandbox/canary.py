@@ -41,7 +41,8 @@ class CanaryVerdict:
 
     Otherwise ``reason`` is ``canary_readable`` (the secret was readable),
     ``identity_unverified`` (the probe would be host root, share a host
-    namespace, or reach what it must not), or ``sandbox_failed`` when the
+    namespace, or reach what it must not), ``network_filter_failed`` when the
+    runtime ran without our network guard, or ``sandbox_failed`` when the
     sandboxed shell never started (so nothing was proven either way).
     """
 
@@ -141,6 +142,9 @@ def run_canary(
     leaked = secret in outcome.prefix + outcome.stdout + outcome.stderr
     if leaked:
         return CanaryVerdict(False, "canary_readable", "the canary read the host secret")
+    if outcome.prefix == launch.unguarded_marker.encode("ascii"):
+        detail = "the network guard was not active in the runtime"
+        return CanaryVerdict(False, "network_filter_failed", detail)
     if outcome.prefix != launch.nonce.encode("ascii") or outcome.status.startswith("start_"):
         detail = outcome.start_detail or "the sandboxed canary never started"
         return CanaryVerdict(False, "sandbox_failed", detail)

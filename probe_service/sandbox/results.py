@@ -31,6 +31,8 @@ Reason = Literal[
     "limits_unverified",
     "identity_unverified",
     "sandbox_failed",
+    # The runtime's Node process ran without our network guard (docs/ARCHITECTURE.md, "Network").
+    "network_filter_failed",
     # Set by the plan runner and the queue around a sandbox run, never by the runner itself.
     "snapshot_unavailable",
     "overlay_failed",

@@ -167,6 +167,7 @@ def _make_launch(
     launch = build_launch(
         settings_path=settings_path,
         node_path=runtime.node_path,
+        net_guard_path=runtime.net_guard_path,
         cli_path=runtime.cli_path,
         cwd=prepared.cwd,
         runtime_home=prepared.paths.runtime_home,
@@ -174,6 +175,7 @@ def _make_launch(
         prefix_argv=prlimit_argv(_system_tool("prlimit"), res.limits),
         probe_env=probe_env,
         pass_proxy_env=bool(policy.allowed_domains),
+        allowed_ports=policy.allowed_ports,
         nonce=secrets.token_hex(16),
         marker=res.run_dir.name,
         host_prefix=host_prefix,
@@ -280,7 +282,10 @@ def _finish(outcome: Bounded, launch: Launch, res: _Resources) -> dict[str, obje
         "stderr_sha256": _digest(outcome.stderr),
         "probe_elapsed_seconds": outcome.elapsed_seconds,
     }
-    if outcome.prefix != launch.nonce.encode("ascii") or outcome.status.startswith("start_"):
+    if outcome.prefix == launch.unguarded_marker.encode("ascii"):
+        fields.update(status="inconclusive", reason="network_filter_failed", exit_code=None)
+        fields["detail"] = "the network guard was not active in the runtime"
+    elif outcome.prefix != launch.nonce.encode("ascii") or outcome.status.startswith("start_"):
         # No start marker or a shut gate: srt or bwrap failed before the probe's
         # shell ran (including a timeout of the sandbox itself).
         fields.update(status="inconclusive", reason="sandbox_failed", exit_code=None)

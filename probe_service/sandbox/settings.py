@@ -122,6 +122,9 @@ def build_settings(
             "strictAllowlist": True,
             "allowLocalBinding": False,
             "allowAllUnixSockets": False,
+            # No parentProxy or mitmProxy: the runtime dials directly, and every dial
+            # is checked by address and port in its own process by net-guard.cjs
+            # (docs/ARCHITECTURE.md, "Network").
         },
         "filesystem": {
             # seed 000: a root read deny with narrow allow-backs.

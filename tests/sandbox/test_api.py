@@ -33,6 +33,7 @@ def test_reasons_are_the_documented_set() -> None:
         "limits_unverified",
         "identity_unverified",
         "sandbox_failed",
+        "network_filter_failed",
         "snapshot_unavailable",
         "overlay_failed",
         "worker_lost",

@@ -46,6 +46,7 @@ def _launch(
     return build_launch(
         settings_path=settings_path,
         node_path=runtime.node_path,
+        net_guard_path=runtime.net_guard_path,
         cli_path=runtime.cli_path,
         cwd=tmp_path / "snap",
         runtime_home=tmp_path / "rt-home",
@@ -53,6 +54,7 @@ def _launch(
         prefix_argv=[],
         probe_env={},
         pass_proxy_env=False,
+        allowed_ports=(80, 443),
         nonce=secrets.token_hex(16),
         marker="canary-test",
         host_prefix=prefix,
