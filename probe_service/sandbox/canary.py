@@ -147,7 +147,8 @@ def run_canary(
         return CanaryVerdict(False, "network_filter_failed", detail)
     if outcome.prefix != launch.nonce.encode("ascii") or outcome.status.startswith("start_"):
         detail = outcome.start_detail or "the sandboxed canary never started"
-        return CanaryVerdict(False, "sandbox_failed", detail)
+        tail = outcome.stderr[-300:].decode("utf-8", "replace").strip()
+        return CanaryVerdict(False, "sandbox_failed", f"{detail}: {tail!r}" if tail else detail)
     report = _report(outcome.stdout)
     if outcome.status != "ok" or report.get("secret_rc", ["0"]) == ["0"]:
         detail = f"canary reader did not fail ({outcome.status}, exit {outcome.exit_code})"

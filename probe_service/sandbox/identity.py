@@ -76,8 +76,12 @@ def _kill_leftovers(uid: int) -> None:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        with contextlib.suppress(OSError):
-            if os.stat(f"/proc/{entry}").st_uid == uid:
+        with contextlib.suppress(OSError, ValueError):
+            # The real uid from status: /proc/PID itself is root's while a process is
+            # not dumpable (for example right after setpriv changed its uid).
+            status = Path(f"/proc/{entry}/status").read_text(encoding="ascii", errors="replace")
+            uids = next(line for line in status.splitlines() if line.startswith("Uid:"))
+            if str(uid) in uids.split()[1:]:
                 os.kill(int(entry), signal.SIGKILL)
 
 

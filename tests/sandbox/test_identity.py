@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,16 @@ def test_a_released_slot_is_reused() -> None:
         assert again.slot <= slot
 
 
+def _wait_for_uid(pid: int, uid: int) -> None:
+    """Wait until setpriv has switched ``pid`` to ``uid`` (a state, not a duration)."""
+    for _ in range(3000):
+        status = Path(f"/proc/{pid}/status").read_text()
+        if f"\t{uid}\t" in next(line for line in status.splitlines() if line.startswith("Uid:")):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} never became uid {uid}")
+
+
 def test_leftovers_of_a_slot_uid_are_killed(tmp_path: Path) -> None:
     """A process left running as a slot's uid (a killed worker's launcher) is killed."""
     with acquire_identity() as held:
@@ -47,8 +58,13 @@ def test_leftovers_of_a_slot_uid_are_killed(tmp_path: Path) -> None:
                 "300",
             ]
         )
-        identity_module._kill_leftovers(held.uid)
-        assert sleeper.wait(timeout=30) == -9
+        try:
+            _wait_for_uid(sleeper.pid, held.uid)
+            identity_module._kill_leftovers(held.uid)
+            assert sleeper.wait(timeout=30) == -9
+        finally:
+            sleeper.kill()
+            sleeper.wait()
 
 
 def test_a_slot_whose_uid_has_an_account_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
