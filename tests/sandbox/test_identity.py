@@ -91,3 +91,10 @@ def test_writable_scratch_needs_the_write_bit(tmp_path: Path) -> None:
         check_reachable(scratch, "scratch", uid=PROBE_UID_BASE, gid=PROBE_UID_BASE, write=True)
     os.chown(scratch, PROBE_UID_BASE, PROBE_UID_BASE)
     check_reachable(scratch, "scratch", uid=PROBE_UID_BASE, gid=PROBE_UID_BASE, write=True)
+
+
+def test_a_non_root_worker_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker that cannot change uid would run the probe as itself: refused, never run."""
+    monkeypatch.setattr(identity_module.os, "geteuid", lambda: 1000)
+    with pytest.raises(SandboxUnavailable, match="must run as root"), acquire_identity():
+        pass

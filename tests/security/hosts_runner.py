@@ -30,7 +30,7 @@ def main(request_path: Path) -> None:
         scratch_dir=root / "scratch",
         runtime=locate_runtime(),
     )
-    output = {"status": result.status, "reason": result.reason}
+    output = {"status": result.status, "reason": result.reason, "detail": result.detail}
     output["stdout"] = result.stdout.decode("latin-1")
     print(json.dumps(output))
 

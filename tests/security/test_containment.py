@@ -11,6 +11,7 @@ import contextlib
 import ctypes
 import errno
 import glob
+import json
 import os
 import platform
 import secrets
@@ -21,10 +22,12 @@ from typing import Any
 
 import pytest
 
-from probe_service.policies import Policy
+from probe_service import service
+from probe_service.policies import POLICY_FILE_ENV, Policy
 from probe_service.sandbox import SandboxResult, SandboxRuntime, run_sandboxed
 from probe_service.sandbox import runner as runner_module
 from probe_service.sandbox.identity import PROBE_UID_BASE
+from probe_service.store import Store
 
 from ..sandbox.conftest import make_policy
 
@@ -299,3 +302,47 @@ class TestNoLeftovers:
         mounts = Path("/proc/self/mountinfo").read_text()
         assert f"byte-probe-scratch-{os.getpid()}" not in mounts
         assert not glob.glob("/sys/fs/cgroup/pids/**/byte-probe-run-*", recursive=True)
+
+
+class TestLimitKillIsNeverARefutation:
+    def test_memory_kill_with_failure_refutes_is_inconclusive(
+        self,
+        sqlite_store: Store,
+        repo: Path,
+        runtime: SandboxRuntime,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """A plan whose failure refutes, killed at its memory limit, ends inconclusive."""
+        policy = {
+            "id": "tight-memory",
+            "allowed_executables": ["python3"],
+            "timeout_seconds": 60,
+            "max_output_bytes": 10_000,
+            "allowed_domains": [],
+            "environment": [],
+            "memory_bytes": 64 << 20,
+        }
+        policy_file = tmp_path / "admin" / "policies.json"
+        policy_file.parent.mkdir()
+        policy_file.write_text(json.dumps({"schema": 1, "policies": [policy]}))
+        policy_file.chmod(0o600)
+        monkeypatch.setenv(POLICY_FILE_ENV, str(policy_file))
+        (repo / "README").write_text("x\n")
+        snapshot_id = service.snapshot_capture(sqlite_store, repo).snapshot_id
+        plan = {
+            "snapshot_id": snapshot_id,
+            "policy_id": "tight-memory",
+            "executable": "python3",
+            "args": ["-c", "b = b'x' * (512 << 20)"],
+            "oracle": {
+                "check": {"kind": "exit_code", "equals": 0},
+                "source": "user_requirement",
+                "reference": "issue #9",
+            },
+            "failure_refutes": True,
+        }
+        plan_id = service.probe_plan(sqlite_store, plan).plan_id
+        result = service.probe_run(sqlite_store, plan_id, "tight-memory", runtime=runtime)
+        assert (result.outcome, result.reason) == ("inconclusive", "memory_limit")
+        assert result.receipt["committed"]["limits_applied"]["memory_bytes"] == 64 << 20
