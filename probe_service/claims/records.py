@@ -159,6 +159,9 @@ class Obligation(_Frozen):
     receipt: str | None = None
     successor_claim_id: str | None = None
     resolved_at: str | None = None
+    #: Which interface resolved it, and who (``byte-probe`` for automatic resolutions).
+    interface: str | None = None
+    resolved_by: str | None = None
 
 
 class Tombstone(_Frozen):
@@ -199,3 +202,9 @@ class GateResult(_Frozen):
     opened: tuple[Obligation, ...]
     open_obligations: tuple[Obligation, ...]
     passed: bool
+    #: Obligations on this snapshot resolved as accepted risk: listed, never counted checked.
+    accepted_risk: tuple[Obligation, ...] = ()
+    #: Obligations on this snapshot a check closed because the claim is current again.
+    current_again: tuple[Obligation, ...] = ()
+    #: True when no scope was given and the whole store was gated.
+    whole_store: bool = False

@@ -100,9 +100,12 @@ class TestNegativeQuery:
     def test_incomplete_baseline_needs_recheck(
         self, base: WorkTree, receipts: ReceiptLookup
     ) -> None:
-        """An unparsable member made the baseline incomplete: never current."""
-        claim_id, _ = claim(base.write("src/bad.py", "def (:\n"), receipts, SYMBOL_NEG)
-        assert state(base, claim_id) == "needs_recheck"
+        """An unparsable member made the baseline incomplete: never current (recorded only
+        with the explicit override; without it the claim is refused, see test_trust)."""
+        snap = base.write("src/bad.py", "def (:\n").capture()
+        request = claim_request(snap, SYMBOL_NEG)
+        record = claim_create(base.store, request, receipts=receipts, allow_incomplete=True)
+        assert state(base, record.claim_id) == "needs_recheck"
 
     def test_analyzer_version_change_needs_recheck(
         self, base: WorkTree, receipts: ReceiptLookup, monkeypatch: pytest.MonkeyPatch

@@ -105,12 +105,16 @@ class ClaimsMachine(RuleBasedStateMachine):
         request = {"scope": "sm", "statement": f"claim {len(self.claims)}", "kind": "behavior",
                    "snapshot_id": self.snapshot, "dependencies": [dep]}  # fmt: skip
         try:
-            record = claim_create(self.store, request, receipts=lambda _r: None)
+            record = claim_create(
+                self.store, request, receipts=lambda _r: None, allow_incomplete=True
+            )
         except InvalidClaim:
             assert "negative_query" in dep  # only an already-matching negative is refused
             return
         self.claims[record.claim_id] = (dep, dict(self.files))
-        self.previous_states[record.claim_id] = "current"
+        # A claim on an incomplete negative baseline is stale from birth: no later step
+        # makes it stale, so change_analyze owes it nothing (the gate still reports it).
+        self.previous_states[record.claim_id] = expected_state(dep, self.files, self.files)
 
     def analyse_step(self) -> None:
         analysis = change_analyze(self.store, self.previous, self.snapshot)
@@ -152,3 +156,35 @@ ClaimsMachine.TestCase.settings = settings(
 )
 TestClaimsMachine = ClaimsMachine.TestCase
 TestClaimsMachine.__doc__ = "claim_check and change_analyze agree with brute force on random edits."
+
+
+def test_claim_stale_at_birth_needs_no_obligation_from_an_unrelated_change() -> None:
+    """Regression (found by the machine): a negative claim on an incomplete baseline is
+    needs_recheck from birth; an edit outside its domain is not what made it stale, so
+    change_analyze opens nothing and claim_check still says needs_recheck.
+
+    Decision: the model was wrong, not change_analyze. change_analyze answers "what did this
+    change make stale" through the dependency index; a claim stale at birth is reported by
+    ``gate`` on any snapshot, and ``claim_create`` now refuses such a claim unless
+    ``allow_incomplete`` is given.
+    """
+    machine = ClaimsMachine()
+    try:
+        machine.setup()
+        machine.write(path="src/a.py", content="def (:\n")
+        legacy = {
+            "negative_query": {
+                "query": {"kind": "python_symbol", "name": "legacy", "domain": "src/**/*.py"}
+            }
+        }
+        machine.record_claim(dep=legacy)
+        (claim_id,) = [c for c, (dep, _) in machine.claims.items() if dep is legacy]
+        before = machine.snapshot
+        machine.write(path="docs/d.md", content="")
+        machine.check_agrees_with_brute_force()
+        opened = change_analyze(machine.store, before, machine.snapshot).opened
+        assert claim_id not in {o.claim_id for o in opened}
+        (check,) = claim_check(machine.store, [claim_id], machine.snapshot)
+        assert check.state == "needs_recheck"
+    finally:
+        machine.teardown()
