@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from ..errors import InvalidClaim, NotFound
 from .digests import digest_bytes, digest_json
 from .models import Dependency, SpanRef
-from .queries import evaluate_query
+from .queries import ANALYZER_VERSION, evaluate_query
 from .records import Baseline, EvidenceRecord, ExactBlobBaseline, QueryBaseline
 from .views import BlobMissing, TreeView, entry_fingerprint
 
@@ -43,7 +43,11 @@ def compute_baseline(
     field = f"dependencies[{position}]"
     if dependency.exact_blob is not None:
         path = check_path(dependency.exact_blob.path, f"{field}.exact_blob.path")
-        return ExactBlobBaseline(path=path, fingerprint=entry_fingerprint(tree.entries.get(path)))
+        return ExactBlobBaseline(
+            path=path,
+            fingerprint=entry_fingerprint(tree.entries.get(path)),
+            analyzer_version=ANALYZER_VERSION["exact_blob"],
+        )
     form = "query_set" if dependency.query_set is not None else "negative_query"
     spec = dependency.query_set or dependency.negative_query
     assert spec is not None  # noqa: S101 - Dependency validates exactly one form

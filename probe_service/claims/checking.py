@@ -20,6 +20,7 @@ from .resolutions import close_current_again
 from .rows import load_baselines, load_heads, reasons_json
 from .sources import SnapshotSource
 from .tables import claim_checks
+from .upgrade import recompute_outdated
 
 __all__ = ["MAX_CHECK_CLAIMS", "claim_check", "evaluate_claims", "record_checks"]
 
@@ -67,7 +68,9 @@ def evaluate_claims(
     snapshot_id: str,
     source: SnapshotSource,
 ) -> list[ClaimCheck]:
-    """Pure part of the check: compare each claim's baselines with the snapshot."""
+    """Compare each claim's baselines with the snapshot (outdated baselines are first
+    recomputed at their claim's snapshot)."""
+    baselines = recompute_outdated(baselines, source)
     tree = source.tree(snapshot_id)
     if tree is not None:
         source.prefetch(tree, blobs_to_recheck(_flatten(baselines, heads), tree))

@@ -17,6 +17,7 @@ __all__ = [
     "MAX_QUERY_RESULTS",
     "AnswerRequest",
     "ClaimRequest",
+    "ContentGlobQuery",
     "Dependency",
     "Evidence",
     "ExactBlobSpec",
@@ -66,9 +67,16 @@ class GrepQuery(_DomainQuery):
 
 
 class PathGlobQuery(_DomainQuery):
-    """Paths in the domain: the domain glob is the query."""
+    """Paths in the domain: the domain glob is the query (membership only)."""
 
     kind: Literal["path_glob"]
+
+
+class ContentGlobQuery(_DomainQuery):
+    """Paths in the domain and each one's content digest (and executable bit): an edit to
+    any matched file changes the result, unlike ``path_glob``."""
+
+    kind: Literal["content_glob"]
 
 
 class PythonSymbolQuery(_DomainQuery):
@@ -79,7 +87,9 @@ class PythonSymbolQuery(_DomainQuery):
     role: Literal["definition", "reference", "any"] = "any"
 
 
-QuerySpec = Annotated[GrepQuery | PathGlobQuery | PythonSymbolQuery, Field(discriminator="kind")]
+QuerySpec = Annotated[
+    GrepQuery | PathGlobQuery | ContentGlobQuery | PythonSymbolQuery, Field(discriminator="kind")
+]
 
 
 class ExactBlobSpec(_Frozen):

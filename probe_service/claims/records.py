@@ -66,6 +66,8 @@ class ExactBlobBaseline(_Frozen):
     form: Literal["exact_blob"] = "exact_blob"
     path: str
     fingerprint: str | None
+    #: Baselines stored before the executable bit counted have no version: ``exact_blob/1``.
+    analyzer_version: str = "exact_blob/1"
 
 
 class QueryBaseline(_Frozen):
