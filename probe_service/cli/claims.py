@@ -298,6 +298,28 @@ def knowledge_query_command(
         )
 
 
+@knowledge_app.command("brief")
+def knowledge_brief_command(
+    snapshot: Annotated[str, typer.Option("--snapshot", help="Snapshot the turn works on.")],
+    scope: Annotated[str, typer.Option("--scope", help="Project key.")],
+    text: Annotated[str, typer.Option("--text", help="What the turn is about.")],
+    as_json: JsonOpt = False,
+    root: RootOpt = Path("."),
+) -> None:
+    """Before a turn: related claims with their applicability, and open obligations.
+
+    Example: byte-probe knowledge brief --scope payments --snapshot 3fa4... --text "parser"
+    """
+    with _cli_errors(as_json), _store(root) as store:
+        brief = svc.knowledge_brief(store, snapshot, scope, text, interface="cli")
+        lines = [
+            f"{h.claim.claim_id} {h.claim.outcome} {h.applicability.state}: {h.claim.statement}"
+            for h in brief.claims
+        ]
+        lines += [f"open: {_obligation_line(o)}" for o in brief.open_obligations]
+        _emit(brief, as_json, "\n".join(lines))
+
+
 @knowledge_app.command("record-answer")
 def knowledge_record_answer_command(
     file: Annotated[str, typer.Argument(help="Answer JSON file, or - for stdin.")],

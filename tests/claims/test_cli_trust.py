@@ -90,3 +90,23 @@ def test_accepted_risk_needs_a_rationale_and_is_listed(tree: WorkTree, root: Pat
     gated = cli(root, "gate", "--snapshot", end, "--scope", "payments")
     assert gated.exit_code == 0
     assert f"accepted risk (not checked): {oid}" in gated.stdout
+
+
+def test_events_consumer_resumes_after_its_ack(tree: WorkTree, root: Path) -> None:
+    """events --consumer NAME resumes after the cursor NAME acknowledged."""
+    from typer.testing import CliRunner
+
+    from probe_service.cli.main import app as main_app
+
+    def events(*extra: str) -> list[dict[str, object]]:
+        done = CliRunner().invoke(main_app, ["events", "--root", str(root), "--json", *extra])
+        assert done.exit_code == 0, done.output
+        return list(json.loads(done.stdout))
+
+    tree.write("a", "1").capture()
+    tree.write("a", "2").capture()
+    seen = events("--consumer", "bot")
+    assert events("--consumer", "bot") == seen
+    cursor = str(seen[-1]["cursor"])
+    assert events("--consumer", "bot", "--ack", cursor) == []
+    assert events("--consumer", "bot") == []
