@@ -205,8 +205,10 @@ def probe_run_queued(
     policy_id: str,
     *,
     timeout_s: float | None = None,
+    reuse: bool = True,
 ) -> ProbeRunResult:
-    """Run a plan through the queue (any worker) and wait for its receipt.
+    """Run a plan through the queue (any worker) and wait for its receipt; with
+    ``reuse=False`` the worker executes even when a reusable receipt exists.
 
     Raises NotFound, PolicyError (policy id differs from the plan's, or the worker could
     not find it), BrokerUnavailable, or InfrastructureError when no worker finished it
@@ -217,7 +219,7 @@ def probe_run_queued(
         raise PolicyError(
             f"policy: {policy_id!r} does not equal the plan's policy_id {plan.policy_id!r}"
         )
-    submitted = submit_plans(store, queue, [plan_id], policy_id)
+    submitted = submit_plans(store, queue, [plan_id], policy_id, reuse=reuse)
     wait_batch(store, submitted.batch_id, lambda _: None, timeout_s=timeout_s)
     (run,) = batch_results(store, submitted.batch_id)
     if run.state != "done":
@@ -226,4 +228,7 @@ def probe_run_queued(
         )
     if run.receipt_sha256 is None:
         raise PolicyError(f"run {run.run_id}: the worker refused it ({run.reason})")
-    return result_from_receipt(run.run_id, load_receipt(store, run.run_id))
+    # A reused run has no receipt row of its own: the receipt it served is found by its
+    # sha (looking it up by this run's id was the "receipt <run_id>: not stored" bug).
+    receipt = load_receipt(store, run.receipt_sha256)
+    return result_from_receipt(run.run_id, receipt, reused=run.reused)

@@ -169,7 +169,7 @@ obligation_resolutions = Table(
     Column("receipt", String(_SHA), nullable=True),
     Column("successor_claim_id", String(_ID), nullable=True),
     Column("resolved_at", String(_TIME), nullable=False),
-    # added by 0005_consumer_cursors: who resolved it, through which interface
+    # added by 0005_trust: who resolved it, through which interface
     Column("interface", String(32), nullable=True),
     Column("resolved_by", String(128), nullable=True),
 )
