@@ -131,7 +131,8 @@ def knowledge_record_answer(
     req = parse_request(AnswerRequest, request, "answer")
     tree = (source or SnapshotSource(store)).require(req.snapshot_id)
     evidence = [compute_span(i, span, tree) for i, span in enumerate(req.spans)]
-    # seed 000: current code is not proof that the model interpreted it correctly.
+    # Current code is not proof that the model interpreted it correctly
+    # (docs/ARCHITECTURE.md, "Trust rules").
     record = _assemble(
         req.scope,
         req.answer,
@@ -190,7 +191,7 @@ def _evidence(position: int, ev: Any, tree: TreeView, receipts: ReceiptLookup) -
             f"evidence[{position}].receipt: unexpected oracle outcome {facts.outcome!r}"
         )
     # A receipt is evidence only for the snapshot it ran on (docs/ARCHITECTURE.md,
-    # "Claims: evidence is bound").
+    # "Trust rules").
     if facts.snapshot_id is not None and facts.snapshot_id != tree.snapshot_id:
         raise EvidenceMismatch(
             f"evidence[{position}].receipt: receipt {ev.receipt} ran on snapshot "

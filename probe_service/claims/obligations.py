@@ -2,7 +2,8 @@
 
 An obligation is unique per (claim, target snapshot); analysing the same change twice opens
 nothing new. Resolution adds an ``obligation_resolutions`` row; nothing is updated.
-Resolutions must agree with their evidence (docs/ARCHITECTURE.md, "Claims: resolutions"):
+Resolutions must agree with their evidence (docs/ARCHITECTURE.md, "Trust rules": an
+obligation is closed only by evidence that agrees with the claim, on the target snapshot):
 ``rechecked`` names a receipt that ran the claim's plan on the obligation's snapshot and
 carries the claim's outcome; ``accepted_risk`` keeps its rationale and is never reported as
 checked; ``current_again`` is recorded only by a check, never by a caller.
@@ -215,7 +216,8 @@ def _check_recheck(
         raise EvidenceMismatch(
             f"receipt: receipt {receipt} {facts.outcome} while claim {claim.claim_id} is "
             f"{claim.outcome}; record the new outcome as a new claim superseding "
-            f"{claim.claim_id} (claim supersede), then resolve this obligation as superseded"
+            f"{claim.claim_id}: create it, then resolve this obligation as superseded "
+            "naming it as the successor"
         )
 
 

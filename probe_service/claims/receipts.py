@@ -5,7 +5,8 @@
 when the id is unknown. The claims part only reads receipts through it, so a caller cannot
 assert an outcome, a snapshot or a plan its evidence lacks. ``store_receipts`` always knows
 the snapshot and plan; a lookup that cannot tell (``None``) is trusted for the outcome only,
-and never closes an obligation (docs/ARCHITECTURE.md, "Claims: evidence is bound").
+and never closes an obligation (docs/ARCHITECTURE.md, "Trust rules": evidence is bound to
+the snapshot it ran on).
 """
 
 from __future__ import annotations

@@ -78,8 +78,8 @@ class ProbeRunResult(BaseModel):
     receipt: dict[str, Any]
 
 
-#: Variables the runner sets per run (docs/ARCHITECTURE.md, "Plans: reuse is exact"): they
-#: change every run by design, so they are not inputs of the action.
+#: Variables the runner sets per run: they change every run by design, so they are not
+#: inputs of the action (docs/ARCHITECTURE.md, "Trust rules": reuse needs every input equal).
 RUNNER_GENERATED = frozenset({"BYTE_PROBE_SCRATCH", "HOME", "TMPDIR"})
 
 
@@ -314,7 +314,7 @@ class _RunContext:
                 operational[f"{stream}_b64"] = base64.b64encode(data).decode("ascii")
         receipt = build_receipt(committed, operational)
         # Only a probe that ran to completion with a decided outcome may answer a later
-        # identical action (docs/ARCHITECTURE.md, "Plans: reuse is exact").
+        # identical action (docs/ARCHITECTURE.md, "Trust rules").
         reusable = result.status == "ok" and decision.outcome != "inconclusive"
         written = save_receipt(store, self.run_id, receipt, reusable=reusable)
         if not written:  # a duplicate delivery: the first receipt of this run stands
