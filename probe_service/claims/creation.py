@@ -15,7 +15,8 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select
 
-from ..errors import Conflict, EvidenceMismatch, InvalidClaim
+from ..errors import Conflict, EvidenceMismatch, InvalidClaim, NotFound
+from ..plans.persist import load_plan
 from ..store import Store, append_event, utc_now
 from .audit import append_audit
 from .baselines import boundary_key, compute_baseline, compute_span
@@ -160,7 +161,7 @@ def build_claim(
 ) -> ClaimRecord:
     """Compute evidence, outcome and baselines of ``req``; nothing is written."""
     tree = source.require(req.snapshot_id)
-    evidence = [_evidence(i, ev, tree, receipts) for i, ev in enumerate(req.evidence)]
+    evidence = [_evidence(i, ev, tree, receipts, source) for i, ev in enumerate(req.evidence)]
     outcome = outcome_from_receipts(e.receipt_outcome for e in evidence if e.receipt_outcome)
     if req.outcome is not None and req.outcome != outcome:
         raise InvalidClaim(
@@ -178,11 +179,15 @@ def build_claim(
     )
 
 
-def _evidence(position: int, ev: Any, tree: TreeView, receipts: ReceiptLookup) -> EvidenceRecord:
+def _evidence(
+    position: int, ev: Any, tree: TreeView, receipts: ReceiptLookup, source: SnapshotSource
+) -> EvidenceRecord:
     if ev.span is not None:
         return compute_span(position, ev.span, tree)
     if ev.text is not None:
         return EvidenceRecord(kind="text", text=ev.text)
+    if ev.plan is not None:
+        return _declared_plan(position, ev.plan, tree, source)
     facts = receipts(ev.receipt)
     if facts is None:
         raise InvalidClaim(f"evidence[{position}].receipt: unknown receipt {ev.receipt!r}")
@@ -198,6 +203,22 @@ def _evidence(position: int, ev: Any, tree: TreeView, receipts: ReceiptLookup) -
             f"{facts.snapshot_id}, not on the claim's snapshot {tree.snapshot_id}"
         )
     return EvidenceRecord(kind="receipt", receipt=ev.receipt, receipt_outcome=facts.outcome)
+
+
+def _declared_plan(
+    position: int, plan_id: str, tree: TreeView, source: SnapshotSource
+) -> EvidenceRecord:
+    """A plan the claim declares as its recheck: stored, and made for the claim's snapshot."""
+    try:
+        plan = load_plan(source.store, plan_id)
+    except NotFound as exc:
+        raise NotFound(f"evidence[{position}].plan: no stored plan {plan_id}") from exc
+    if plan.snapshot_id != tree.snapshot_id:
+        raise EvidenceMismatch(
+            f"evidence[{position}].plan: plan {plan_id} is for snapshot {plan.snapshot_id}, "
+            f"not the claim's snapshot {tree.snapshot_id}"
+        )
+    return EvidenceRecord(kind="plan", plan=plan_id)
 
 
 def _baselines(

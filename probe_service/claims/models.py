@@ -134,16 +134,19 @@ class SpanRef(_Frozen):
 
 
 class Evidence(_Frozen):
-    """Exactly one of: a probe receipt id, a source span, or free text."""
+    """Exactly one of: a probe receipt id, a source span, free text, or a declared plan
+    (the stored probe plan whose rerun on a later snapshot rechecks the claim)."""
 
     receipt: str | None = Field(default=None, pattern=_HEX64)
     span: SpanRef | None = None
     text: str | None = Field(default=None, min_length=1, max_length=65_536)
+    plan: str | None = Field(default=None, pattern=_HEX64)
 
     @model_validator(mode="after")
     def _exactly_one_kind(self) -> Evidence:
-        if sum(item is not None for item in (self.receipt, self.span, self.text)) != 1:
-            raise ValueError("name exactly one of receipt, span, text")
+        kinds = (self.receipt, self.span, self.text, self.plan)
+        if sum(item is not None for item in kinds) != 1:
+            raise ValueError("name exactly one of receipt, span, text, plan")
         return self
 
 

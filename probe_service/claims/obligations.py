@@ -11,18 +11,20 @@ checked; ``current_again`` is recorded only by a check, never by a caller.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from typing import Literal
 
-from sqlalchemy import Connection, Insert
+from sqlalchemy import Connection, Insert, select
 
 from ..errors import Conflict, EvidenceMismatch, InvalidClaim, NotFound
+from ..plans.tables import plans
 from ..store import Store, append_event, insert_on_conflict, utc_now
 from .audit import append_audit
 from .digests import digest_json
 from .lineage import record_supersession, withdraw_in
-from .receipts import ReceiptFacts, ReceiptLookup, no_receipts
+from .receipts import ReceiptFacts, ReceiptLookup, no_receipts, plan_shape
 from .records import ClaimCheck, ClaimRecord, Obligation
 from .resolutions import MAX_LIST, list_in, obligation_from_row, resolve_in
 from .rows import load_claim, reasons_json
@@ -163,7 +165,8 @@ def obligation_resolve(
         if before.state == "resolved":
             raise Conflict(f"obligation {obligation_id} is already resolved ({before.resolution})")
         if resolution == "rechecked" and receipt is not None:
-            _check_recheck(load_claim(conn, before.claim_id), before, receipt, receipts)
+            claim = load_claim(conn, before.claim_id)
+            _check_recheck(claim, before, receipt, receipts, _declared_shapes(conn, claim))
         (after,) = resolve_in(
             conn,
             [before],
@@ -194,7 +197,11 @@ def _check_resolution(
 
 
 def _check_recheck(
-    claim: ClaimRecord, obligation: Obligation, receipt: str, receipts: ReceiptLookup
+    claim: ClaimRecord,
+    obligation: Obligation,
+    receipt: str,
+    receipts: ReceiptLookup,
+    declared: set[str],
 ) -> None:
     """A recheck counts only if it ran the claim's plan on the obligation's snapshot and
     carries the claim's outcome; raise InvalidClaim or EvidenceMismatch otherwise."""
@@ -206,11 +213,11 @@ def _check_recheck(
             f"receipt: receipt {receipt} ran on snapshot {facts.snapshot_id}, not on the "
             f"obligation's snapshot {obligation.snapshot_id}"
         )
-    plans = _claim_plans(claim, receipts)
+    plans = _claim_plans(claim, receipts) | declared
     if facts.plan_shape is None or facts.plan_shape not in plans:
         raise EvidenceMismatch(
             f"receipt: receipt {receipt} did not run the plan of claim {claim.claim_id}"
-            + ("" if plans else " (the claim has no receipt evidence naming a plan)")
+            + ("" if plans else " (the claim names no plan: no receipt or declared plan)")
         )
     if _AGREES.get(facts.outcome) != claim.outcome:
         raise EvidenceMismatch(
@@ -225,6 +232,15 @@ def _claim_plans(claim: ClaimRecord, receipts: ReceiptLookup) -> set[str]:
     """The snapshot-independent plan shapes the claim's receipt evidence ran."""
     found = (receipts(ev.receipt) for ev in claim.evidence if ev.receipt is not None)
     return {f.plan_shape for f in found if isinstance(f, ReceiptFacts) and f.plan_shape}
+
+
+def _declared_shapes(conn: Connection, claim: ClaimRecord) -> set[str]:
+    """The snapshot-independent shapes of the plans the claim declares."""
+    ids = [ev.plan for ev in claim.evidence if ev.plan is not None]
+    if not ids:
+        return set()
+    bodies = conn.execute(select(plans.c.body).where(plans.c.plan_id.in_(ids))).scalars()
+    return {shape for body in bodies if (shape := plan_shape(json.loads(body)))}
 
 
 def _apply_side_effect(

@@ -91,8 +91,10 @@ Baseline = Annotated[ExactBlobBaseline | QueryBaseline, Field(discriminator="for
 class EvidenceRecord(_Frozen):
     """Stored evidence; span hashes and receipt outcomes were computed by the service."""
 
-    kind: Literal["receipt", "span", "text"]
+    kind: Literal["receipt", "span", "text", "plan"]
     receipt: str | None = None
+    #: For ``plan`` evidence: the declared plan's id.
+    plan: str | None = None
     receipt_outcome: str | None = None
     path: str | None = None
     start: int | None = None

@@ -77,6 +77,8 @@ claim_evidence = Table(
     Column("span_end", BigInteger, nullable=True),
     Column("sha256", String(_SHA), nullable=True),
     Column("text", Text, nullable=True),
+    # added by 0005_trust: the plan a claim declares as its recheck
+    Column("plan_id", String(_SHA), nullable=True),
 )
 
 claim_dependencies = Table(

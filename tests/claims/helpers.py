@@ -69,10 +69,13 @@ def stored_receipt(
     *,
     executable: str = "pytest",
     run_id: str = "run-1",
+    plan: dict[str, object] | None = None,
 ) -> str:
-    """Store a verified receipt that ran ``executable`` on ``snapshot_id``; its sha."""
+    """Store a verified receipt that ran ``executable`` (or ``plan``, moved to
+    ``snapshot_id``) on ``snapshot_id``; its sha."""
     committed: dict[str, object] = {field: f"{field}-value" for field in COMMITTED_FIELDS}
-    plan = {"snapshot_id": snapshot_id, "policy_id": "default", "executable": executable}
+    base = plan or {"policy_id": "default", "executable": executable}
+    plan = {**base, "snapshot_id": snapshot_id}
     committed.update(
         outcome=outcome,
         reason="oracle_passed",

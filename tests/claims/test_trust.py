@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from probe_service import service
 from probe_service.claims import (
     ReceiptLookup,
     change_analyze,
@@ -175,3 +176,39 @@ class TestGateAnswersForOneSnapshot:
         (closed,) = obligation_list(tree.store, snapshot_id=start)
         assert (closed.resolution, closed.resolved_by) == ("current_again", "byte-probe")
         assert [o.obligation_id for o in result.current_again] == [closed.obligation_id]
+
+
+class TestDeclaredPlans:
+    def plan(self, tree: WorkTree, snapshot_id: str) -> tuple[str, dict[str, object]]:
+        doc: dict[str, object] = {
+            "snapshot_id": snapshot_id, "policy_id": "default", "executable": "python3",
+            "args": ["-m", "pytest", "tests/test_parse.py"],
+            "oracle": {"check": {"kind": "exit_code", "equals": 0},
+                       "source": "user_requirement", "reference": "issue 10"},
+        }  # fmt: skip
+        plan_id = service.probe_plan(tree.store, doc).plan_id
+        return plan_id, service.probe_get(tree.store, plan_id).canonical()
+
+    def test_a_declared_plan_rechecks_the_claim(self, tree: WorkTree) -> None:
+        """A receipt of a plan the claim declares, rerun on the target, closes the obligation."""
+        lookup = store_receipts(tree.store)
+        start = tree.write("src/parse.py", PARSE_PY).capture()
+        plan_id, body = self.plan(tree, start)
+        first = stored_receipt(tree.store, "supports", start, run_id="r1")
+        evidence = [{"receipt": first}, {"plan": plan_id}]
+        claim_create(tree.store, claim_request(start, evidence=evidence), receipts=lookup)
+        end = tree.write("src/parse.py", "def parse(t):\n    return t\n").capture()
+        (opened,) = change_analyze(tree.store, start, end).opened
+        rerun = stored_receipt(tree.store, "supports", end, run_id="r2", plan=body)
+        done = obligation_resolve(tree.store, opened.obligation_id, "rechecked", "reran",
+                                  receipt=rerun, receipts=lookup)  # fmt: skip
+        assert done.receipt == rerun
+
+    def test_a_plan_for_another_snapshot_is_refused(self, tree: WorkTree) -> None:
+        """A declared plan must be made for the claim's snapshot."""
+        other = tree.write("src/parse.py", "x = 1\n").capture()
+        plan_id, _ = self.plan(tree, other)
+        snap = tree.write("src/parse.py", PARSE_PY).capture()
+        request = claim_request(snap, evidence=[{"plan": plan_id}])
+        with pytest.raises(EvidenceMismatch, match=plan_id):
+            claim_create(tree.store, request, receipts=store_receipts(tree.store))

@@ -4,6 +4,7 @@
   cursor it last acknowledged, so ``events --consumer NAME`` resumes there.
 - ``obligation_resolutions`` gains ``interface`` and ``resolved_by``: every resolution
   keeps which interface and which actor resolved it, beside its rationale.
+- ``claim_evidence`` gains ``plan_id``: a plan a claim declares as the probe that rechecks it.
 - ``runs`` gains ``reuse`` (the submitter's choice; ``submit --no-reuse`` stores false) and
   ``reused`` (whether the worker served a stored receipt instead of executing).
 
@@ -30,6 +31,8 @@ def upgrade() -> None:
     with op.batch_alter_table("obligation_resolutions") as batch:
         batch.add_column(sa.Column("interface", sa.String(32), nullable=True))
         batch.add_column(sa.Column("resolved_by", sa.String(128), nullable=True))
+    with op.batch_alter_table("claim_evidence") as batch:
+        batch.add_column(sa.Column("plan_id", sa.String(64), nullable=True))
     with op.batch_alter_table("runs") as batch:
         batch.add_column(sa.Column("reuse", sa.Boolean, nullable=False, server_default=sa.true()))
         batch.add_column(sa.Column("reused", sa.Boolean, nullable=True))
@@ -39,6 +42,8 @@ def downgrade() -> None:
     with op.batch_alter_table("runs") as batch:
         batch.drop_column("reused")
         batch.drop_column("reuse")
+    with op.batch_alter_table("claim_evidence") as batch:
+        batch.drop_column("plan_id")
     with op.batch_alter_table("obligation_resolutions") as batch:
         batch.drop_column("resolved_by")
         batch.drop_column("interface")
