@@ -17,11 +17,23 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from hypothesis import settings
 from sqlalchemy import create_engine, text
 
 from probe_service.errors import SandboxUnavailable
 from probe_service.sandbox import SandboxRuntime, locate_runtime
 from probe_service.store import Store, open_store
+
+# Hypothesis profiles: CI must give the same verdict on every run, so with ``CI`` set the
+# examples come from a fixed seed and no example database; ``make explore`` runs the
+# randomized profile (more examples, fresh randomness) to look for new failures, and a
+# failure found there is pinned as an ``@example`` or regression test.
+settings.register_profile("ci", derandomize=True, database=None, deadline=None)
+settings.register_profile("explore", deadline=None, max_examples=200)
+settings.register_profile("dev", deadline=None)
+settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
+)
 
 
 def _docker_answers() -> bool:

@@ -14,6 +14,7 @@ import socket
 import stat
 import tempfile
 import uuid
+from collections.abc import Mapping
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from ..policies import (
     PolicyFile,
     capture_identity,
     find_policy,
+    passed_environment,
     policy_digest,
     resolve_executable,
 )
@@ -47,7 +49,10 @@ from .persist import find_reusable_receipt, load_plan, load_receipt, save_receip
 from .receipts import RECEIPT_VERSION, build_receipt
 
 __all__ = [
+    "RUNNER_GENERATED",
+    "ActionInputs",
     "ProbeRunResult",
+    "action_inputs",
     "action_key_for",
     "probe_abandon",
     "probe_run",
@@ -76,9 +81,57 @@ class ProbeRunResult(BaseModel):
     receipt: dict[str, Any]
 
 
-def action_key_for(plan_id: str, snapshot_id: str, policy: str, exe_sha: str, sandbox: str) -> str:
+#: Variables the runner sets per run: they change every run by design, so they are not
+#: inputs of the action (docs/ARCHITECTURE.md, "Trust rules": reuse needs every input equal).
+RUNNER_GENERATED = frozenset({"BYTE_PROBE_SCRATCH", "HOME", "TMPDIR"})
+
+
+class ActionInputs(BaseModel):
+    """Every input that can change a probe's result; equal inputs may share a receipt."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    plan_id: str
+    snapshot_id: str
+    policy_digest: str
+    executable_path: str
+    executable_sha256: str
+    #: Names and values the policy passes into the sandbox, sorted by name.
+    environment: tuple[tuple[str, str], ...]
+    sandbox_digest: str
+    #: Hook for toolchain digests (name, digest) once toolchains exist; empty until then.
+    toolchains: tuple[tuple[str, str], ...] = ()
+
+
+def action_key_for(inputs: ActionInputs) -> str:
     """Return the action-cache key: any change to an input gives a new key."""
-    return sha256_of_json([plan_id, snapshot_id, policy, exe_sha, sandbox])
+    return sha256_of_json(inputs.model_dump(mode="json"))
+
+
+def action_inputs(
+    plan_id: str,
+    plan: Plan,
+    policy: Policy,
+    sandbox_digest: str,
+    environ: Mapping[str, str] | None = None,
+) -> ActionInputs:
+    """The inputs of running ``plan`` under ``policy`` on this worker, now."""
+    passed = passed_environment(policy, os.environ if environ is None else environ)
+    kept = sorted(
+        (name, value)
+        for name, value in passed.items()
+        if name not in RUNNER_GENERATED and not name.lower().endswith("_proxy")
+    )
+    path, sha = _executable_identity(policy, plan.executable)
+    return ActionInputs(
+        plan_id=plan_id,
+        snapshot_id=plan.snapshot_id,
+        policy_digest=policy_digest(policy),
+        executable_path=path,
+        executable_sha256=sha,
+        environment=tuple(kept),
+        sandbox_digest=sandbox_digest,
+    )
 
 
 def probe_run(
@@ -110,8 +163,7 @@ def probe_run(
         runtime = runtime or locate_runtime()
     except SandboxUnavailable as exc:
         return context.finish(store, _refused(exc.reason, str(exc)), None, "unverified", "")
-    exe_sha = _executable_sha(policy, plan.executable)
-    key = action_key_for(plan_id, plan.snapshot_id, policy_digest(policy), exe_sha, runtime.digest)
+    key = action_key_for(action_inputs(plan_id, plan, policy, runtime.digest))
     if reuse:
         cached = find_reusable_receipt(store, key)
         if cached is not None:
@@ -141,12 +193,14 @@ def probe_abandon(
     return context.finish(store, _refused(reason, detail), None, "not_run", "")
 
 
-def _executable_sha(policy: Policy, name: str) -> str:
-    """Digest of the executable the run would use; an unresolvable one keys as such."""
+def _executable_identity(policy: Policy, name: str) -> tuple[str, str]:
+    """Path and digest of the executable the run would use; an unresolvable one keys as
+    such."""
     try:
-        return capture_identity(resolve_executable(policy, name)).sha256
+        identity = capture_identity(resolve_executable(policy, name))
     except (ProbeServiceError, OSError):
-        return "unresolved"
+        return "unresolved", "unresolved"
+    return identity.path, identity.sha256
 
 
 def _refused(reason: str, detail: str) -> SandboxResult:
@@ -270,8 +324,10 @@ class _RunContext:
             if digest is not None:
                 operational[f"{stream}_b64"] = base64.b64encode(data).decode("ascii")
         receipt = build_receipt(committed, operational)
-        # Only a probe that ran to completion may answer a later identical action.
-        written = save_receipt(store, self.run_id, receipt, reusable=result.status == "ok")
+        # Only a probe that ran to completion with a decided outcome may answer a later
+        # identical action (docs/ARCHITECTURE.md, "Trust rules").
+        reusable = result.status == "ok" and decision.outcome != "inconclusive"
+        written = save_receipt(store, self.run_id, receipt, reusable=reusable)
         if not written:  # a duplicate delivery: the first receipt of this run stands
             receipt = load_receipt(store, self.run_id)
         return result_from_receipt(self.run_id, receipt, reused=False)

@@ -12,6 +12,7 @@ administrator file should fail loudly (seed 000, "Trusted probes").
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -29,6 +30,7 @@ __all__ = [
     "SCHEMA_2_KEYS",
     "Policy",
     "PolicyFile",
+    "passed_environment",
 ]
 
 #: Longest probe we accept: one hour of wall time.
@@ -166,3 +168,9 @@ class PolicyFile(BaseModel):
                 raise ValueError(f"duplicate policy id {policy.id!r}")
             seen.add(policy.id)
         return policies
+
+
+def passed_environment(policy: Policy, environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables ``policy`` passes into the sandbox, with ``environ``'s values (names
+    the worker does not have are not passed)."""
+    return {name: environ[name] for name in policy.environment if name in environ}

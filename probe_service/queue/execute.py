@@ -89,7 +89,7 @@ def execute_run(ctx: WorkerContext, run_id: str) -> str:
                 run.policy_id,
                 policy_file=load_policy_file(policy_file_path()),
                 runtime=ctx.runtime,
-                reuse=ctx.reuse,
+                reuse=ctx.reuse and run.reuse,
                 run_id=run_id,
                 worker=ctx.owner,
             )
@@ -113,6 +113,7 @@ def execute_run(ctx: WorkerContext, run_id: str) -> str:
         reason=result.reason,
         receipt_sha256=result.receipt_sha256,
         action_key=committed.get("action_key") or None,
+        reused=result.reused,
     )
     return result.outcome
 

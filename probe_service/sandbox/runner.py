@@ -28,7 +28,7 @@ from probe_service.policies.executables import (
     recheck_identity,
     resolve_executable,
 )
-from probe_service.policies.model import Policy
+from probe_service.policies.model import Policy, passed_environment
 from probe_service.sandbox.canary import run_canary
 from probe_service.sandbox.gate import create_gate
 from probe_service.sandbox.identity import (
@@ -130,7 +130,7 @@ def _prepare(
 def _probe_env(policy: Policy, scratch: Path) -> dict[str, str]:
     # docs/ARCHITECTURE.md, "Probe environment": exactly the names the policy
     # lists, with the worker's values, plus our scratch-pointing names.
-    env = {name: os.environ[name] for name in policy.environment if name in os.environ}
+    env = passed_environment(policy, os.environ)
     for sub in ("home", "tmp"):
         (scratch / sub).mkdir(exist_ok=True)
     env.update(BYTE_PROBE_SCRATCH=str(scratch), HOME=str(scratch / "home"))
