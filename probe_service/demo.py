@@ -14,8 +14,10 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from . import service
+from .cli.safe_text import untrusted
 from .policies import POLICY_FILE_ENV
 from .store import open_store
 
@@ -100,7 +102,9 @@ def run_demo(workdir: Path, console: Console) -> int:
     store = open_store(workdir)
     try:
         capture = service.snapshot_capture(store, EXAMPLE_REPO)
-        console.print(f"snapshot {capture.snapshot_id} ({capture.files} files) of {EXAMPLE_REPO}")
+        console.print(
+            untrusted(f"snapshot {capture.snapshot_id} ({capture.files} files) of {EXAMPLE_REPO}")
+        )
         table = Table(title="probe receipts", show_lines=True)
         table.add_column("hypothesis", ratio=3)
         table.add_column("oracle", ratio=2, overflow="fold")
@@ -113,11 +117,12 @@ def run_demo(workdir: Path, console: Console) -> int:
             plan_id = service.probe_plan(store, plan).plan_id
             result = service.probe_run(store, plan_id, plan["policy_id"])
             outcomes.append(result.outcome)
+            # The reason can quote probe output: data, never markup.
             table.add_row(
-                plan["hypothesis"],
-                plan["oracle"]["source"],
-                result.outcome,
-                result.reason,
+                Text(plan["hypothesis"]),
+                Text(plan["oracle"]["source"]),
+                Text(result.outcome),
+                untrusted(result.reason),
                 str(result.exit_code),
                 result.receipt_sha256[:12] + (" (reused)" if result.reused else ""),
             )

@@ -14,6 +14,7 @@ from rich.console import Console
 
 from ..errors import InfrastructureError, InvalidInput, ProbeServiceError, UnstableWorkingTree
 from ..store import DATABASE_URL_ENV, Store, open_store
+from .safe_text import safe_line
 
 __all__ = [
     "EXIT_INFRASTRUCTURE",
@@ -53,7 +54,8 @@ def exit_code_for(exc: ProbeServiceError) -> int:
 
 def report_error(message: str, code: str, as_json: bool) -> None:
     """Print one line on stderr, and an error frame on stdout when JSON was asked for."""
-    line = " ".join(message.split())
+    # Messages may quote untrusted text (a plan field, a path): one visible line.
+    line = safe_line(" ".join(message.split()))
     sys.stderr.write(f"byte-probe: error: {line}\n")
     if as_json:
         sys.stdout.write(json.dumps({"error": code, "message": line}) + "\n")

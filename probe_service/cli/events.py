@@ -10,6 +10,7 @@ from rich.table import Table
 
 from .. import service
 from .common import JsonOption, RootOption, console, emit_json, open_cli_store
+from .safe_text import untrusted
 
 
 def events(
@@ -39,5 +40,7 @@ def events(
     for column in ("cursor", "kind", "subject", "created"):
         table.add_column(column)
     for e in found:
-        table.add_row(str(e.cursor), e.kind, e.subject, e.created_at)
+        table.add_row(
+            str(e.cursor), untrusted(e.kind), untrusted(e.subject), untrusted(e.created_at)
+        )
     console.print(table)

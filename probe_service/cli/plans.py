@@ -15,6 +15,8 @@ from .. import service
 from ..errors import InvalidPlan, ReceiptInvalid
 from ..queue import REDIS_URL_ENV, ProbeQueue
 from .common import JsonOption, RootOption, console, emit_json, open_cli_store, read_json_arg
+from .results import output_json, print_receipt
+from .safe_text import untrusted
 
 plan_app = typer.Typer(help="Create and show immutable probe plans.", no_args_is_help=True)
 receipt_app = typer.Typer(help="Show and verify probe receipts.", no_args_is_help=True)
@@ -51,9 +53,10 @@ def plan_show(plan_id: str, root: RootOption = Path("."), json_out: JsonOption =
     if json_out:
         emit_json({"plan_id": plan_id, "plan": plan.canonical()})
         return
-    table = Table(title=f"plan {plan_id}", show_header=False)
+    # A plan's fields are untrusted text: never markup, never control sequences.
+    table = Table(title=untrusted(f"plan {plan_id}"), show_header=False)
     for key, value in plan.canonical().items():
-        table.add_row(key, json.dumps(value, ensure_ascii=False))
+        table.add_row(untrusted(key), untrusted(json.dumps(value, ensure_ascii=False)))
     console.print(table)
 
 
@@ -94,16 +97,10 @@ def run(
     else:
         result = service.probe_run(store, plan_id, policy, reuse=not no_reuse)
     if json_out:
-        emit_json(result.model_dump(exclude={"receipt"}))
+        emit_json({**result.model_dump(exclude={"receipt"}), **output_json(result.receipt)})
     else:
-        table = Table(title=f"run {result.run_id}", show_header=False)
-        for key in ("outcome", "reason", "status", "exit_code", "reused", "receipt_sha256"):
-            table.add_row(key, str(getattr(result, key)))
-        console.print(table)
-        if result.stdout:
-            console.print(
-                f"[dim]stdout:[/dim] {result.stdout[:2000]}", markup=True, highlight=False
-            )
+        extra = {"reused": "yes" if result.reused else "no"}
+        print_receipt(console, result.receipt, f"run {result.run_id}", extra)
     raise typer.Exit(RUN_EXIT[result.outcome])
 
 
@@ -121,11 +118,8 @@ def receipt_show(
     if json_out:
         emit_json(receipt)
         return
-    committed = receipt["committed"]
-    table = Table(title=f"receipt {receipt['receipt_sha256']}", show_header=False)
-    for key in ("outcome", "reason", "status", "exit_code", "plan_id", "snapshot_id", "policy_id"):
-        table.add_row(key, str(committed[key]))
-    console.print(table)
+    run_id = receipt.get("operational", {}).get("run_id")
+    print_receipt(console, receipt, f"receipt {receipt['receipt_sha256']}", {"run": run_id or ""})
 
 
 @receipt_app.command("verify")

@@ -18,6 +18,8 @@ from rich.table import Table
 from probe_service.errors import PolicyError
 from probe_service.policies import check_policy_file, policy_digest, policy_file_path
 
+from .safe_text import safe_line, untrusted
+
 __all__ = ["app"]
 
 app = typer.Typer(help="Check administrator probe policies.", no_args_is_help=True)
@@ -44,15 +46,15 @@ def check(
     try:
         policies = check_policy_file(path)
     except PolicyError as exc:
-        sys.stderr.write(f"error: {' '.join(str(exc).split())}\n")
+        sys.stderr.write(f"error: {safe_line(' '.join(str(exc).split()))}\n")
         raise typer.Exit(1) from None
     rows = [{"id": policy.id, "digest": policy_digest(policy)} for policy in policies]
     if as_json:
         sys.stdout.write(json.dumps({"file": str(path), "policies": rows}) + "\n")
         return
-    table = Table(title=str(path))
+    table = Table(title=untrusted(path))
     table.add_column("id")
     table.add_column("digest (sha256)", overflow="fold")
     for row in rows:
-        table.add_row(row["id"], row["digest"])
+        table.add_row(untrusted(row["id"]), row["digest"])
     Console().print(table)

@@ -32,6 +32,7 @@ from ..queue.metrics import METRICS_PORT_ENV, serve_metrics
 from ..queue.supervisor import run_supervisor
 from ..store import Store
 from .common import JsonOption, RootOption, console, emit_json, open_cli_store
+from .safe_text import untrusted
 
 
 class FailOn(StrEnum):
@@ -231,9 +232,9 @@ def _print_results(results: list[RunSummary]) -> None:
     for r in results[:200]:
         table.add_row(
             str(r.seq),
-            r.name[:60],
-            r.outcome or r.state,
-            r.reason or "",
+            untrusted(r.name[:60]),
+            untrusted(r.outcome or r.state),
+            untrusted(r.reason or ""),
             (r.receipt_sha256 or "")[:16],
             "yes" if r.reused else "",
         )

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from .. import service
 from .common import JsonOption, RootOption, console, emit_json, open_cli_store
+from .safe_text import untrusted
 
 app = typer.Typer(help="Capture, show and materialize content-addressed snapshots.")
 
@@ -31,12 +32,17 @@ def capture(
         return
     table = Table(title="snapshot captured", show_header=False)
     for key, value in result.model_dump().items():
-        table.add_row(key, str(value))
+        table.add_row(key, untrusted(value))
     console.print(table)
 
 
 @app.command("show")
-def show(snapshot_id: str, root: RootOption = Path("."), json_out: JsonOption = False) -> None:
+def show(
+    snapshot_id: str,
+    root: RootOption = Path("."),
+    json_out: JsonOption = False,
+    wide: Annotated[bool, typer.Option("--wide", help="Full digests in the table.")] = False,
+) -> None:
     """Show a snapshot's entries.
 
     Example: byte-probe snapshot show 3f2a… --json
@@ -52,12 +58,16 @@ def show(snapshot_id: str, root: RootOption = Path("."), json_out: JsonOption = 
             }
         )
         return
-    table = Table(title=f"snapshot {snapshot.snapshot_id}")
+    table = Table(title=untrusted(f"snapshot {snapshot.snapshot_id}"))
     for column in ("path", "kind", "exec", "size", "digest / target"):
         table.add_column(column)
     for e in snapshot.entries:
-        detail = e.digest[:16] if e.digest else f"-> {e.target}"
-        table.add_row(e.path, e.kind, "x" if e.executable else "", str(e.size), detail)
+        digest = e.digest if wide else (e.digest or "")[:16]
+        detail = digest if e.digest else f"-> {e.target}"
+        # Paths and link targets come from the repository: data, never markup.
+        table.add_row(
+            untrusted(e.path), e.kind, "x" if e.executable else "", str(e.size), untrusted(detail)
+        )
     console.print(table)
 
 
@@ -76,4 +86,4 @@ def materialize(
     if json_out:
         emit_json({"snapshot_id": snapshot_id, "dest": str(dest), "files": snapshot.files})
     else:
-        console.print(f"materialized {snapshot.files} files into {dest}")
+        console.print(untrusted(f"materialized {snapshot.files} files into {dest}"))

@@ -1,0 +1,89 @@
+"""How `run` and `receipt show` present one receipt: the outcome and why, safely.
+
+Every value shown comes from a receipt, whose fields a probe, repository, plan or policy
+may have chosen, so each goes through ``safe_text`` (docs/ARCHITECTURE.md, "Trust rules").
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .safe_text import excerpt, json_output, untrusted
+
+__all__ = ["output_bytes", "output_json", "print_receipt"]
+
+_STREAMS = ("stdout", "stderr")
+
+
+def output_bytes(receipt: dict[str, Any], stream: str) -> bytes:
+    """The kept bytes of ``stream`` in ``receipt`` (empty when none were kept)."""
+    encoded = receipt.get("operational", {}).get(f"{stream}_b64") or ""
+    try:
+        return base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        return b""
+
+
+def output_json(receipt: dict[str, Any]) -> dict[str, Any]:
+    """``stdout``/``stderr`` as text when valid UTF-8, else base64, with their encodings."""
+    fields: dict[str, Any] = {}
+    for stream in _STREAMS:
+        value, encoding = json_output(output_bytes(receipt, stream))
+        fields[stream] = value
+        fields[f"{stream}_encoding"] = encoding
+    return fields
+
+
+def _timings(committed: dict[str, Any], operational: dict[str, Any]) -> str:
+    parts = []
+    if isinstance(committed.get("elapsed_us"), int):
+        parts.append(f"probe {committed['elapsed_us'] / 1_000_000:.3f}s")
+    if isinstance(operational.get("wall_seconds"), int | float):
+        parts.append(f"sandbox wall {operational['wall_seconds']:.3f}s")
+    return ", ".join(parts)
+
+
+def print_receipt(
+    console: Console, receipt: dict[str, Any], title: str, extra: dict[str, str] | None = None
+) -> None:
+    """Print outcome, reason, detail, exit code, timings and both outputs' first/last lines."""
+    committed = receipt["committed"]
+    operational = receipt.get("operational", {})
+    table = Table(title=untrusted(title), show_header=False)
+    rows: list[tuple[str, object]] = [
+        ("outcome", committed.get("outcome")),
+        ("reason", committed.get("reason")),
+        ("status", committed.get("status")),
+        ("exit_code", committed.get("exit_code")),
+    ]
+    if operational.get("detail"):
+        rows.append(("detail", operational["detail"]))
+    timings = _timings(committed, operational)
+    if timings:
+        rows.append(("timings", timings))
+    for key in ("plan_id", "snapshot_id", "policy_id"):
+        rows.append((key, committed.get(key)))
+    rows.append(("receipt", receipt.get("receipt_sha256")))
+    rows.extend((extra or {}).items())
+    for key, value in rows:
+        table.add_row(key, untrusted("" if value is None else value))
+    console.print(table)
+    for stream in _STREAMS:
+        _print_stream(console, stream, output_bytes(receipt, stream))
+
+
+def _print_stream(console: Console, stream: str, data: bytes) -> None:
+    if not data:
+        console.print(Text(f"{stream}: (empty)", style="dim"))
+        return
+    cut = excerpt(data)
+    header = f"{stream}: {cut.total_lines} line(s), {cut.total_bytes} bytes"
+    console.print(Text(header + (f" ({cut.note})" if cut.note else ""), style="dim"))
+    for line in cut.lines:
+        console.print(Text("  " + line), soft_wrap=True)
