@@ -14,7 +14,6 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
 from . import service
 from .cli.safe_text import untrusted
@@ -117,11 +116,11 @@ def run_demo(workdir: Path, console: Console) -> int:
             plan_id = service.probe_plan(store, plan).plan_id
             result = service.probe_run(store, plan_id, plan["policy_id"])
             outcomes.append(result.outcome)
-            # The reason can quote probe output: data, never markup.
+            # Plan text and the reason (which can quote probe output) are data, never markup.
             table.add_row(
-                Text(plan["hypothesis"]),
-                Text(plan["oracle"]["source"]),
-                Text(result.outcome),
+                untrusted(plan["hypothesis"]),
+                untrusted(plan["oracle"]["source"]),
+                untrusted(result.outcome),
                 untrusted(result.reason),
                 str(result.exit_code),
                 result.receipt_sha256[:12] + (" (reused)" if result.reused else ""),

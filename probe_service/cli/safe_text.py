@@ -84,7 +84,10 @@ def excerpt(
     data: bytes, head: int = HEAD_LINES, tail: int = TAIL_LINES, width: int = MAX_LINE_CHARS
 ) -> Excerpt:
     """Bound ``data`` to ``head`` + ``tail`` visible lines of at most ``width`` characters."""
-    raw_lines = data.splitlines()
+    # Split on LF only: a CR inside a line is shown as \\r, never taken as a line break.
+    raw_lines = data.split(b"\n")
+    if raw_lines and not raw_lines[-1]:
+        raw_lines.pop()
     total = len(raw_lines)
     keep = raw_lines if total <= head + tail else raw_lines[:head] + raw_lines[total - tail :]
     shown: list[str] = []
