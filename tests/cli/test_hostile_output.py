@@ -72,9 +72,7 @@ class TestHostileOutput:
         assert "err [/] \\x9b2J\\x1b[2J done" in out
         assert "supports" in out
 
-    def test_run_json_marks_invalid_utf8_as_base64(
-        self, cli: CliRunner, hostile_plan: str
-    ) -> None:
+    def test_run_json_marks_invalid_utf8_as_base64(self, cli: CliRunner, hostile_plan: str) -> None:
         """`run --json` carries invalid UTF-8 stdout as marked base64 and valid stderr as text."""
         code, out, _ = cli("run", hostile_plan, "--policy", POLICY_ID, "--json")
         doc = json.loads(out)
@@ -127,4 +125,3 @@ class TestHostileOutput:
         assert "[/dim]" in out
         for control in RAW_CONTROLS:
             assert control not in out
-
