@@ -16,8 +16,8 @@ from rich.console import Console
 from rich.table import Table
 
 from . import service
-from .cli.safe_text import untrusted
 from .policies import POLICY_FILE_ENV
+from .safe_text import untrusted
 from .store import open_store
 
 __all__ = ["DEMO_POLICY", "EXAMPLE_REPO", "demo_plans", "run_demo"]

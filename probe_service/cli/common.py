@@ -13,8 +13,8 @@ from pydantic import BaseModel
 from rich.console import Console
 
 from ..errors import InfrastructureError, InvalidInput, ProbeServiceError, UnstableWorkingTree
+from ..safe_text import safe_line
 from ..store import DATABASE_URL_ENV, Store, open_store
-from .safe_text import safe_line
 
 __all__ = [
     "EXIT_INFRASTRUCTURE",

@@ -9,8 +9,8 @@ import typer
 from rich.table import Table
 
 from .. import service
+from ..safe_text import untrusted
 from .common import JsonOption, RootOption, console, emit_json, open_cli_store
-from .safe_text import untrusted
 
 
 def events(

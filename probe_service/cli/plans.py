@@ -14,9 +14,9 @@ from rich.table import Table
 from .. import service
 from ..errors import InvalidPlan, ReceiptInvalid
 from ..queue import REDIS_URL_ENV, ProbeQueue
+from ..safe_text import untrusted
 from .common import JsonOption, RootOption, console, emit_json, open_cli_store, read_json_arg
 from .results import output_json, print_receipt
-from .safe_text import untrusted
 
 plan_app = typer.Typer(help="Create and show immutable probe plans.", no_args_is_help=True)
 receipt_app = typer.Typer(help="Show and verify probe receipts.", no_args_is_help=True)

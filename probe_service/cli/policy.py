@@ -18,7 +18,7 @@ from rich.table import Table
 from probe_service.errors import PolicyError
 from probe_service.policies import check_policy_file, policy_digest, policy_file_path
 
-from .safe_text import safe_line, untrusted
+from ..safe_text import safe_line, untrusted
 
 __all__ = ["app"]
 

@@ -14,6 +14,7 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from .. import service
 from ..errors import InvalidInput
 from ..queue import (
     DEFAULT_QUEUE,
@@ -30,9 +31,9 @@ from ..queue.inline import run_inline
 from ..queue.junit import write_junit
 from ..queue.metrics import METRICS_PORT_ENV, serve_metrics
 from ..queue.supervisor import run_supervisor
+from ..safe_text import untrusted
 from ..store import Store
 from .common import JsonOption, RootOption, console, emit_json, open_cli_store
-from .safe_text import untrusted
 
 
 class FailOn(StrEnum):
@@ -203,7 +204,12 @@ def _submit(
     _wait_with_progress(store, batch_id, total, show=sys.stdout.isatty() and not json_out)
     results = batch_results(store, batch_id)
     if junit is not None:
-        write_junit(junit, batch_id, results)
+        receipts = {
+            r.receipt_sha256: service.receipt_get(store, r.receipt_sha256)
+            for r in results
+            if r.receipt_sha256
+        }
+        write_junit(junit, batch_id, results, receipts)
     code = _gate(results, fail_on)
     if json_out:
         emit_json(

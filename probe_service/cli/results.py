@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .safe_text import excerpt, json_output, untrusted
+from ..safe_text import excerpt, json_output, untrusted
 
 __all__ = ["output_bytes", "output_json", "print_receipt"]
 

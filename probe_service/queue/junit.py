@@ -1,44 +1,111 @@
-"""JUnit XML for CI: one testcase per plan; supports passes, refutes fails, inconclusive errors."""
+"""JUnit XML for CI: one testcase per plan; supports passes, refutes fails, inconclusive errors.
+
+The shape is Jenkins' junit-10.xsd (what GitLab and GitHub reporters also read): per case,
+the time goes in ``time``, the outcome and reason in a ``failure``/``error``/``skipped``
+element's message, bounded output in ``system-out``/``system-err``; properties only at the
+testsuite level. Output is untrusted, so it is neutralised before it reaches the XML
+(docs/ARCHITECTURE.md, "Trust rules").
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import base64
+import binascii
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from xml.etree import ElementTree as ET
 
+from ..safe_text import excerpt, safe_line
 from .submit import RunSummary
 
 __all__ = ["write_junit"]
 
+#: Lines of each output stream kept from its start and from its end.
+JUNIT_OUTPUT_LINES = 50
 
-def write_junit(path: Path, batch_id: str, results: Sequence[RunSummary]) -> None:
-    """Write ``results`` as a JUnit testsuite named after the batch."""
+
+def _stream(receipt: Mapping[str, Any], stream: str) -> bytes:
+    encoded = receipt.get("operational", {}).get(f"{stream}_b64") or ""
+    try:
+        return base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        return b""
+
+
+def _seconds(receipt: Mapping[str, Any]) -> float:
+    elapsed = receipt.get("committed", {}).get("elapsed_us")
+    if isinstance(elapsed, int):
+        return elapsed / 1_000_000
+    wall = receipt.get("operational", {}).get("wall_seconds")
+    return float(wall) if isinstance(wall, int | float) else 0.0
+
+
+def _bounded(header: list[str], data: bytes) -> str:
+    cut = excerpt(data, head=JUNIT_OUTPUT_LINES, tail=JUNIT_OUTPUT_LINES)
+    note = [f"[byte-probe: {cut.note}]"] if cut.note else []
+    return "\n".join([*header, *note, *cut.lines]) + "\n"
+
+
+def _testcase(suite: ET.Element, r: RunSummary, receipt: Mapping[str, Any]) -> float:
+    seconds = _seconds(receipt)
+    case = ET.SubElement(
+        suite,
+        "testcase",
+        classname="byte-probe",
+        name=safe_line(r.name or r.plan_id),
+        time=f"{seconds:.3f}",
+    )
+    reason = safe_line(r.reason or r.state)
+    message = f"{reason} (receipt {r.receipt_sha256 or 'none'}, run {r.run_id})"
+    if r.outcome == "refutes":
+        ET.SubElement(case, "failure", message=message, type="refutes").text = message
+    elif r.outcome is None:
+        ET.SubElement(case, "skipped", message=f"not finished: {message}", type=r.state)
+    elif r.outcome != "supports":
+        ET.SubElement(case, "error", message=message, type=r.outcome).text = message
+    exit_code = receipt.get("committed", {}).get("exit_code")
+    header = [
+        f"[byte-probe: plan {r.plan_id}, run {r.run_id}, receipt {r.receipt_sha256 or 'none'}"
+        f"{' (reused)' if r.reused else ''}, outcome {r.outcome or r.state}, reason {reason}, "
+        f"exit code {exit_code}]"
+    ]
+    ET.SubElement(case, "system-out").text = _bounded(header, _stream(receipt, "stdout"))
+    ET.SubElement(case, "system-err").text = _bounded([], _stream(receipt, "stderr"))
+    return seconds
+
+
+def write_junit(
+    path: Path,
+    batch_id: str,
+    results: Sequence[RunSummary],
+    receipts: Mapping[str, Mapping[str, Any]] | None = None,
+) -> None:
+    """Write ``results`` as one JUnit testsuite named after the batch.
+
+    ``receipts`` maps a receipt id to its receipt, for each case's time and output.
+    """
+    found = receipts or {}
     failures = sum(1 for r in results if r.outcome == "refutes")
-    errors = sum(1 for r in results if r.outcome != "refutes" and r.outcome != "supports")
-    suite = ET.Element(
+    skipped = sum(1 for r in results if r.outcome is None)
+    errors = len(results) - failures - skipped - sum(1 for r in results if r.outcome == "supports")
+    root = ET.Element("testsuites", name="byte-probe")
+    suite = ET.SubElement(
+        root,
         "testsuite",
         name=f"byte-probe batch {batch_id}",
         tests=str(len(results)),
         failures=str(failures),
         errors=str(errors),
+        skipped=str(skipped),
+        timestamp=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S"),
     )
     suite_props = ET.SubElement(suite, "properties")
-    reused = sum(1 for r in results if r.reused)
-    ET.SubElement(suite_props, "property", name="reused", value=str(reused))
-    for r in results:
-        case = ET.SubElement(suite, "testcase", classname="byte-probe", name=r.name or r.plan_id)
-        message = f"{r.reason} (receipt {r.receipt_sha256 or 'none'}, run {r.run_id})"
-        if r.outcome == "refutes":
-            ET.SubElement(case, "failure", message=message, type="refutes").text = message
-        elif r.outcome != "supports":
-            ET.SubElement(
-                case, "error", message=message, type=r.outcome or "unfinished"
-            ).text = message
-        props = ET.SubElement(case, "properties")
-        for key, value in (
-            ("plan_id", r.plan_id),
-            ("receipt_sha256", r.receipt_sha256 or ""),
-            ("reused", "true" if r.reused else "false"),
-        ):
-            ET.SubElement(props, "property", name=key, value=value)
-    ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
+    for name, value in (("batch_id", batch_id), ("reused", str(sum(r.reused for r in results)))):
+        ET.SubElement(suite_props, "property", name=name, value=value)
+    total = sum(_testcase(suite, r, found.get(r.receipt_sha256 or "", {})) for r in results)
+    suite.set("time", f"{total:.3f}")
+    for attribute in ("tests", "failures", "errors", "time"):
+        root.set(attribute, suite.get(attribute, "0"))
+    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import probe_service.demo
-from probe_service.cli.safe_text import excerpt, json_output, safe_line, safe_text
+from probe_service.safe_text import excerpt, json_output, safe_line, safe_text
 
 from .conftest import POLICY_ID, CliRunner, PlanCreator
 

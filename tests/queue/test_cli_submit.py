@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree as ET
 
 import pytest
 from sqlalchemy import func, select
@@ -167,4 +168,47 @@ class TestSubmitReuse:
         assert receipts[0] == receipts[1] != receipts[2]
         xml = junit.read_text()
         assert '<property name="reused" value="1" />' in xml
-        assert '<property name="reused" value="true" />' in xml
+        assert "(reused)" in xml
+
+
+JUNIT_XSD = Path(__file__).resolve().parent.parent / "fixtures" / "junit-10.xsd"
+
+
+class TestJunitReport:
+    @pytest.fixture
+    def report(self, cli: CliRunner, embedded_snapshot: str, tmp_path: Path) -> Path:
+        """A JUnit file of one supporting, one refuted and one inconclusive real run."""
+        noisy = "printf 'out [b]\\033[31m\\001\\n'; for i in $(seq 300); do echo e$i >&2; done"
+        refuted = {**shell_plan(embedded_snapshot, "exit 3", "refuted"), "failure_refutes": True}
+        plans = [
+            shell_plan(embedded_snapshot, noisy, "noisy"),
+            refuted,
+            shell_plan(embedded_snapshot, "exit 4", "inconclusive"),
+        ]
+        junit = tmp_path / "probes.xml"
+        code, _, err = cli(
+            "submit", _plans_file(tmp_path, plans), "--policy", POLICY_ID, "--junit", str(junit)
+        )
+        assert code == 1, err
+        return junit
+
+    def test_validates_against_junit_xsd(self, report: Path) -> None:
+        """The report validates against the Jenkins junit-10.xsd shape CI systems read."""
+        xmlschema = pytest.importorskip("xmlschema")
+        xmlschema.XMLSchema(str(JUNIT_XSD)).validate(str(report))
+
+    def test_cases_carry_time_output_and_reason(self, report: Path) -> None:
+        """Each case has a time and bounded, neutralised output; the reason is the message."""
+        root = ET.parse(report).getroot()  # noqa: S314 - our own file
+        cases = root.findall("testsuite/testcase")
+        assert all(float(case.get("time", "x")) >= 0 for case in cases)
+        out, err = cases[0].findtext("system-out", ""), cases[0].findtext("system-err", "")
+        assert "out [b]\\x1b[31m\\x01" in out
+        assert ("e1\n" in err, "e300\n" in err, "200 of 300 lines cut" in err) == (True,) * 3
+        failure, error = cases[1].find("failure"), cases[2].find("error")
+        assert failure is not None
+        assert error is not None
+        assert failure.get("message", "").startswith("oracle_failed")
+        assert "receipt" in error.get("message", "")
+        assert root.findall("testsuite/testcase/properties") == []
+        assert root.findall("testsuite/properties/property")
