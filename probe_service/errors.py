@@ -13,6 +13,7 @@ Branches are grouped by what the caller does next::
     │   ├── UnsafePath                a path escapes, links, or is not a regular file
     │   ├── LimitExceeded             a size or count limit was crossed (names the limit)
     │   ├── NotFound                  an id that the store does not hold
+    │   ├── AmbiguousId               an id prefix that matches more than one id
     │   └── Conflict                  the request contradicts stored, immutable state
     ├── UnstableWorkingTree           files moved while a snapshot was captured
     ├── InfrastructureError           retry later: the dependency was unavailable
@@ -28,6 +29,7 @@ once, at the edge that calls them, with ``raise Mapped(...) from exc``.
 from __future__ import annotations
 
 __all__ = [
+    "AmbiguousId",
     "BrokerUnavailable",
     "Conflict",
     "EvidenceMismatch",
@@ -100,6 +102,19 @@ class NotFound(InvalidInput):
     """An id names nothing the store holds."""
 
     code = "not_found"
+
+
+class AmbiguousId(InvalidInput):
+    """An id prefix typed at the CLI matches more than one stored id."""
+
+    code = "ambiguous_id"
+
+    def __init__(self, kind: str, prefix: str, matches: int) -> None:
+        super().__init__(
+            f"{kind} id prefix {prefix!r} is ambiguous: it matches {matches} ids; "
+            "type more characters"
+        )
+        self.kind, self.prefix, self.matches = kind, prefix, matches
 
 
 class Conflict(InvalidInput):

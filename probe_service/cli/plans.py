@@ -16,6 +16,7 @@ from ..errors import InvalidPlan, ReceiptInvalid
 from ..queue import REDIS_URL_ENV, ProbeQueue
 from ..safe_text import untrusted
 from .common import JsonOption, RootOption, console, emit_json, open_cli_store, read_json_arg
+from .ids import resolve_id
 from .results import output_json, print_receipt
 
 plan_app = typer.Typer(help="Create and show immutable probe plans.", no_args_is_help=True)
@@ -49,7 +50,9 @@ def plan_show(plan_id: str, root: RootOption = Path("."), json_out: JsonOption =
 
     Example: byte-probe plan show 9b1c… --json
     """
-    plan = service.probe_get(open_cli_store(root), plan_id)
+    store = open_cli_store(root)
+    plan_id = resolve_id(store, "plan", plan_id)
+    plan = service.probe_get(store, plan_id)
     if json_out:
         emit_json({"plan_id": plan_id, "plan": plan.canonical()})
         return
@@ -85,6 +88,7 @@ def run(
     Example: byte-probe run 9b1c… --policy local-python-no-network --json
     """
     store = open_cli_store(root)
+    plan_id = resolve_id(store, "plan", plan_id)
     url = os.environ.get(REDIS_URL_ENV)
     if url and not inline:
         queue = ProbeQueue(url)
@@ -114,7 +118,8 @@ def receipt_show(
 
     Example: byte-probe receipt show 4e0f… --json > receipt.json
     """
-    receipt = service.receipt_get(open_cli_store(root), receipt_id)
+    store = open_cli_store(root)
+    receipt = service.receipt_get(store, resolve_id(store, "receipt", receipt_id))
     if json_out:
         emit_json(receipt)
         return

@@ -129,6 +129,7 @@ def submit(
     no_reuse: Annotated[
         bool, typer.Option("--no-reuse", help="Execute even where a reusable receipt exists.")
     ] = False,
+    wide: Annotated[bool, typer.Option("--wide", help="Full ids in the results table.")] = False,
     root: RootOption = Path("."),
     json_out: JsonOption = False,
 ) -> None:
@@ -156,6 +157,7 @@ def submit(
             threads,
             json_out,
             reuse=not no_reuse,
+            wide=wide,
         )
     finally:
         # Pooled PostgreSQL connections and the broker's Redis pool would otherwise leak
@@ -179,6 +181,7 @@ def _submit(
     json_out: bool,
     *,
     reuse: bool = True,
+    wide: bool = False,
 ) -> None:
     if resume:
         if queue is None:
@@ -227,13 +230,14 @@ def _submit(
             }
         )
     else:
-        _print_results(results)
+        _print_results(results, wide)
     raise typer.Exit(code)
 
 
-def _print_results(results: list[RunSummary]) -> None:
+def _print_results(results: list[RunSummary], wide: bool) -> None:
     table = Table(title="batch results")
-    for column in ("#", "plan", "outcome", "reason", "receipt", "reused"):
+    columns = ("#", "plan", "outcome", "reason", "receipt", "reused") + (("run",) if wide else ())
+    for column in columns:
         table.add_column(column, no_wrap=column != "plan")
     for r in results[:200]:
         table.add_row(
@@ -241,8 +245,9 @@ def _print_results(results: list[RunSummary]) -> None:
             untrusted(r.name[:60]),
             untrusted(r.outcome or r.state),
             untrusted(r.reason or ""),
-            (r.receipt_sha256 or "")[:16],
+            (r.receipt_sha256 or "")[: None if wide else 16],
             "yes" if r.reused else "",
+            *((r.run_id,) if wide else ()),
         )
     console.print(table)
     if len(results) > 200:

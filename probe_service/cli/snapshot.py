@@ -11,6 +11,7 @@ from rich.table import Table
 from .. import service
 from ..safe_text import untrusted
 from .common import JsonOption, RootOption, console, emit_json, open_cli_store
+from .ids import resolve_id
 
 app = typer.Typer(help="Capture, show and materialize content-addressed snapshots.")
 
@@ -47,7 +48,8 @@ def show(
 
     Example: byte-probe snapshot show 3f2a… --json
     """
-    snapshot = service.snapshot_get(open_cli_store(root), snapshot_id)
+    store = open_cli_store(root)
+    snapshot = service.snapshot_get(store, resolve_id(store, "snapshot", snapshot_id))
     if json_out:
         emit_json(
             {
@@ -82,7 +84,9 @@ def materialize(
 
     Example: byte-probe snapshot materialize 3f2a… /tmp/copy
     """
-    snapshot = service.snapshot_materialize(open_cli_store(root), snapshot_id, dest)
+    store = open_cli_store(root)
+    snapshot_id = resolve_id(store, "snapshot", snapshot_id)
+    snapshot = service.snapshot_materialize(store, snapshot_id, dest)
     if json_out:
         emit_json({"snapshot_id": snapshot_id, "dest": str(dest), "files": snapshot.files})
     else:

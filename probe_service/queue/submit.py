@@ -98,6 +98,8 @@ def read_plans_file(
 
 
 def _parse_line(line: str, policy_id: str) -> Plan | str:
+    if _PLAN_ID.match(line.strip()):  # a bare plan id, as people paste them
+        return line.strip()
     try:
         value = json.loads(line)
     except json.JSONDecodeError as exc:
