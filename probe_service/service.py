@@ -6,6 +6,7 @@ pydantic models or JSON values, so an adapter never needs to know how an answer 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from .claims import (
     obligation_list,
     obligation_resolve,
 )
-from .errors import InfrastructureError, InvalidInput, PolicyError
+from .errors import Conflict, InfrastructureError, InvalidInput, NotFound, PolicyError
 from .plans import (
     Plan,
     ProbeRunResult,
@@ -40,6 +41,7 @@ from .plans import (
 from .plans import probe_run as _probe_run
 from .policies import load_policy_file, policy_file_path
 from .queue import ProbeQueue, batch_results, submit_plans, wait_batch
+from .queue.runs import cancel_run
 from .sandbox import SandboxRuntime
 from .snapshot import Snapshot, load_snapshot, snapshot_capture
 from .snapshot import snapshot_materialize as _materialize
@@ -69,6 +71,7 @@ __all__ = [
     "probe_run_queued",
     "receipt_get",
     "receipt_verify",
+    "run_cancel",
     "snapshot_capture",
     "snapshot_get",
     "snapshot_materialize",
@@ -206,13 +209,15 @@ def probe_run_queued(
     *,
     timeout_s: float | None = None,
     reuse: bool = True,
+    on_progress: Callable[[dict[str, int]], None] | None = None,
 ) -> ProbeRunResult:
     """Run a plan through the queue (any worker) and wait for its receipt; with
     ``reuse=False`` the worker executes even when a reusable receipt exists.
 
     Raises NotFound, PolicyError (policy id differs from the plan's, or the worker could
     not find it), BrokerUnavailable, or InfrastructureError when no worker finished it
-    within ``timeout_s``.
+    within ``timeout_s`` (a run no worker took by then is cancelled, so it never executes
+    after its caller gave up). ``on_progress`` sees the batch counts at each poll.
     """
     plan = load_plan(store, plan_id)
     if policy_id != plan.policy_id:
@@ -220,8 +225,13 @@ def probe_run_queued(
             f"policy: {policy_id!r} does not equal the plan's policy_id {plan.policy_id!r}"
         )
     submitted = submit_plans(store, queue, [plan_id], policy_id, reuse=reuse)
-    wait_batch(store, submitted.batch_id, lambda _: None, timeout_s=timeout_s)
+    wait_batch(store, submitted.batch_id, on_progress or (lambda _: None), timeout_s=timeout_s)
     (run,) = batch_results(store, submitted.batch_id)
+    if run.state == "queued" and cancel_run(store, run.run_id) == "queued":
+        raise InfrastructureError(
+            f"run {run.run_id}: no worker took it within {timeout_s}s, so it was cancelled; "
+            "is `byte-probe worker` running on this PROBE_REDIS_URL and namespace?"
+        )
     if run.state != "done":
         raise InfrastructureError(
             f"run {run.run_id}: not finished after {timeout_s}s; is a worker running?"
@@ -232,3 +242,15 @@ def probe_run_queued(
     # sha (looking it up by this run's id was the "receipt <run_id>: not stored" bug).
     receipt = load_receipt(store, run.receipt_sha256)
     return result_from_receipt(run.run_id, receipt, reused=run.reused)
+
+
+def run_cancel(store: Store, run_id: str) -> None:
+    """Cancel a queued run so that no worker ever executes it.
+
+    Raises NotFound for an unknown run, Conflict when a worker already took it or it is done.
+    """
+    state = cancel_run(store, run_id)
+    if state == "unknown":
+        raise NotFound(f"run {run_id}: not stored")
+    if state != "queued":
+        raise Conflict(f"run {run_id}: {state}; only a queued run can be cancelled")

@@ -1,7 +1,7 @@
 """Ids a person can type: a unique prefix of at least 8 hex characters stands for the id.
 
 Prefixes are a CLI convenience only; machine faces (JSON output, the NDJSON host, MCP,
-queue messages) always carry full ids (docs/ARCHITECTURE.md, "Interfaces").
+queue messages) always carry full ids (docs/ARCHITECTURE.md, "Operations").
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Annotated
 
@@ -13,11 +14,14 @@ from rich.table import Table
 
 from .. import service
 from ..errors import InvalidPlan, ReceiptInvalid
+from ..plans import ProbeRunResult
 from ..queue import REDIS_URL_ENV, ProbeQueue
 from ..safe_text import untrusted
+from ..store import Store
 from .common import JsonOption, RootOption, console, emit_json, open_cli_store, read_json_arg
 from .ids import resolve_id
 from .results import output_json, print_receipt
+from .waiting import NoticeOption, NoWorkerNotice
 
 plan_app = typer.Typer(help="Create and show immutable probe plans.", no_args_is_help=True)
 receipt_app = typer.Typer(help="Show and verify probe receipts.", no_args_is_help=True)
@@ -36,7 +40,9 @@ def plan_create(
 
     Example: byte-probe plan create plan.json --json
     """
-    created = service.probe_plan(open_cli_store(root), read_json_arg(file, "plan", InvalidPlan))
+    document = read_json_arg(file, "plan", InvalidPlan)
+    with closing(open_cli_store(root)) as store:
+        created = service.probe_plan(store, document)
     if json_out:
         emit_json(created)
     else:
@@ -50,9 +56,9 @@ def plan_show(plan_id: str, root: RootOption = Path("."), json_out: JsonOption =
 
     Example: byte-probe plan show 9b1c… --json
     """
-    store = open_cli_store(root)
-    plan_id = resolve_id(store, "plan", plan_id)
-    plan = service.probe_get(store, plan_id)
+    with closing(open_cli_store(root)) as store:
+        plan_id = resolve_id(store, "plan", plan_id)
+        plan = service.probe_get(store, plan_id)
     if json_out:
         emit_json({"plan_id": plan_id, "plan": plan.canonical()})
         return
@@ -75,6 +81,7 @@ def run(
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds to wait for a queued run's worker.")
     ] = 3600.0,
+    notice_after: NoticeOption = 10.0,
     root: RootOption = Path("."),
     json_out: JsonOption = False,
 ) -> None:
@@ -82,30 +89,48 @@ def run(
 
     With PROBE_REDIS_URL set the run goes through the queue to any worker (unless
     --inline); otherwise it runs in this process. --no-reuse executes either way.
+    A queued run that no worker took within --timeout is cancelled.
     Exit codes: 0 supports, 1 refutes, 2 inconclusive, 3 usage or input error,
     4 store, broker or worker unavailable.
 
     Example: byte-probe run 9b1c… --policy local-python-no-network --json
     """
-    store = open_cli_store(root)
-    plan_id = resolve_id(store, "plan", plan_id)
-    url = os.environ.get(REDIS_URL_ENV)
-    if url and not inline:
-        queue = ProbeQueue(url)
-        try:
-            result = service.probe_run_queued(
-                store, queue, plan_id, policy, timeout_s=timeout, reuse=not no_reuse
-            )
-        finally:
-            queue.close()
-    else:
-        result = service.probe_run(store, plan_id, policy, reuse=not no_reuse)
+    with closing(open_cli_store(root)) as store:
+        result = _run(store, plan_id, policy, not no_reuse, inline, (timeout, notice_after))
     if json_out:
         emit_json({**result.model_dump(exclude={"receipt"}), **output_json(result.receipt)})
     else:
         extra = {"reused": "yes" if result.reused else "no"}
         print_receipt(console, result.receipt, f"run {result.run_id}", extra)
     raise typer.Exit(RUN_EXIT[result.outcome])
+
+
+def _run(
+    store: Store,
+    plan_id: str,
+    policy: str,
+    reuse: bool,
+    inline: bool,
+    waiting: tuple[float, float],
+) -> ProbeRunResult:
+    timeout, notice_after = waiting
+    plan_id = resolve_id(store, "plan", plan_id)
+    url = os.environ.get(REDIS_URL_ENV)
+    if url and not inline:
+        queue = ProbeQueue(url)
+        try:
+            return service.probe_run_queued(
+                store,
+                queue,
+                plan_id,
+                policy,
+                timeout_s=timeout,
+                reuse=reuse,
+                on_progress=NoWorkerNotice(f"plan {plan_id}", notice_after, timeout),
+            )
+        finally:
+            queue.close()
+    return service.probe_run(store, plan_id, policy, reuse=reuse)
 
 
 @receipt_app.command("show")
@@ -118,8 +143,8 @@ def receipt_show(
 
     Example: byte-probe receipt show 4e0f… --json > receipt.json
     """
-    store = open_cli_store(root)
-    receipt = service.receipt_get(store, resolve_id(store, "receipt", receipt_id))
+    with closing(open_cli_store(root)) as store:
+        receipt = service.receipt_get(store, resolve_id(store, "receipt", receipt_id))
     if json_out:
         emit_json(receipt)
         return

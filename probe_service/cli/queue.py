@@ -33,7 +33,9 @@ from ..queue.metrics import METRICS_PORT_ENV, serve_metrics
 from ..queue.supervisor import run_supervisor
 from ..safe_text import untrusted
 from ..store import Store
-from .common import JsonOption, RootOption, console, emit_json, open_cli_store
+from .common import EXIT_INFRASTRUCTURE, JsonOption, RootOption, console, emit_json, open_cli_store
+from .ids import resolve_id
+from .waiting import NoticeOption, NoWorkerNotice, TimeoutOption
 
 
 class FailOn(StrEnum):
@@ -57,6 +59,9 @@ def worker(
         int,
         typer.Option("--metrics-port", envvar=METRICS_PORT_ENV, help="Prometheus port; 0 = off."),
     ] = 9191,
+    metrics_host: Annotated[
+        str, typer.Option("--metrics-host", help="Address the metrics endpoint binds.")
+    ] = "127.0.0.1",
     root: RootOption = Path("."),
 ) -> None:
     """Start dramatiq workers on PROBE_REDIS_URL, restarting any that dies, until Ctrl-C.
@@ -69,8 +74,8 @@ def worker(
         raise InvalidInput(f"{REDIS_URL_ENV}: not set; a worker needs a Redis broker")
     os.environ.setdefault("PROBE_ROOT", str(root.resolve()))
     if metrics_port:
-        serve_metrics(metrics_port, open_cli_store(root), queue)
-        console.print(f"metrics on http://0.0.0.0:{metrics_port}/metrics")
+        serve_metrics(metrics_port, open_cli_store(root), queue, host=metrics_host)
+        console.print(untrusted(f"metrics on http://{metrics_host}:{metrics_port}/metrics"))
     raise typer.Exit(
         run_supervisor(processes, threads, queues or [DEFAULT_QUEUE], threading.Event())
     )
@@ -85,9 +90,11 @@ def _gate(results: list[RunSummary], fail_on: FailOn) -> int:
     return 1 if outcomes - {"supports"} else 0
 
 
-def _wait_with_progress(store: Store, batch_id: str, total: int, show: bool) -> None:
+def _wait_with_progress(
+    store: Store, batch_id: str, total: int, show: bool, notice: NoWorkerNotice
+) -> None:
     if not show:
-        wait_batch(store, batch_id, lambda _: None)
+        wait_batch(store, batch_id, notice, timeout_s=notice.timeout_s)
         return
     columns = (
         TextColumn("[bold]{task.description}"),
@@ -105,8 +112,9 @@ def _wait_with_progress(store: Store, batch_id: str, total: int, show: bool) -> 
                 f"{k}={counts[k]}" for k in ("supports", "refutes", "inconclusive") if k in counts
             )
             progress.update(task, completed=counts.get("done", 0), counts=shown)
+            notice(counts)
 
-        wait_batch(store, batch_id, update)
+        wait_batch(store, batch_id, update, timeout_s=notice.timeout_s)
 
 
 def submit(
@@ -130,6 +138,8 @@ def submit(
         bool, typer.Option("--no-reuse", help="Execute even where a reusable receipt exists.")
     ] = False,
     wide: Annotated[bool, typer.Option("--wide", help="Full ids in the results table.")] = False,
+    timeout: TimeoutOption = 3600.0,
+    notice_after: NoticeOption = 10.0,
     root: RootOption = Path("."),
     json_out: JsonOption = False,
 ) -> None:
@@ -158,6 +168,7 @@ def submit(
             json_out,
             reuse=not no_reuse,
             wide=wide,
+            waiting=(timeout, notice_after),
         )
     finally:
         # Pooled PostgreSQL connections and the broker's Redis pool would otherwise leak
@@ -182,6 +193,7 @@ def _submit(
     *,
     reuse: bool = True,
     wide: bool = False,
+    waiting: tuple[float, float] = (3600.0, 10.0),
 ) -> None:
     if resume:
         if queue is None:
@@ -204,8 +216,11 @@ def _submit(
         if json_out:
             emit_json({"batch_id": batch_id, "runs": total, "enqueued": sent})
         return
-    _wait_with_progress(store, batch_id, total, show=sys.stdout.isatty() and not json_out)
+    notice = NoWorkerNotice(f"batch {batch_id}", waiting[1], waiting[0])
+    show = sys.stdout.isatty() and not json_out
+    _wait_with_progress(store, batch_id, total, show, notice)
     results = batch_results(store, batch_id)
+    unfinished = sum(1 for r in results if r.state != "done")
     if junit is not None:
         receipts = {
             r.receipt_sha256: service.receipt_get(store, r.receipt_sha256)
@@ -214,6 +229,12 @@ def _submit(
         }
         write_junit(junit, batch_id, results, receipts)
     code = _gate(results, fail_on)
+    if unfinished:
+        sys.stderr.write(
+            f"byte-probe: {unfinished} run(s) of batch {batch_id} not finished after "
+            f"{waiting[0]:g}s; wait again with `byte-probe submit --resume {batch_id} --wait`\n"
+        )
+        code = EXIT_INFRASTRUCTURE
     if json_out:
         emit_json(
             {
@@ -252,3 +273,24 @@ def _print_results(results: list[RunSummary], wide: bool) -> None:
     console.print(table)
     if len(results) > 200:
         console.print(f"… {len(results) - 200} more (use --json or --junit for all)")
+
+
+def cancel(
+    run_id: Annotated[str, typer.Argument(help="Run id, or a unique prefix of 8+ hex.")],
+    root: RootOption = Path("."),
+    json_out: JsonOption = False,
+) -> None:
+    """Cancel a queued run so that no worker executes it; exit 3 if a worker took it.
+
+    Example: byte-probe cancel 3fa85f64
+    """
+    store = open_cli_store(root)
+    try:
+        full = resolve_id(store, "run", run_id)
+        service.run_cancel(store, full)
+    finally:
+        store.close()
+    if json_out:
+        emit_json({"run_id": full, "cancelled": True})
+    else:
+        console.print(untrusted(f"run {full} cancelled"))

@@ -110,9 +110,11 @@ class StoreCollector:
         )
 
 
-def serve_metrics(port: int, store: Store, queue: ProbeQueue | None) -> CollectorRegistry:
-    """Serve the metrics on ``port`` (all interfaces) from a background thread."""
+def serve_metrics(
+    port: int, store: Store, queue: ProbeQueue | None, host: str = "127.0.0.1"
+) -> CollectorRegistry:
+    """Serve the metrics on ``host:port`` (loopback unless told) from a background thread."""
     registry = CollectorRegistry()
     registry.register(StoreCollector(store, queue))
-    start_http_server(port, registry=registry)
+    start_http_server(port, addr=host, registry=registry)
     return registry

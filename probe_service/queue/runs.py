@@ -20,6 +20,7 @@ __all__ = [
     "Claim",
     "RunRow",
     "batch_counts",
+    "cancel_run",
     "claim_run",
     "create_runs",
     "expired_runs",
@@ -247,3 +248,22 @@ def batch_counts(store: Store, batch_id: str) -> dict[str, int]:
             if outcome:
                 counts[outcome] = counts.get(outcome, 0) + n
         return counts
+
+
+def cancel_run(store: Store, run_id: str) -> str:
+    """Close a queued run as ``inconclusive``/``cancelled`` before any worker takes it.
+
+    Returns the run's state before the call: ``queued`` when it was cancelled; ``running``
+    or ``done`` when it was left alone; ``unknown`` when no such run exists. A worker's
+    claim finds the run done and never executes it (docs/ARCHITECTURE.md, "The flow of one probe").
+    """
+    with store.transaction() as conn:
+        cancelled = conn.execute(
+            update(runs)
+            .where(runs.c.run_id == run_id, runs.c.state == "queued")
+            .values(state="done", outcome="inconclusive", reason="cancelled", finished_ms=now_ms())
+        ).rowcount
+        if cancelled:
+            return "queued"
+        state = conn.execute(select(runs.c.state).where(runs.c.run_id == run_id)).scalar()
+    return str(state) if state is not None else "unknown"

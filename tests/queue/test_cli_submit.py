@@ -212,3 +212,59 @@ class TestJunitReport:
         assert "receipt" in error.get("message", "")
         assert root.findall("testsuite/testcase/properties") == []
         assert root.findall("testsuite/properties/property")
+
+
+class TestNoSilentWaits:
+    def test_submit_wait_says_no_worker_and_stops_at_timeout(
+        self,
+        cli: CliRunner,
+        farm_env: ProbeQueue,
+        shared_store: Store,
+        snapshot_id: str,
+        tmp_path: Path,
+    ) -> None:
+        """With no worker, `submit --wait` says so on stderr (not a terminal) and exits 4 at
+        its timeout naming the resume command; `cancel` then closes the queued run."""
+        path = _plans_file(tmp_path, [shell_plan(snapshot_id, "exit 0", "ok")])
+        (tmp_path / "state").mkdir()
+        args = ("--wait", "--timeout", "1", "--notice-after", "0", "--json")
+        code, out, err = cli("submit", path, "--policy", POLICY_ID, *args)
+        assert code == 4
+        assert "no worker has taken any run of batch" in err
+        assert "--resume" in err
+        run_id = json.loads(out)["results"][0]["run_id"]
+        code, out, err = cli("cancel", run_id[:8], "--json")
+        assert code == 0, err
+        assert json.loads(out) == {"run_id": run_id, "cancelled": True}
+        with shared_store.reading() as conn:
+            row = conn.execute(select(runs).where(runs.c.run_id == run_id)).one()
+        assert (row.state, row.outcome, row.reason) == ("done", "inconclusive", "cancelled")
+        code, _, err = cli("cancel", run_id)
+        assert code == 3
+        assert "only a queued run can be cancelled" in err
+
+    def test_queued_run_timeout_cancels_the_run(
+        self,
+        cli: CliRunner,
+        farm_env: ProbeQueue,
+        shared_store: Store,
+        snapshot_id: str,
+        tmp_path: Path,
+    ) -> None:
+        """A queued `run` no worker took says so, exits 4 at its timeout, and is cancelled,
+        so a worker arriving later never executes it."""
+        (tmp_path / "state").mkdir()
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps(shell_plan(snapshot_id, "exit 0", "late")))
+        code, out, err = cli("plan", "create", str(plan), "--json")
+        assert code == 0, err
+        plan_id = json.loads(out)["plan_id"]
+        code, _, err = cli(
+            "run", plan_id, "--policy", POLICY_ID, "--timeout", "1", "--notice-after", "0"
+        )
+        assert code == 4
+        assert "no worker has taken any run of plan" in err
+        assert "so it was cancelled" in err
+        with shared_store.reading() as conn:
+            states = conn.execute(select(runs.c.state, runs.c.reason)).all()
+        assert [tuple(s) for s in states] == [("done", "cancelled")]
