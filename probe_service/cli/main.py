@@ -11,7 +11,7 @@ import typer
 from typer._click.exceptions import ClickException
 
 from ..errors import ProbeServiceError
-from . import claims, demo, events, plans, policy, queue, snapshot, store
+from . import claims, demo, doctor, events, plans, policy, queue, snapshot, store
 from .common import EXIT_INFRASTRUCTURE, EXIT_INPUT, exit_code_for, report_error
 
 #: Exit code of an unexpected internal error (EX_SOFTWARE).
@@ -45,6 +45,7 @@ app.add_typer(claims.knowledge_app, name="knowledge")
 app.command("gate")(claims.gate_command)
 app.command("events")(events.events)
 app.command("demo")(demo.demo)
+app.command("doctor")(doctor.doctor)
 
 
 def _report(message: str, code: str, argv: list[str]) -> None:

@@ -1,0 +1,169 @@
+"""``byte-probe doctor``: one line per prerequisite of the sandbox and the store, with its fix.
+
+Checks what `make setup` installs and the sandbox needs (docs/ARCHITECTURE.md,
+"Containment" and "Storage and deployment"); at most 40 lines, one per check.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import typer
+
+from ..errors import ProbeServiceError
+from ..safe_text import untrusted
+from .common import JsonOption, RootOption, console, emit_json, open_cli_store
+
+__all__ = ["doctor"]
+
+#: The most lines `doctor` prints.
+MAX_LINES = 40
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the report: what was checked, whether it holds, and the fix if not."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def _runtime() -> list[Check]:
+    from ..sandbox.runtime import PINNED_VERSION, locate_runtime
+
+    try:
+        runtime = locate_runtime()
+    except ProbeServiceError as exc:
+        return [Check("runtime digest", False, str(exc), "run `make setup`")]
+    return [Check("runtime digest", True, f"sandbox runtime {PINNED_VERSION}, {runtime.digest}")]
+
+
+def _tools() -> list[Check]:
+    from ..sandbox.runtime import find_system_tool
+
+    checks = []
+    for name, tool, package in (
+        ("bubblewrap", "bwrap", "bubblewrap"),
+        ("socat", "socat", "socat"),
+        ("ripgrep", "rg", "ripgrep"),
+    ):
+        found = find_system_tool(tool)
+        fix = f"install it: apt-get install {package} (or `make setup`)"
+        checks.append(Check(name, found is not None, str(found or f"{tool} not found"), fix))
+    return checks
+
+
+def _cgroups() -> list[Check]:
+    base = Path("/sys/fs/cgroup")
+    try:
+        controllers = set((base / "cgroup.controllers").read_text(encoding="ascii").split())
+        version = "v2"
+    except OSError:  # cgroup v1: one hierarchy per controller
+        controllers = {c for c in ("memory", "pids") if (base / c).is_dir()}
+        version = "v1"
+    missing = sorted({"memory", "pids"} - controllers)
+    detail = f"cgroup {version}: memory {'ok' if 'memory' not in missing else 'missing'}, "
+    detail += f"pids {'ok' if 'pids' not in missing else 'missing'}"
+    fix = "mount cgroups with the memory and pids controllers available to the worker"
+    return [Check("cgroups", not missing, detail, fix)]
+
+
+def _identity() -> list[Check]:
+    from ..sandbox.selfcheck import describe_mechanism
+
+    fix = "run the worker as root on Linux with cgroup v2 (see SECURITY.md)"
+    return [
+        Check("mechanism", "NOT verified" not in line, line, fix) for line in describe_mechanism()
+    ]
+
+
+def _policy() -> list[Check]:
+    from ..policies import check_policy_file, policy_file_path
+
+    path = policy_file_path()
+    try:
+        info = path.lstat()
+    except OSError:
+        return [Check("policy file", False, f"{path}: missing", f"create {path} (README)")]
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o077 or info.st_uid != os.geteuid():
+        detail = f"{path}: mode {mode:o}, owner uid {info.st_uid}"
+        return [Check("policy file", False, detail, f"chown $USER {path} && chmod 600 {path}")]
+    try:
+        policies = check_policy_file(path)
+    except ProbeServiceError as exc:
+        return [Check("policy file", False, str(exc), f"fix {path}: `byte-probe policy check`")]
+    return [Check("policy file", True, f"{path}: mode {mode:o}, {len(policies)} policies")]
+
+
+def _store(root: Path) -> list[Check]:
+    from ..store import DATABASE_URL_ENV
+
+    kind = "postgresql" if os.environ.get(DATABASE_URL_ENV) else "embedded"
+    try:
+        store = open_cli_store(root)
+        store.close()
+    except ProbeServiceError as exc:
+        fix = f"check {DATABASE_URL_ENV} or --root; `byte-probe store migrate`"
+        return [Check(f"store ({kind})", False, str(exc), fix)]
+    return [Check(f"store ({kind})", True, "reachable")]
+
+
+def _redis() -> list[Check]:
+    from ..queue import REDIS_URL_ENV
+
+    url = os.environ.get(REDIS_URL_ENV)
+    if not url:
+        return []
+    import redis
+
+    try:
+        redis.Redis.from_url(url, socket_timeout=3).ping()
+    except redis.RedisError as exc:
+        return [Check("redis", False, str(exc), f"start Redis or correct {REDIS_URL_ENV}")]
+    return [Check("redis", True, "answers PING")]
+
+
+def run_checks(root: Path) -> list[Check]:
+    """Every check, in order; a check that crashes is reported as failing, never raised."""
+    checks: list[Check] = []
+    groups: list[tuple[str, Callable[[], list[Check]]]] = [
+        ("runtime digest", _runtime),
+        ("tools", _tools),
+        ("cgroups", _cgroups),
+        ("probe identity", _identity),
+        ("policy file", _policy),
+        ("store", lambda: _store(root)),
+        ("redis", _redis),
+    ]
+    for name, group in groups:
+        try:
+            checks.extend(group())
+        except Exception as exc:
+            checks.append(Check(name, False, f"check failed: {type(exc).__name__}: {exc}"))
+    return checks[:MAX_LINES]
+
+
+def doctor(
+    root: RootOption = Path("."),
+    json_out: JsonOption = False,
+) -> None:
+    """Check the sandbox prerequisites, the policy file, the store and Redis; exit 1 if any fail.
+
+    Example: byte-probe doctor --json
+    """
+    checks = run_checks(root)
+    if json_out:
+        emit_json({"ok": all(c.ok for c in checks), "checks": [asdict(c) for c in checks]})
+    else:
+        for c in checks:
+            fix = f" — fix: {c.fix}" if c.fix and not c.ok else ""
+            line = f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {' '.join(c.detail.split())}{fix}"
+            console.print(untrusted(line, style="" if c.ok else "red"), soft_wrap=True)
+    raise typer.Exit(0 if all(c.ok for c in checks) else 1)
