@@ -27,7 +27,7 @@ app = typer.Typer(
     ),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,
 )
 app.add_typer(snapshot.app, name="snapshot")
 app.add_typer(policy.app, name="policy")
