@@ -8,10 +8,8 @@ every prerequisite failure ends ``inconclusive`` with a machine-readable reason.
 from __future__ import annotations
 
 import base64
-import os
-import shutil
+import logging
 import socket
-import stat
 import tempfile
 import uuid
 from pathlib import Path
@@ -22,10 +20,12 @@ from pydantic import BaseModel, ConfigDict
 from ..canonical import sha256_of_json
 from ..errors import (
     InfrastructureError,
+    LinkEscapes,
     PolicyError,
     ProbeServiceError,
     SandboxUnavailable,
 )
+from ..fstree import discard_tree
 from ..policies import (
     Policy,
     PolicyFile,
@@ -50,6 +50,8 @@ __all__ = [
     "probe_run",
     "result_from_receipt",
 ]
+
+log = logging.getLogger(__name__)
 
 #: Bounded output returned to callers (the receipt commits to the full kept bytes' digest).
 MAX_RETURNED_OUTPUT = 64 * 1024
@@ -113,7 +115,13 @@ def probe_run(
         cached = find_reusable_receipt(store, key)
         if cached is not None:
             return result_from_receipt(run_id, cached, reused=True)
-    result, verdict = _execute(store, plan, policy, runtime)
+    try:
+        result, verdict = _execute(store, plan, policy, runtime)
+    except InfrastructureError:
+        raise  # the store may answer on a retry; that is not the probe's outcome
+    except Exception as exc:  # any defect still ends in a receipt
+        log.exception("run %s: unexpected error", run_id)
+        result, verdict = _refused("internal_error", f"{type(exc).__name__}: {exc}"), None
     return context.finish(store, result, verdict, runtime.digest, key)
 
 
@@ -163,6 +171,8 @@ def _execute(
             snapshot_materialize(store, plan.snapshot_id, snapshot_dir)
         except InfrastructureError:
             raise  # the store may answer on a retry; that is not the probe's outcome
+        except LinkEscapes as exc:
+            return _refused("snapshot_link_escapes", str(exc)), None
         except ProbeServiceError as exc:
             return _refused("snapshot_unavailable", str(exc)), None
         try:
@@ -186,20 +196,9 @@ def _execute(
             verdict = evaluate_check(plan, result.exit_code, result.stdout, scratch)
         return result, verdict
     finally:
-        _remove_tree(workdir)
-
-
-def _remove_tree(path: Path) -> None:
-    """Remove a run's directories even where the probe left them read-only."""
-
-    def make_writable(func: Any, target: str, _exc: Any) -> None:
-        parent = os.path.dirname(target)
-        os.chmod(parent, stat.S_IRWXU)
-        if os.path.isdir(target) and not os.path.islink(target):
-            os.chmod(target, stat.S_IRWXU)
-        func(target)
-
-    shutil.rmtree(path, onerror=make_writable)
+        # Iterative and link-safe: the probe shaped this tree (docs/ARCHITECTURE.md,
+        # "no host-side recursion, no leftovers"); a failure is logged, never raised.
+        discard_tree(workdir)
 
 
 class _RunContext:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
-import shutil
 import sys
 import tempfile
 import time
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from probe_service.errors import ProbeServiceError, SandboxUnavailable
+from probe_service.fstree import discard_tree, tree_usage
 from probe_service.policies.executables import (
     ExecutableChanged,
     ExecutableIdentity,
@@ -187,18 +187,7 @@ def _run_resources(policy: Policy) -> Iterator[tuple[Path, RunCgroup | None, Lim
     finally:
         if cgroup is not None:
             cgroup.remove()
-        shutil.rmtree(run_dir, ignore_errors=True)
-
-
-def _scratch_usage(scratch: Path) -> int:
-    total = 0
-    for dirpath, _, filenames in os.walk(scratch):
-        for name in filenames:
-            try:
-                total += os.lstat(os.path.join(dirpath, name)).st_size
-            except OSError:
-                continue
-    return total
+        discard_tree(run_dir)
 
 
 def _digest(data: bytes) -> str:
@@ -220,7 +209,7 @@ def _finish(outcome: Bounded, launch: Launch, policy: Policy, scratch: Path) -> 
         # (including a timeout of the sandbox itself).
         fields.update(status="inconclusive", reason="sandbox_failed", exit_code=None)
         fields["detail"] = "the sandboxed shell never started"
-    elif policy.scratch_bytes is not None and _scratch_usage(scratch) > policy.scratch_bytes:
+    elif policy.scratch_bytes is not None and tree_usage(scratch).bytes > policy.scratch_bytes:
         fields.update(status="inconclusive", reason="scratch_limit")
         fields["detail"] = f"scratch exceeded {policy.scratch_bytes} bytes"
     return fields

@@ -18,7 +18,7 @@ from ..store import Store, append_event, utc_now
 from ..store.schema import snapshots
 from .blobwriter import BlobWriter
 from .enumerate import enumerate_paths
-from .manifest import encode_records, file_record, symlink_record
+from .manifest import check_snapshot_path, encode_records, file_record, symlink_record
 from .reader import FileStat, ReadBlob, read_file_blob, stat_key
 from .statcache import cache_key_for, is_racy, load_stat_cache, save_stat_cache
 
@@ -91,7 +91,8 @@ def snapshot_capture(
     """Capture ``root`` into ``store`` and return the snapshot id with its summary.
 
     Raises LimitExceeded (file or workspace limit), UnstableWorkingTree (the tree kept
-    moving), UnsafePath (unreadable root or non-UTF-8 name), StoreUnavailable. A refused
+    moving), UnsafePath (unreadable root, non-UTF-8 name, or a name materialize would
+    refuse, in the same words), StoreUnavailable. A refused
     capture writes no snapshot row and no event.
     """
     abs_root = os.path.abspath(root)
@@ -209,6 +210,8 @@ def _scan(abs_root: str, limits: CaptureLimits) -> _Scan:
     """
     paths = enumerate_paths(Path(abs_root))
     _require_utf8_all(paths)
+    for rel in paths:
+        check_snapshot_path(rel)  # what materialize would refuse, refused now, same words
     stats: dict[str, FileStat] = {}
     targets: dict[str, str] = {}
     total = 0
@@ -219,6 +222,8 @@ def _scan(abs_root: str, limits: CaptureLimits) -> _Scan:
             st = lstat(prefix + rel)
         except FileNotFoundError:
             continue  # tracked by git but deleted in the work tree: not part of it
+        except OSError as exc:
+            raise UnsafePath(f"{rel}: cannot stat ({exc.strerror})") from exc
         mode = st.st_mode
         if is_reg(mode):
             size = st.st_size

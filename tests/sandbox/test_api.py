@@ -28,6 +28,8 @@ def test_reasons_are_the_documented_set() -> None:
         "scratch_limit",
         "sandbox_failed",
         "snapshot_unavailable",
+        "snapshot_link_escapes",
         "overlay_failed",
         "worker_lost",
+        "internal_error",
     }
