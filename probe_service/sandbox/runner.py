@@ -29,6 +29,7 @@ from probe_service.policies.executables import (
     resolve_executable,
 )
 from probe_service.policies.model import Policy
+from probe_service.sandbox.argsize import MAX_LAUNCH_ARG_BYTES, launch_arg_bytes
 from probe_service.sandbox.canary import run_canary
 from probe_service.sandbox.launch import Launch, build_launch
 from probe_service.sandbox.limits import (
@@ -96,6 +97,11 @@ def _prepare(
         [arg.encode("utf-8") for arg in args]
     except UnicodeEncodeError as exc:
         raise Refused("invalid_argument", "an argument is not valid UTF-8") from exc
+    if launch_arg_bytes(args) > MAX_LAUNCH_ARG_BYTES:
+        # Past it the launch fails with E2BIG: refuse, never report sandbox_failed.
+        raise Refused(
+            "invalid_argument", f"args exceed the {MAX_LAUNCH_ARG_BYTES}-byte launch limit"
+        )
     snapshot = _canonical_dir(snapshot_dir, "snapshot")
     scratch = _canonical_dir(scratch_dir, "scratch")
     if snapshot == scratch or snapshot in scratch.parents or scratch in snapshot.parents:

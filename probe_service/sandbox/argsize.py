@@ -1,0 +1,66 @@
+"""What a probe's arguments cost on the launch path, and the most that path can carry.
+
+srt 0.0.55 receives our whole command as ONE ``-c`` string (see ``launch.py``), quotes
+it with shell-quote up to three more times (the seccomp wrapper, the proxy script, the
+bwrap command line) and hands the result to ``/bin/sh -c`` as ONE argument. Linux caps a
+single argument at MAX_ARG_STRLEN = 32 pages = 131,072 bytes; past it the launch fails
+with E2BIG and the run would end ``sandbox_failed``. So a plan's arguments are bounded
+by their size *after* that quoting, counted per character as the worst the three
+levels can make of it (docs/ARCHITECTURE.md, "plan validation bounds the total argument
+size to what the launch path can carry"):
+
+* plain bytes (letters, digits, ``-./_%+``, space, non-ASCII) cost 1 each;
+* a character shell-quote escapes with a backslash (``#!"$&()*,:;<=>?@[\\]^`{|}~``)
+  costs 8 (each level may double it);
+* a single quote costs 65 (``'`` becomes ``'"'"'`` at each level);
+
+all counted on the ``shlex.quote`` form we build, plus one separator per argument.
+Measured on this machine (the ``tests/security/test_launch_size.py`` probes): the fixed
+part of the launch (prefix, environment, mounts) takes about 5 KiB; plain arguments of
+126,144 bytes still launched and 126,208 did not. The limit leaves 32 KiB for the
+fixed part.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+
+__all__ = ["MAX_LAUNCH_ARG_BYTES", "launch_arg_bytes"]
+
+#: Most launch bytes (see above) all arguments of one probe may take together.
+MAX_LAUNCH_ARG_BYTES = 96 * 1024
+
+#: Quoting levels srt 0.0.55 applies to our command string (network and seccomp on).
+_LEVELS = 3
+#: What shell-quote escapes with a backslash (its last branch), besides the quotes.
+_ESCAPED = frozenset('#!"$&()*,:;<=>?@[\\]^`{|}~')
+
+
+def _costs(levels: int) -> dict[str, int]:
+    """Worst-case bytes one character becomes after ``levels`` shell-quote passes."""
+    plain, escaped, quote = 1, 1, 1
+    for _ in range(levels):
+        # ' -> '"'"' (three quotes, two escaped-class quotes); x -> \x (two escaped-class).
+        plain, escaped, quote = plain, 2 * escaped, 3 * quote + 2 * escaped
+    return {"plain": plain, "escaped": escaped, "quote": quote}
+
+
+_COST = _costs(_LEVELS)
+
+
+def launch_arg_bytes(args: Sequence[str]) -> int:
+    """Return the worst-case bytes ``args`` take in the single string srt hands the shell."""
+    total = 0
+    for arg in args:
+        quoted = shlex.quote(arg)
+        quotes = quoted.count("'")
+        escaped = sum(quoted.count(char) for char in _ESCAPED)
+        plain = len(quoted.encode("utf-8", "surrogatepass")) - quotes - escaped
+        total += (
+            plain * _COST["plain"]
+            + escaped * _COST["escaped"]
+            + quotes * _COST["quote"]
+            + 1  # the separating space
+        )
+    return total
