@@ -35,7 +35,7 @@ def _resolve_inside(link: str, targets: dict[str, str]) -> None:
     """Resolve ``link`` component by component; raise LinkEscapes if it leaves the tree."""
     where = link.split("/")[:-1]
     pending = _components(link, targets[link], link)
-    hops = 0
+    hops = 1  # the link itself counts, as in the kernel
     while pending:
         part = pending.pop()
         if part in ("", "."):

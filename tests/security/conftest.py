@@ -32,7 +32,7 @@ def run_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     Short, directly under /tmp: the runtime's bridge sockets live in the run directory
     and a unix socket path must fit in 108 bytes (pytest's tmp_path does not).
     """
-    private = Path(tempfile.mkdtemp(prefix="bp-sec-", dir="/tmp"))  # noqa: S108 - see above
+    private = Path(tempfile.mkdtemp(prefix="bp-sec-", dir="/tmp"))
     monkeypatch.setattr(tempfile, "tempdir", str(private))
     yield private
     remove_tree(private)

@@ -59,7 +59,10 @@ def test_deep_read_only_chain_in_scratch_leaves_nothing(
     host = _host_file(tmp_path)
     assert leftovers(run_tmp) == []
     result = run_probe(small_snapshot, "sh", ["-c", DEEP_CHAIN, "sh", str(host)])
-    assert (result.status, result.exit_code) == ("ok", 0), (result.reason, result.receipt['operational']['detail'])
+    assert (result.status, result.exit_code) == ("ok", 0), (
+        result.reason,
+        result.receipt["operational"]["detail"],
+    )
     assert result.outcome == "supports"
     assert service.receipt_get(sqlite_store, result.run_id)["receipt_sha256"]
     assert leftovers(run_tmp) == []
@@ -145,4 +148,3 @@ class TestUnexpectedErrors:
             row = conn.execute(select(runs).where(runs.c.run_id == run_id)).one()
         assert (row.state, row.reason) == ("done", "internal_error")
         assert leftovers(run_tmp) == []
-
