@@ -22,6 +22,9 @@ from probe_service.policies import POLICY_FILE_ENV
 from probe_service.sandbox import SandboxRuntime
 from probe_service.store import Store
 
+# The real worker farm of the queue tests, here started under the attack policy file.
+from ..queue.conftest import start_farm  # noqa: F401 - a fixture, registered by import
+
 POLICY_ID = "attack"
 
 

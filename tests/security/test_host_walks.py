@@ -8,6 +8,7 @@ receipt and no run directory, whatever the tree or the error.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,11 +16,12 @@ from sqlalchemy import select
 
 from probe_service import service
 from probe_service.plans import parse_plan
-from probe_service.queue import WorkerContext, execute_run, submit_plans
+from probe_service.queue import ProbeQueue, WorkerContext, execute_run, submit_plans
 from probe_service.queue.tables import runs
 from probe_service.sandbox import SandboxRuntime
 from probe_service.store import Store
 
+from ..queue.conftest import Farm, wait_done
 from .conftest import POLICY_ID, RunProbe, leftovers, plan_for
 
 pytestmark = pytest.mark.sandbox
@@ -88,6 +90,36 @@ def test_deep_chain_through_the_queue_leaves_nothing(
     with pg_store.reading() as conn:
         row = conn.execute(select(runs).where(runs.c.run_id == run_id)).one()
     assert (row.state, row.attempts, row.reason) == ("done", 1, "oracle_passed")
+    assert service.receipt_get(pg_store, run_id)["committed"]["outcome"] == "supports"
+    assert leftovers(run_tmp) == []
+    assert host.read_text() == "host data\n"
+
+
+def test_deep_chain_through_a_worker_farm_leaves_nothing(
+    pg_store: Store,
+    start_farm: Callable[..., Farm],
+    redis_url: str,
+    redis_namespace: str,
+    run_tmp: Path,
+    tmp_path: Path,
+    repo: Path,
+) -> None:
+    """Real worker processes: one attempt (never `worker_lost`), a receipt, no run dir."""
+    host = _host_file(tmp_path)
+    (repo / "README").write_text("hello\n")
+    snapshot_id = service.snapshot_capture(pg_store, repo).snapshot_id
+    start_farm(processes=1, threads=1, TMPDIR=str(run_tmp))
+    plan = parse_plan(plan_for(snapshot_id, "sh", ["-c", DEEP_CHAIN, "sh", str(host)]))
+    queue = ProbeQueue(redis_url, namespace=redis_namespace)
+    try:
+        submitted = submit_plans(pg_store, queue, [plan], POLICY_ID)
+    finally:
+        queue.close()
+    wait_done(pg_store, submitted.batch_id, 1)
+    (run_id,) = submitted.run_ids
+    with pg_store.reading() as conn:
+        row = conn.execute(select(runs).where(runs.c.run_id == run_id)).one()
+    assert (row.attempts, row.reason) == (1, "oracle_passed")
     assert service.receipt_get(pg_store, run_id)["committed"]["outcome"] == "supports"
     assert leftovers(run_tmp) == []
     assert host.read_text() == "host data\n"
