@@ -47,6 +47,30 @@ done
 """
 
 
+def _submit(
+    store: Store, repo: Path, args: list[str], queue: ProbeQueue | None = None
+) -> tuple[str, str]:
+    """Capture ``repo``, submit ``args[0] args[1:]`` as one run; return (batch id, run id)."""
+    (repo / "README").write_text("hello\n")
+    snapshot_id = service.snapshot_capture(store, repo).snapshot_id
+    plan = parse_plan(plan_for(snapshot_id, args[0], args[1:]))
+    submitted = submit_plans(store, queue, [plan], POLICY_ID)
+    return submitted.batch_id, submitted.run_ids[0]
+
+
+def _run_row(store: Store, run_id: str) -> tuple[str, int, str]:
+    """The run's (state, attempts, reason)."""
+    with store.reading() as conn:
+        row = conn.execute(select(runs).where(runs.c.run_id == run_id)).one()
+    return row.state, row.attempts, row.reason
+
+
+@pytest.fixture
+def worker(pg_store: Store, runtime: SandboxRuntime, policy_file: Path) -> WorkerContext:
+    """The worker's context over the PostgreSQL store and the attack policy."""
+    return WorkerContext(store=pg_store, runtime=runtime)
+
+
 def _host_file(tmp_path: Path) -> Path:
     target = tmp_path / "host" / "keep.txt"
     target.parent.mkdir()
@@ -72,25 +96,14 @@ def test_deep_read_only_chain_in_scratch_leaves_nothing(
 
 
 def test_deep_chain_through_the_queue_leaves_nothing(
-    pg_store: Store,
-    runtime: SandboxRuntime,
-    policy_file: Path,
-    run_tmp: Path,
-    tmp_path: Path,
-    repo: Path,
+    worker: WorkerContext, run_tmp: Path, tmp_path: Path, repo: Path
 ) -> None:
     """Through the worker's actor body: one attempt, a receipt, no run directory."""
     host = _host_file(tmp_path)
-    (repo / "README").write_text("hello\n")
-    snapshot_id = service.snapshot_capture(pg_store, repo).snapshot_id
-    plan = parse_plan(plan_for(snapshot_id, "sh", ["-c", DEEP_CHAIN, "sh", str(host)]))
-    run_id = submit_plans(pg_store, None, [plan], POLICY_ID).run_ids[0]
-    ctx = WorkerContext(store=pg_store, runtime=runtime)
-    assert execute_run(ctx, run_id) == "supports"
-    with pg_store.reading() as conn:
-        row = conn.execute(select(runs).where(runs.c.run_id == run_id)).one()
-    assert (row.state, row.attempts, row.reason) == ("done", 1, "oracle_passed")
-    assert service.receipt_get(pg_store, run_id)["committed"]["outcome"] == "supports"
+    _, run_id = _submit(worker.store, repo, ["sh", "-c", DEEP_CHAIN, "sh", str(host)])
+    assert execute_run(worker, run_id) == "supports"
+    assert _run_row(worker.store, run_id) == ("done", 1, "oracle_passed")
+    assert service.receipt_get(worker.store, run_id)["committed"]["outcome"] == "supports"
     assert leftovers(run_tmp) == []
     assert host.read_text() == "host data\n"
 
@@ -106,20 +119,14 @@ def test_deep_chain_through_a_worker_farm_leaves_nothing(
 ) -> None:
     """Real worker processes: one attempt (never `worker_lost`), a receipt, no run dir."""
     host = _host_file(tmp_path)
-    (repo / "README").write_text("hello\n")
-    snapshot_id = service.snapshot_capture(pg_store, repo).snapshot_id
     start_farm(processes=1, threads=1, TMPDIR=str(run_tmp))
-    plan = parse_plan(plan_for(snapshot_id, "sh", ["-c", DEEP_CHAIN, "sh", str(host)]))
     queue = ProbeQueue(redis_url, namespace=redis_namespace)
     try:
-        submitted = submit_plans(pg_store, queue, [plan], POLICY_ID)
+        batch_id, run_id = _submit(pg_store, repo, ["sh", "-c", DEEP_CHAIN, "sh", str(host)], queue)
     finally:
         queue.close()
-    wait_done(pg_store, submitted.batch_id, 1)
-    (run_id,) = submitted.run_ids
-    with pg_store.reading() as conn:
-        row = conn.execute(select(runs).where(runs.c.run_id == run_id)).one()
-    assert (row.attempts, row.reason) == (1, "oracle_passed")
+    wait_done(pg_store, batch_id, 1)
+    assert _run_row(pg_store, run_id) == ("done", 1, "oracle_passed")
     assert service.receipt_get(pg_store, run_id)["committed"]["outcome"] == "supports"
     assert leftovers(run_tmp) == []
     assert host.read_text() == "host data\n"
@@ -127,56 +134,34 @@ def test_deep_chain_through_a_worker_farm_leaves_nothing(
 
 class TestUnexpectedErrors:
     def test_defect_in_the_runner_still_writes_a_receipt(
-        self,
-        pg_store: Store,
-        runtime: SandboxRuntime,
-        policy_file: Path,
-        run_tmp: Path,
-        repo: Path,
-        monkeypatch: pytest.MonkeyPatch,
+        self, worker: WorkerContext, run_tmp: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """A defect after the probe ran: inconclusive `internal_error` receipt, no run dir."""
-        (repo / "README").write_text("hello\n")
-        snapshot_id = service.snapshot_capture(pg_store, repo).snapshot_id
-        plan = parse_plan(plan_for(snapshot_id, "sh", ["-c", "mkdir -p $BYTE_PROBE_SCRATCH/x"]))
-        run_id = submit_plans(pg_store, None, [plan], POLICY_ID).run_ids[0]
+        _, run_id = _submit(worker.store, repo, ["sh", "-c", "mkdir -p $BYTE_PROBE_SCRATCH/x"])
 
         def broken_check(*_args: object) -> None:
             raise RecursionError("maximum recursion depth exceeded")
 
         monkeypatch.setattr("probe_service.plans.run.evaluate_check", broken_check)
-        ctx = WorkerContext(store=pg_store, runtime=runtime)
-        assert execute_run(ctx, run_id) == "inconclusive"
-        committed = service.receipt_get(pg_store, run_id)["committed"]
+        assert execute_run(worker, run_id) == "inconclusive"
+        committed = service.receipt_get(worker.store, run_id)["committed"]
         assert (committed["outcome"], committed["reason"]) == ("inconclusive", "internal_error")
         assert leftovers(run_tmp) == []
 
     def test_defect_in_the_worker_still_writes_a_receipt(
-        self,
-        pg_store: Store,
-        runtime: SandboxRuntime,
-        policy_file: Path,
-        run_tmp: Path,
-        repo: Path,
-        monkeypatch: pytest.MonkeyPatch,
+        self, worker: WorkerContext, run_tmp: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """A defect outside the plan runner: the worker ends the run with a receipt, once."""
-        (repo / "README").write_text("hello\n")
-        snapshot_id = service.snapshot_capture(pg_store, repo).snapshot_id
-        plan = parse_plan(plan_for(snapshot_id, "true", []))
-        run_id = submit_plans(pg_store, None, [plan], POLICY_ID).run_ids[0]
+        _, run_id = _submit(worker.store, repo, ["true"])
 
         def broken_run(*_args: object, **_kwargs: object) -> None:
             raise KeyError("defect")
 
         monkeypatch.setattr("probe_service.queue.execute.probe_run", broken_run)
-        ctx = WorkerContext(store=pg_store, runtime=runtime)
-        assert execute_run(ctx, run_id) == "internal_error"
-        assert execute_run(ctx, run_id) == "already_done"
-        receipt = service.receipt_get(pg_store, run_id)
+        assert execute_run(worker, run_id) == "internal_error"
+        assert execute_run(worker, run_id) == "already_done"
+        receipt = service.receipt_get(worker.store, run_id)
         assert receipt["committed"]["reason"] == "internal_error"
         assert "KeyError" in receipt["operational"]["detail"]
-        with pg_store.reading() as conn:
-            row = conn.execute(select(runs).where(runs.c.run_id == run_id)).one()
-        assert (row.state, row.reason) == ("done", "internal_error")
+        assert _run_row(worker.store, run_id) == ("done", 1, "internal_error")
         assert leftovers(run_tmp) == []
