@@ -32,9 +32,8 @@ def check_relative_path(path: str, *, field: str = "path") -> str:
     if path.startswith("/"):
         raise UnsafePath(f"{field}: {_shown(path)} is absolute")
     parts = path.split("/")
-    for part in parts:
-        if part in ("", ".", ".."):
-            raise UnsafePath(f"{field}: {_shown(path)} has an empty, '.' or '..' component")
+    if "" in parts or "." in parts or ".." in parts:
+        raise UnsafePath(f"{field}: {_shown(path)} has an empty, '.' or '..' component")
     if len(parts) > MAX_PATH_DEPTH:
         raise UnsafePath(
             f"{field}: {_shown(path)} is {len(parts)} components deep, "

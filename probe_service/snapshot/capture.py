@@ -112,13 +112,13 @@ def snapshot_capture(
 
 def _capture_once(store: Store, abs_root: str, limits: CaptureLimits) -> CaptureResult:
     start_ns = time.time_ns()
-    before = _scan(abs_root, limits)
+    before = _scan(abs_root, limits, check_names=True)
     key = cache_key_for(abs_root)
     with store.reading() as conn:
         cache = load_stat_cache(conn, key)
     digests, to_read = _use_cache(before, cache, start_ns, limits)
     _read_and_store(store, abs_root, before, to_read, digests, limits)
-    after = _scan(abs_root, limits)
+    after = _scan(abs_root, limits, check_names=False)  # a new name is instability anyway
     _require_stable(before, after)
     snapshot_id, manifest = _encode_manifest(key, before, digests, reuse=not to_read)
     fresh = [
@@ -202,7 +202,7 @@ def _encode_manifest(
     return snapshot_id, manifest
 
 
-def _scan(abs_root: str, limits: CaptureLimits) -> _Scan:
+def _scan(abs_root: str, limits: CaptureLimits, *, check_names: bool) -> _Scan:
     """Enumerate and lstat every path; enforce the limits before reading any byte.
 
     Runs twice a capture (the second pass is the stabilization check), so it is the
@@ -210,8 +210,9 @@ def _scan(abs_root: str, limits: CaptureLimits) -> _Scan:
     """
     paths = enumerate_paths(Path(abs_root))
     _require_utf8_all(paths)
-    for rel in paths:
-        check_snapshot_path(rel)  # what materialize would refuse, refused now, same words
+    if check_names:
+        for rel in paths:
+            check_snapshot_path(rel)  # what materialize would refuse, refused now, same words
     stats: dict[str, FileStat] = {}
     targets: dict[str, str] = {}
     total = 0
