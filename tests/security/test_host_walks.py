@@ -95,6 +95,7 @@ def test_deep_read_only_chain_in_scratch_leaves_nothing(
     assert host.read_text() == "host data\n"
 
 
+@pytest.mark.postgres
 def test_deep_chain_through_the_queue_leaves_nothing(
     worker: WorkerContext, run_tmp: Path, tmp_path: Path, repo: Path
 ) -> None:
@@ -108,6 +109,8 @@ def test_deep_chain_through_the_queue_leaves_nothing(
     assert host.read_text() == "host data\n"
 
 
+@pytest.mark.postgres
+@pytest.mark.redis
 def test_deep_chain_through_a_worker_farm_leaves_nothing(
     pg_store: Store,
     start_farm: Callable[..., Farm],
@@ -132,6 +135,7 @@ def test_deep_chain_through_a_worker_farm_leaves_nothing(
     assert host.read_text() == "host data\n"
 
 
+@pytest.mark.postgres
 class TestUnexpectedErrors:
     def test_defect_in_the_runner_still_writes_a_receipt(
         self, worker: WorkerContext, run_tmp: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
