@@ -38,54 +38,46 @@ def _plain_args(total: int) -> list[str]:
     return args
 
 
-def _quote_args(budget: int) -> list[str]:
-    """Arguments of single quotes (the costliest byte) filling ``budget`` as far as it goes."""
-    args: list[str] = []
-    while True:
-        for size in (ARG_BYTES, 256, 16, 1):
-            if launch_arg_bytes([*args, "'" * size]) <= budget:
-                args.append("'" * size)
-                break
-        else:
-            return args
-
-
-def test_largest_plain_plan_launches(
-    run_probe: RunProbe, small_snapshot: str, run_tmp: Path
-) -> None:
-    """Plain arguments of exactly the launch limit run through the real sandbox."""
-    args = _plain_args(MAX_LAUNCH_ARG_BYTES)
-    assert launch_arg_bytes(args) == MAX_LAUNCH_ARG_BYTES
-    result = run_probe(small_snapshot, "true", args)
-    assert (result.status, result.exit_code, result.outcome) == ("ok", 0, "supports")
-    assert leftovers(run_tmp) == []
-
-
-def test_largest_quote_plan_launches(
-    run_probe: RunProbe, small_snapshot: str, run_tmp: Path
-) -> None:
-    """Single quotes up to the launch limit (the worst quoting growth) still launch."""
-    prefix = ["-c", 'test "$#" -gt 0', "sh"]
-    args = [*prefix, *_quote_args(MAX_LAUNCH_ARG_BYTES - launch_arg_bytes(prefix))]
-    assert MAX_LAUNCH_ARG_BYTES - 300 < launch_arg_bytes(args) <= MAX_LAUNCH_ARG_BYTES
-    result = run_probe(small_snapshot, "sh", args)
-    assert (result.status, result.exit_code, result.outcome) == ("ok", 0, "supports")
-    assert leftovers(run_tmp) == []
-
-
-def test_mixed_quote_and_bang_plan_launches(
-    run_probe: RunProbe, small_snapshot: str, run_tmp: Path
-) -> None:
-    """`'!` pairs (each level escapes both ways) up to the limit still launch, intact."""
-    unit = "'!" * 16
-    script = f'for a; do [ "$a" = "{unit}" ] || exit 3; done'
-    args = ["-c", script, "sh"]
+def _fill(prefix: list[str], unit: str) -> list[str]:
+    """``prefix`` then ``unit`` arguments, as many as the launch limit holds."""
+    args = list(prefix)
     while launch_arg_bytes([*args, unit]) <= MAX_LAUNCH_ARG_BYTES:
         args.append(unit)
-    assert len(args) > 20
-    result = run_probe(small_snapshot, "sh", args)
+    return args
+
+
+#: Content whose quoting grows least, most (single quotes), and both ways (`'!`): each
+#: filled to the limit and checked intact by the probe itself.
+QUOTES = "'" * 8
+BANGS = "'!" * 16
+AT_THE_LIMIT = {
+    "plain": ("true", _plain_args(MAX_LAUNCH_ARG_BYTES)),
+    "quotes": (
+        "sh",
+        _fill(["-c", f'for a; do [ "$a" = "{QUOTES}" ] || exit 3; done', "sh"], QUOTES),
+    ),
+    "quote-bang": (
+        "sh",
+        _fill(["-c", f'for a; do [ "$a" = "{BANGS}" ] || exit 3; done', "sh"], BANGS),
+    ),
+}
+
+
+@pytest.mark.parametrize("content", sorted(AT_THE_LIMIT))
+def test_plan_at_the_launch_limit_launches(
+    run_probe: RunProbe, small_snapshot: str, run_tmp: Path, content: str
+) -> None:
+    """Arguments filled to the launch limit run through the real sandbox, intact."""
+    executable, args = AT_THE_LIMIT[content]
+    assert MAX_LAUNCH_ARG_BYTES - 3000 < launch_arg_bytes(args) <= MAX_LAUNCH_ARG_BYTES
+    result = run_probe(small_snapshot, executable, args)
     assert (result.status, result.exit_code, result.outcome) == ("ok", 0, "supports")
     assert leftovers(run_tmp) == []
+
+
+def test_plain_plan_is_exactly_at_the_limit() -> None:
+    """The plain plan above uses the whole limit, so one byte more is the next test."""
+    assert launch_arg_bytes(AT_THE_LIMIT["plain"][1]) == MAX_LAUNCH_ARG_BYTES
 
 
 class TestRefusals:
