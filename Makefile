@@ -8,10 +8,14 @@ export PROBE_TEST_DATABASE_URL ?= postgresql+psycopg://postgres@127.0.0.1:5432/t
 export PROBE_TEST_REDIS_URL    ?= redis://127.0.0.1:6379/0
 # 1,000 sandboxed probes take ~6 minutes on 2 cores; `make bench QUEUE_BENCH_PROBES=200` is quicker.
 QUEUE_BENCH_PROBES ?= 1000
+# The files holding property tests and state machines (`make explore`).
+EXPLORE_TESTS ?= tests/claims/test_state_machine.py tests/claims/test_globs.py \
+	tests/plans/test_models.py tests/plans/test_receipts.py tests/snapshot/test_materialize.py
 
-.PHONY: setup system-packages sandbox-runtime demo test lint typecheck check bench clean
+.PHONY: setup system-packages sandbox-runtime demo test explore lint typecheck check bench clean
 
 setup: system-packages $(STAMP) sandbox-runtime
+	@$(PY) -m probe_service.sandbox
 
 system-packages:
 	@bash scripts/setup-system.sh
@@ -30,6 +34,10 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest
+
+# Randomized property/state-machine runs looking for new failures (CI stays derandomized).
+explore: setup
+	HYPOTHESIS_PROFILE=explore $(PY) -m pytest $(EXPLORE_TESTS)
 
 lint: setup
 	$(VENV)/bin/ruff check probe_service tests benchmarks

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The README's claims walkthrough: claim -> edit -> gate fails -> recheck -> resolve -> gate passes.
+# The README's claims walkthrough: claim -> edit -> gate fails -> recheck -> resolve -> gate passes;
+# then a breaking edit whose refuting recheck cannot close the obligation, and a revert that
+# passes the gate with no manual resolution.
 # Runs on the embedded store in a temporary directory; needs `make setup` first.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -16,15 +18,16 @@ chmod 600 policies.json
 export BYTE_PROBE_POLICY_FILE="$work/policies.json"
 field() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
 
-probe() {  # probe SNAPSHOT -> prints the receipt sha of a supports run
+probe() {  # probe SNAPSHOT -> prints the receipt sha of its run (supports or refutes)
     cat > plan.json <<JSON
 {"snapshot_id": "$1", "policy_id": "walk-python", "executable": "python3",
  "args": ["check_trailing_comma.py"], "hypothesis": "parse_list accepts a trailing comma",
+ "failure_refutes": true,
  "oracle": {"check": {"kind": "exit_code", "equals": 0}, "source": "user_requirement",
             "reference": "issue #12"}}
 JSON
     plan=$("$bp" plan create plan.json --json | field "['plan_id']")
-    "$bp" run "$plan" --policy walk-python --json | field "['receipt_sha256']"
+    { "$bp" run "$plan" --policy walk-python --json || true; } | field "['receipt_sha256']"
 }
 
 echo "## 1. capture, probe, and record a claim resting on the receipt"
@@ -54,3 +57,23 @@ r2=$(probe "$s2")
     --rationale "re-ran the trailing-comma probe on the edited parser"
 echo "## 5. the gate passes again"
 "$bp" gate --snapshot "$s2" --scope tinyparse
+
+echo "## 6. an edit breaks the parser; its recheck refutes the claim and cannot close the obligation"
+cp repo/tinyparse.py good.py
+sed -i 's/items.pop()/pass/; s/ if item != ""\]/]/' repo/tinyparse.py
+s3=$("$bp" snapshot capture repo --json | field "['snapshot_id']")
+if "$bp" gate --snapshot "$s3" --scope tinyparse >/dev/null; then
+    echo "gate unexpectedly passed" >&2; exit 1
+fi
+obligation=$("$bp" obligations list --open --json | field "[0]['obligation_id']")
+r3=$(probe "$s3")
+if "$bp" obligations resolve "$obligation" --resolution rechecked --receipt "$r3" \
+    --rationale "re-ran the probe on the broken parser" 2>&1; then
+    echo "a refuting recheck was accepted" >&2; exit 1
+fi
+
+echo "## 7. the edit is reverted: the gate on the reverted snapshot passes, nothing resolved by hand"
+cp good.py repo/tinyparse.py
+s4=$("$bp" snapshot capture repo --json | field "['snapshot_id']")
+test "$s4" = "$s2"
+"$bp" gate --snapshot "$s4" --scope tinyparse

@@ -8,6 +8,7 @@ Branches are grouped by what the caller does next::
     ├── InvalidInput                  bad input: fix the request, do not retry
     │   ├── InvalidPlan               a plan field is wrong (names the field)
     │   ├── InvalidClaim              a claim, dependency or evidence is wrong
+    │   │   └── EvidenceMismatch      a receipt is not evidence for this claim/snapshot
     │   ├── PolicyError               policy file missing, unsafe or malformed
     │   ├── UnsafePath                a path escapes, links, or is not a regular file
     │   │   └── LinkEscapes           a snapshot link points outside its tree (names it)
@@ -30,6 +31,7 @@ from __future__ import annotations
 __all__ = [
     "BrokerUnavailable",
     "Conflict",
+    "EvidenceMismatch",
     "InfrastructureError",
     "InvalidClaim",
     "InvalidInput",
@@ -70,6 +72,12 @@ class InvalidClaim(InvalidInput):
     """A claim, its evidence or one of its dependencies is malformed."""
 
     code = "invalid_claim"
+
+
+class EvidenceMismatch(InvalidClaim):
+    """A receipt ran elsewhere (another snapshot or plan) or says another outcome."""
+
+    code = "evidence_mismatch"
 
 
 class PolicyError(InvalidInput):

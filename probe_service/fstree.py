@@ -1,8 +1,8 @@
-"""Iterative, link-safe walks and removals of trees a probe or a repository shaped.
+"""Iterative, link-safe removal of trees a probe or a repository shaped.
 
-Architecture, "no host-side recursion, no leftovers": a probe can leave a directory
-chain thousands of levels deep, read-only directories and links to anywhere, and the
-worker must still measure and remove what it left. So nothing here recurses (the call
+docs/ARCHITECTURE.md, "Host-side walks": a probe can leave a directory chain thousands
+of levels deep, read-only directories and links to anywhere, and the worker must still
+remove what it left. So nothing here recurses (the call
 stack stays flat whatever the depth), every directory is opened relative to its parent
 with ``O_NOFOLLOW`` (no path grows towards ``PATH_MAX`` and no link is ever followed),
 at most two directory descriptors are open at once, and the walk never leaves the
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["TreeUsage", "discard_tree", "remove_tree", "tree_usage"]
+__all__ = ["discard_tree", "remove_tree"]
 
 log = logging.getLogger(__name__)
 
@@ -31,14 +31,6 @@ _OWNER_RWX = stat.S_IRWXU
 _Visit = Callable[[int, list[os.DirEntry[str]]], None]
 #: Called with the parent's descriptor and the name of a directory just finished.
 _Leave = Callable[[int, str], None]
-
-
-@dataclass(frozen=True)
-class TreeUsage:
-    """What a tree holds: bytes of its non-directories (``lstat`` sizes) and its entries."""
-
-    bytes: int
-    entries: int
 
 
 @dataclass
@@ -75,7 +67,7 @@ def remove_tree(path: Path) -> None:
     def rmdir(parent_fd: int, name: str) -> None:
         os.rmdir(name, dir_fd=parent_fd)
 
-    _walk(path, unlink_all, rmdir, writable=True)
+    _walk(path, unlink_all, rmdir)
     os.rmdir(path)
 
 
@@ -92,45 +84,22 @@ def discard_tree(path: Path) -> bool:
     return True
 
 
-def tree_usage(path: Path) -> TreeUsage:
-    """Return the bytes and entry count under directory ``path``, walked iteratively.
-
-    Unreadable directories are counted as one entry and not entered. Raises OSError
-    when ``path`` itself cannot be opened as a directory.
-    """
-    totals = [0, 0]
-
-    def count(_fd: int, entries: list[os.DirEntry[str]]) -> None:
-        for entry in entries:
-            try:
-                totals[0] += entry.stat(follow_symlinks=False).st_size
-            except FileNotFoundError:
-                continue
-            totals[1] += 1
-
-    def count_dir(_parent_fd: int, _name: str) -> None:
-        totals[1] += 1
-
-    _walk(path, count, count_dir, writable=False)
-    return TreeUsage(bytes=totals[0], entries=totals[1])
-
-
-def _walk(root: Path, visit: _Visit, leave: _Leave, *, writable: bool) -> None:
+def _walk(root: Path, visit: _Visit, leave: _Leave) -> None:
     """Post-order walk under ``root``: ``visit`` each directory's other entries, then
     ``leave`` each subdirectory once everything under it was visited."""
     fd = os.open(root, _DIR_FLAGS)
     try:
         device = os.fstat(fd).st_dev
-        path = [_enter(fd, "", visit, writable)]
+        path = [_enter(fd, "", visit)]
         while path:
             top = path[-1]
             if top.pending:
                 name = top.pending.pop()
-                child = _open_child(fd, name, device, writable)
+                child = _open_child(fd, name, device)
                 if child is not None:
                     os.close(fd)
                     fd = child
-                    path.append(_enter(fd, name, visit, writable))
+                    path.append(_enter(fd, name, visit))
                 continue
             path.pop()
             if path:
@@ -142,9 +111,9 @@ def _walk(root: Path, visit: _Visit, leave: _Leave, *, writable: bool) -> None:
         os.close(fd)
 
 
-def _enter(fd: int, name: str, visit: _Visit, writable: bool) -> _Level:
+def _enter(fd: int, name: str, visit: _Visit) -> _Level:
     st = os.fstat(fd)
-    if writable and st.st_mode & _OWNER_RWX != _OWNER_RWX:
+    if st.st_mode & _OWNER_RWX != _OWNER_RWX:
         os.fchmod(fd, stat.S_IMODE(st.st_mode) | _OWNER_RWX)
     subdirs: list[str] = []
     others: list[os.DirEntry[str]] = []
@@ -165,13 +134,11 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
         return False
 
 
-def _open_child(fd: int, name: str, device: int, writable: bool) -> int | None:
+def _open_child(fd: int, name: str, device: int) -> int | None:
     """Open subdirectory ``name`` of ``fd``; None when it vanished or cannot be entered."""
     try:
         child = os.open(name, _DIR_FLAGS, dir_fd=fd)
     except PermissionError:
-        if not writable:
-            return None
         _make_enterable(fd, name)
         child = os.open(name, _DIR_FLAGS, dir_fd=fd)
     except FileNotFoundError:

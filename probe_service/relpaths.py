@@ -7,7 +7,7 @@ from .errors import UnsafePath
 __all__ = ["MAX_PATH_BYTES", "MAX_PATH_DEPTH", "check_relative_path"]
 
 #: Most components a relative path may have. Deeper trees are refused, not walked:
-#: every host-side walk stays bounded (docs/ARCHITECTURE.md, "no host-side recursion").
+#: every host-side walk stays bounded (docs/ARCHITECTURE.md, "Host-side walks").
 MAX_PATH_DEPTH = 256
 #: Most UTF-8 bytes a relative path may have, so a root of up to 1 KiB plus the path
 #: stays under Linux's PATH_MAX (4096) wherever the host opens it by name.

@@ -20,12 +20,13 @@ from .claims import (
     claim_supersede,
     claim_withdraw,
     gate,
+    knowledge_brief,
     knowledge_query,
     knowledge_record_answer,
     obligation_list,
     obligation_resolve,
 )
-from .errors import InfrastructureError, PolicyError
+from .errors import InfrastructureError, InvalidInput, PolicyError
 from .plans import (
     Plan,
     ProbeRunResult,
@@ -43,6 +44,7 @@ from .sandbox import SandboxRuntime
 from .snapshot import Snapshot, load_snapshot, snapshot_capture
 from .snapshot import snapshot_materialize as _materialize
 from .store import MAX_EVENTS_PAGE, Event, Store, read_events
+from .store.consumers import acknowledge, consumer_cursor
 
 __all__ = [
     "OPERATIONS",
@@ -55,6 +57,7 @@ __all__ = [
     "claim_supersede",
     "claim_withdraw",
     "gate",
+    "knowledge_brief",
     "knowledge_events",
     "knowledge_query",
     "knowledge_record_answer",
@@ -78,6 +81,7 @@ OPERATIONS = (
     "claim_create",
     "knowledge_record_answer",
     "knowledge_query",
+    "knowledge_brief",
     "claim_check",
     "change_analyze",
     "obligation_list",
@@ -112,10 +116,33 @@ def snapshot_materialize(store: Store, snapshot_id: str, dest: Path) -> Snapshot
     return _materialize(store, snapshot_id, dest)
 
 
-def knowledge_events(store: Store, after: int = 0, limit: int = 1000) -> list[Event]:
-    """Return events with a cursor greater than ``after``; raises LimitExceeded on a bad limit."""
-    with store.reading() as conn:
-        return read_events(conn, after, min(limit, MAX_EVENTS_PAGE) if limit > 0 else limit)
+def knowledge_events(
+    store: Store,
+    after: int = 0,
+    limit: int = 1000,
+    *,
+    consumer: str | None = None,
+    ack: int | None = None,
+) -> list[Event]:
+    """Return events with a cursor greater than ``after``, or, for a named ``consumer``,
+    greater than the cursor it acknowledged (``ack`` first acknowledges that cursor).
+
+    Raises LimitExceeded on a bad limit; InvalidInput (bad consumer name, ``after`` or
+    ``ack`` without a consumer), NotFound or Conflict for an acknowledgement that is past
+    the newest event or behind the consumer's.
+    """
+    page = min(limit, MAX_EVENTS_PAGE) if limit > 0 else limit
+    if consumer is None:
+        if ack is not None:
+            raise InvalidInput("ack: acknowledging needs a consumer name")
+        with store.reading() as conn:
+            return read_events(conn, after, page)
+    if after:
+        raise InvalidInput("after: a consumer resumes at its acknowledged cursor; omit after")
+    with store.transaction() as conn:
+        if ack is not None:
+            acknowledge(conn, consumer, ack)
+        return read_events(conn, consumer_cursor(conn, consumer), page)
 
 
 def probe_plan(store: Store, plan_json: object) -> PlanCreated:
@@ -178,8 +205,10 @@ def probe_run_queued(
     policy_id: str,
     *,
     timeout_s: float | None = None,
+    reuse: bool = True,
 ) -> ProbeRunResult:
-    """Run a plan through the queue (any worker) and wait for its receipt.
+    """Run a plan through the queue (any worker) and wait for its receipt; with
+    ``reuse=False`` the worker executes even when a reusable receipt exists.
 
     Raises NotFound, PolicyError (policy id differs from the plan's, or the worker could
     not find it), BrokerUnavailable, or InfrastructureError when no worker finished it
@@ -190,7 +219,7 @@ def probe_run_queued(
         raise PolicyError(
             f"policy: {policy_id!r} does not equal the plan's policy_id {plan.policy_id!r}"
         )
-    submitted = submit_plans(store, queue, [plan_id], policy_id)
+    submitted = submit_plans(store, queue, [plan_id], policy_id, reuse=reuse)
     wait_batch(store, submitted.batch_id, lambda _: None, timeout_s=timeout_s)
     (run,) = batch_results(store, submitted.batch_id)
     if run.state != "done":
@@ -199,4 +228,7 @@ def probe_run_queued(
         )
     if run.receipt_sha256 is None:
         raise PolicyError(f"run {run.run_id}: the worker refused it ({run.reason})")
-    return result_from_receipt(run.run_id, load_receipt(store, run.run_id))
+    # A reused run has no receipt row of its own: the receipt it served is found by its
+    # sha (looking it up by this run's id was the "receipt <run_id>: not stored" bug).
+    receipt = load_receipt(store, run.receipt_sha256)
+    return result_from_receipt(run.run_id, receipt, reused=run.reused)

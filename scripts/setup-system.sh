@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Install the system tools the sandbox and snapshots need: bubblewrap, socat, ripgrep, git.
+# Install the system tools the sandbox and snapshots need: bubblewrap, socat, ripgrep, git;
+# iproute2's `ip` creates the network test host of tests/security.
 # Idempotent: does nothing when every tool is already in a fixed system directory.
 set -euo pipefail
 
 need=()
-for tool in bwrap:bubblewrap socat:socat rg:ripgrep git:git node:nodejs npm:npm; do
+for tool in bwrap:bubblewrap socat:socat rg:ripgrep git:git node:nodejs npm:npm ip:iproute2; do
     bin=${tool%%:*}; pkg=${tool##*:}
     found=no
-    for dir in /usr/bin /bin /usr/local/bin; do
+    for dir in /usr/bin /bin /usr/local/bin /usr/sbin /sbin; do
         [ -x "$dir/$bin" ] && found=yes && break
     done
     [ "$found" = yes ] || need+=("$pkg")

@@ -10,17 +10,30 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from hypothesis import settings
 from sqlalchemy import create_engine, text
 
 from probe_service.errors import SandboxUnavailable
 from probe_service.sandbox import SandboxRuntime, locate_runtime
 from probe_service.store import Store, open_store
+
+# Hypothesis profiles: CI must give the same verdict on every run, so with ``CI`` set the
+# examples come from a fixed seed and no example database; ``make explore`` runs the
+# randomized profile (more examples, fresh randomness) to look for new failures, and a
+# failure found there is pinned as an ``@example`` or regression test.
+settings.register_profile("ci", derandomize=True, database=None, deadline=None)
+settings.register_profile("explore", deadline=None, max_examples=200)
+settings.register_profile("dev", deadline=None)
+settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
+)
 
 
 def _docker_answers() -> bool:
@@ -158,3 +171,24 @@ def any_store(request: pytest.FixtureRequest) -> Store:
     name = "sqlite_store" if request.param == "sqlite" else "pg_store"
     store: Store = request.getfixturevalue(name)
     return store
+
+
+def make_searchable(path: Path) -> None:
+    """Let the unprivileged probe uids traverse ``path`` and its ancestors (not list them).
+
+    pytest creates its temporary directories mode 0700; a probe runs as its own
+    uid and must reach the snapshot, scratch and pinned executables it is given.
+    """
+    top = Path(tempfile.gettempdir())
+    for current in [path, *path.parents]:
+        if current == top or current == Path("/"):
+            break
+        if current.stat().st_uid == os.geteuid():
+            current.chmod(current.stat().st_mode | 0o111)
+
+
+@pytest.fixture(autouse=True)
+def _searchable_tmp_path(request: pytest.FixtureRequest) -> None:
+    """Every test's tmp_path is searchable by the probe uids (see ``make_searchable``)."""
+    if "tmp_path" in request.fixturenames:
+        make_searchable(request.getfixturevalue("tmp_path"))

@@ -1,4 +1,4 @@
-"""fstree: iterative, link-safe removal and measurement of probe-shaped trees."""
+"""fstree: iterative, link-safe removal of probe-shaped trees."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from probe_service.fstree import discard_tree, remove_tree, tree_usage
+from probe_service.fstree import discard_tree, remove_tree
 
 
 def _chain(root: Path, depth: int, name: str = "d") -> None:
@@ -84,16 +84,3 @@ class TestRemoveTree:
         root.mkdir()
         monkeypatch.setattr(os, "rmdir", refuse)
         assert discard_tree(root) is False
-
-
-class TestTreeUsage:
-    def test_counts_bytes_of_files_and_links_at_any_depth(self, tmp_path: Path) -> None:
-        """Bytes are the lstat sizes of non-directories; a link counts its own size."""
-        root = tmp_path / "scratch"
-        root.mkdir()
-        _chain(root, 1500)
-        (root / "big").write_bytes(b"x" * 1000)
-        (root / "link").symlink_to("/" + "y" * 99)
-        usage = tree_usage(root)
-        assert usage.bytes == 1000 + 100
-        assert usage.entries == 1500 + 30 + 2  # directories, files every 50 levels, 2 more

@@ -11,7 +11,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_walkthrough_script_passes() -> None:
-    """claim -> edit -> gate fails -> recheck -> resolve -> gate passes, exit 0."""
+    """claim -> edit -> gate fails -> recheck -> resolve -> gate passes; a refuting recheck
+    is refused; the gate on the reverted snapshot passes with no manual resolution."""
     env = {**os.environ, "BYTE_PROBE": str(Path(sys.executable).parent / "byte-probe")}
     env.pop("PROBE_DATABASE_URL", None)
     env.pop("PROBE_REDIS_URL", None)
@@ -25,4 +26,8 @@ def test_walkthrough_script_passes() -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "gate closed: 1 claim(s) checked, 1 open obligation(s)" in done.stdout
-    assert done.stdout.rstrip().endswith("gate passed: 1 claim(s) checked, 0 open obligation(s)")
+    refused = done.stdout.split("## 6.")[1].split("## 7.")[0]
+    assert "byte-probe: error: receipt: receipt" in refused
+    assert "record the new outcome as a new claim superseding" in refused
+    reverted = done.stdout.split("## 7.")[1]
+    assert "gate passed: 1 claim(s) checked, 0 open obligation(s)" in reverted

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from .analysis import change_analyze, changed_paths
 from .audit import AuditEntry, read_audit
+from .brief import KnowledgeBrief, knowledge_brief
 from .checking import claim_check
 from .creation import claim_create, claim_supersede, knowledge_record_answer
 from .gate import gate
@@ -34,6 +35,7 @@ from .lineage import claim_withdraw, supersession_chain
 from .models import (
     AnswerRequest,
     ClaimRequest,
+    ContentGlobQuery,
     Dependency,
     Evidence,
     GrepQuery,
@@ -69,10 +71,12 @@ __all__ = [
     "ClaimCheck",
     "ClaimRecord",
     "ClaimRequest",
+    "ContentGlobQuery",
     "Dependency",
     "Evidence",
     "GateResult",
     "GrepQuery",
+    "KnowledgeBrief",
     "KnowledgeHit",
     "Obligation",
     "PathGlobQuery",
@@ -93,6 +97,7 @@ __all__ = [
     "claim_withdraw",
     "evaluate_query",
     "gate",
+    "knowledge_brief",
     "knowledge_query",
     "knowledge_record_answer",
     "no_receipts",

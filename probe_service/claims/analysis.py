@@ -22,6 +22,7 @@ from .digests import digest_json
 from .globs import ancestor_prefixes, compile_glob
 from .obligations import open_obligations
 from .records import ChangeAnalysis
+from .resolutions import close_current_again
 from .rows import chunks, load_baselines, load_heads
 from .sources import SnapshotSource
 from .tables import claim_dep_domains, claim_dep_paths, claim_supersessions, claim_tombstones
@@ -56,6 +57,7 @@ def change_analyze(
         opened = open_obligations(conn, checks, from_snapshot, interface)
         # an obligation_opened event already carries the claim's applicability
         record_checks(conn, checks, interface, announced={o.claim_id for o in opened})
+        close_current_again(conn, checks, interface)
         for group_scope in sorted({c.scope for c in checks}):
             append_audit(
                 conn,

@@ -1,8 +1,9 @@
 """Applicability rules: does a stored baseline still hold at a target snapshot?
 
-Rules (seed 000, "Durable data"):
+Rules (docs/ARCHITECTURE.md, "Claims: applicability"):
 
-- ``exact_blob``: digest changed, created or deleted → ``needs_recheck``;
+- ``exact_blob``: digest or executable bit changed, created or deleted, or another
+  analyzer version → ``needs_recheck``;
 - ``query_set``: a different bounded result (matches, completeness, truncation) or another
   analyzer version → ``needs_recheck``;
 - ``negative_query``: an incomplete baseline or another analyzer version → ``needs_recheck``;
@@ -82,6 +83,10 @@ def _decided_without_reading(baseline: QueryBaseline) -> bool:
 
 
 def _check_exact(baseline: ExactBlobBaseline, tree: TreeView) -> tuple[Applicability, str]:
+    if baseline.analyzer_version != ANALYZER_VERSION["exact_blob"]:
+        return "needs_recheck", (
+            f"analyzer changed: {baseline.analyzer_version} -> {ANALYZER_VERSION['exact_blob']}"
+        )
     now = entry_fingerprint(tree.entries.get(baseline.path))
     if now == baseline.fingerprint:
         return "current", f"{baseline.path} unchanged"

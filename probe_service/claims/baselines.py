@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from ..errors import InvalidClaim, NotFound
 from .digests import digest_bytes, digest_json
 from .models import Dependency, SpanRef
-from .queries import evaluate_query
+from .queries import ANALYZER_VERSION, evaluate_query
 from .records import Baseline, EvidenceRecord, ExactBlobBaseline, QueryBaseline
 from .views import BlobMissing, TreeView, entry_fingerprint
 
@@ -31,16 +31,23 @@ def check_path(path: str, field: str) -> str:
     return path
 
 
-def compute_baseline(position: int, dependency: Dependency, tree: TreeView) -> Baseline:
+def compute_baseline(
+    position: int, dependency: Dependency, tree: TreeView, *, allow_incomplete: bool = False
+) -> Baseline:
     """Capture one dependency at ``tree``.
 
-    Raises InvalidClaim when a path is unsafe or a negative query already matches,
-    NotFound when a blob the query must read is missing from the store.
+    Raises InvalidClaim when a path is unsafe, a negative query already matches, or (unless
+    ``allow_incomplete``) a negative query's result is incomplete; NotFound when a blob the
+    query must read is missing from the store.
     """
     field = f"dependencies[{position}]"
     if dependency.exact_blob is not None:
         path = check_path(dependency.exact_blob.path, f"{field}.exact_blob.path")
-        return ExactBlobBaseline(path=path, fingerprint=entry_fingerprint(tree.entries.get(path)))
+        return ExactBlobBaseline(
+            path=path,
+            fingerprint=entry_fingerprint(tree.entries.get(path)),
+            analyzer_version=ANALYZER_VERSION["exact_blob"],
+        )
     form = "query_set" if dependency.query_set is not None else "negative_query"
     spec = dependency.query_set or dependency.negative_query
     assert spec is not None  # noqa: S101 - Dependency validates exactly one form
@@ -52,6 +59,14 @@ def compute_baseline(position: int, dependency: Dependency, tree: TreeView) -> B
         raise InvalidClaim(
             f"{field}.negative_query: {len(result.matches)} match(es) at the snapshot "
             f"(first {result.matches[0].path}); a negative dependency needs an empty result"
+        )
+    if form == "negative_query" and not result.complete and not allow_incomplete:
+        # An incomplete negative baseline can never vouch for absence, so such a claim is
+        # needs_recheck from birth (docs/ARCHITECTURE.md, "Claims: applicability").
+        raise InvalidClaim(
+            f"{field}.negative_query: the result is incomplete at the snapshot "
+            f"({'; '.join(result.notes[:3])}); the claim would never be applicable; "
+            "record it anyway only with the explicit allow_incomplete override (--allow-incomplete)"
         )
     return QueryBaseline(
         form=form,

@@ -16,9 +16,11 @@ from .applicability import blobs_to_recheck, check_dependency, combine_checks
 from .audit import append_audit
 from .digests import digest_json
 from .records import Baseline, ClaimCheck, DependencyCheck
+from .resolutions import close_current_again
 from .rows import load_baselines, load_heads, reasons_json
 from .sources import SnapshotSource
 from .tables import claim_checks
+from .upgrade import recompute_outdated
 
 __all__ = ["MAX_CHECK_CLAIMS", "claim_check", "evaluate_claims", "record_checks"]
 
@@ -37,8 +39,10 @@ def claim_check(
 ) -> list[ClaimCheck]:
     """Applicability of each named claim at ``target_snapshot``, in the order named.
 
-    A snapshot or blob missing from the store gives ``unknown``. Raises NotFound when a
-    claim does not exist (in ``scope``, if given), LimitExceeded for too many ids.
+    A snapshot or blob missing from the store gives ``unknown``; an open obligation on
+    ``target_snapshot`` for a claim found current is resolved ``current_again``. Raises
+    NotFound when a claim does not exist (in ``scope``, if given), LimitExceeded for too
+    many ids.
     """
     if len(claim_ids) > MAX_CHECK_CLAIMS:
         raise LimitExceeded(f"claim_ids: more than {MAX_CHECK_CLAIMS}")
@@ -53,6 +57,7 @@ def claim_check(
     checks = evaluate_claims(heads, baselines, target_snapshot, source or SnapshotSource(store))
     with store.transaction() as conn:
         record_checks(conn, checks, interface)
+        close_current_again(conn, checks, interface)
     by_id = {c.claim_id: c for c in checks}
     return [by_id[claim_id] for claim_id in claim_ids]
 
@@ -63,7 +68,9 @@ def evaluate_claims(
     snapshot_id: str,
     source: SnapshotSource,
 ) -> list[ClaimCheck]:
-    """Pure part of the check: compare each claim's baselines with the snapshot."""
+    """Compare each claim's baselines with the snapshot (outdated baselines are first
+    recomputed at their claim's snapshot)."""
+    baselines = recompute_outdated(baselines, source)
     tree = source.tree(snapshot_id)
     if tree is not None:
         source.prefetch(tree, blobs_to_recheck(_flatten(baselines, heads), tree))

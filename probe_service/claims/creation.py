@@ -15,7 +15,8 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select
 
-from ..errors import Conflict, InvalidClaim
+from ..errors import Conflict, EvidenceMismatch, InvalidClaim, NotFound
+from ..plans.persist import load_plan
 from ..store import Store, append_event, utc_now
 from .audit import append_audit
 from .baselines import boundary_key, compute_baseline, compute_span
@@ -23,9 +24,9 @@ from .digests import digest_json
 from .models import AnswerRequest, ClaimRequest, Dependency, parse_request
 from .receipts import ReceiptLookup, outcome_from_receipts
 from .records import Baseline, ClaimRecord, EvidenceRecord, Outcome
-from .rows import insert_claim, load_claim
+from .rows import insert_claim, load_claim, load_claims
 from .sources import SnapshotSource
-from .tables import claim_supersessions, claim_tombstones
+from .tables import claim_supersessions, claim_tombstones, claims
 from .views import TreeView
 
 __all__ = ["claim_create", "claim_supersede", "knowledge_record_answer"]
@@ -40,18 +41,28 @@ def claim_create(
     receipts: ReceiptLookup,
     interface: str = "python",
     allow_tombstoned: bool = False,
+    allow_incomplete: bool = False,
     source: SnapshotSource | None = None,
 ) -> ClaimRecord:
     """Record a claim; its outcome follows its receipts and its baselines its snapshot.
 
     A statement and boundary matching a withdrawn claim in the same scope raises Conflict
-    unless ``allow_tombstoned``, which records it with ``flagged="tombstone"``.
+    unless ``allow_tombstoned``, which records it with ``flagged="tombstone"``. A claim
+    identical to a live one (same scope, statement, kind, snapshot, evidence and
+    dependencies) is not recorded twice: the live claim is returned.
     Raises InvalidClaim (bad input, unknown receipt, asserted outcome the evidence does not
-    carry, negative query that already matches), NotFound (snapshot or blob missing).
+    carry, negative query that already matches or, unless ``allow_incomplete``, is
+    incomplete), EvidenceMismatch (a receipt ran on another snapshot), NotFound (snapshot
+    or blob missing).
     """
     req = parse_request(ClaimRequest, request)
-    record = build_claim(req, receipts, source or SnapshotSource(store))
+    record = build_claim(
+        req, receipts, source or SnapshotSource(store), allow_incomplete=allow_incomplete
+    )
     with store.transaction() as conn:
+        twin = _live_twin(conn, record)
+        if twin is not None:
+            return twin
         record = _admit(conn, record, allow_tombstoned)
         _write(conn, record, "claim_create", interface)
     return record
@@ -66,6 +77,7 @@ def claim_supersede(
     receipts: ReceiptLookup,
     interface: str = "python",
     allow_tombstoned: bool = False,
+    allow_incomplete: bool = False,
     source: SnapshotSource | None = None,
 ) -> ClaimRecord:
     """Record a successor claim and link it to ``predecessor_id`` in one transaction.
@@ -77,7 +89,9 @@ def claim_supersede(
     if not rationale.strip():
         raise InvalidClaim("rationale: required")
     req = parse_request(ClaimRequest, request)
-    record = build_claim(req, receipts, source or SnapshotSource(store))
+    record = build_claim(
+        req, receipts, source or SnapshotSource(store), allow_incomplete=allow_incomplete
+    )
     with store.transaction() as conn:
         link_supersession(
             conn, predecessor_id, record.claim_id, record.scope, rationale, check_successor=False
@@ -118,7 +132,8 @@ def knowledge_record_answer(
     req = parse_request(AnswerRequest, request, "answer")
     tree = (source or SnapshotSource(store)).require(req.snapshot_id)
     evidence = [compute_span(i, span, tree) for i, span in enumerate(req.spans)]
-    # seed 000: current code is not proof that the model interpreted it correctly.
+    # Current code is not proof that the model interpreted it correctly
+    # (docs/ARCHITECTURE.md, "Trust rules").
     record = _assemble(
         req.scope,
         req.answer,
@@ -137,10 +152,16 @@ def knowledge_record_answer(
     return record
 
 
-def build_claim(req: ClaimRequest, receipts: ReceiptLookup, source: SnapshotSource) -> ClaimRecord:
+def build_claim(
+    req: ClaimRequest,
+    receipts: ReceiptLookup,
+    source: SnapshotSource,
+    *,
+    allow_incomplete: bool = False,
+) -> ClaimRecord:
     """Compute evidence, outcome and baselines of ``req``; nothing is written."""
     tree = source.require(req.snapshot_id)
-    evidence = [_evidence(i, ev, tree, receipts) for i, ev in enumerate(req.evidence)]
+    evidence = [_evidence(i, ev, tree, receipts, source) for i, ev in enumerate(req.evidence)]
     outcome = outcome_from_receipts(e.receipt_outcome for e in evidence if e.receipt_outcome)
     if req.outcome is not None and req.outcome != outcome:
         raise InvalidClaim(
@@ -152,27 +173,76 @@ def build_claim(req: ClaimRequest, receipts: ReceiptLookup, source: SnapshotSour
         req.kind,
         req.snapshot_id,
         evidence,
-        _baselines(req.dependencies, tree),
+        _baselines(req.dependencies, tree, allow_incomplete),
         req.dependencies,
         outcome=outcome,
     )
 
 
-def _evidence(position: int, ev: Any, tree: TreeView, receipts: ReceiptLookup) -> EvidenceRecord:
+def _evidence(
+    position: int, ev: Any, tree: TreeView, receipts: ReceiptLookup, source: SnapshotSource
+) -> EvidenceRecord:
     if ev.span is not None:
         return compute_span(position, ev.span, tree)
     if ev.text is not None:
         return EvidenceRecord(kind="text", text=ev.text)
-    oracle = receipts(ev.receipt)
-    if oracle is None:
+    if ev.plan is not None:
+        return _declared_plan(position, ev.plan, tree, source)
+    facts = receipts(ev.receipt)
+    if facts is None:
         raise InvalidClaim(f"evidence[{position}].receipt: unknown receipt {ev.receipt!r}")
-    if oracle not in _ORACLE_OUTCOMES:
-        raise InvalidClaim(f"evidence[{position}].receipt: unexpected oracle outcome {oracle!r}")
-    return EvidenceRecord(kind="receipt", receipt=ev.receipt, receipt_outcome=oracle)
+    if facts.outcome not in _ORACLE_OUTCOMES:
+        raise InvalidClaim(
+            f"evidence[{position}].receipt: unexpected oracle outcome {facts.outcome!r}"
+        )
+    # A receipt is evidence only for the snapshot it ran on (docs/ARCHITECTURE.md,
+    # "Trust rules").
+    if facts.snapshot_id is not None and facts.snapshot_id != tree.snapshot_id:
+        raise EvidenceMismatch(
+            f"evidence[{position}].receipt: receipt {ev.receipt} ran on snapshot "
+            f"{facts.snapshot_id}, not on the claim's snapshot {tree.snapshot_id}"
+        )
+    return EvidenceRecord(kind="receipt", receipt=ev.receipt, receipt_outcome=facts.outcome)
 
 
-def _baselines(dependencies: Sequence[Dependency], tree: TreeView) -> list[Baseline]:
-    return [compute_baseline(i, dep, tree) for i, dep in enumerate(dependencies)]
+def _declared_plan(
+    position: int, plan_id: str, tree: TreeView, source: SnapshotSource
+) -> EvidenceRecord:
+    """A plan the claim declares as its recheck: stored, and made for the claim's snapshot."""
+    try:
+        plan = load_plan(source.store, plan_id)
+    except NotFound as exc:
+        raise NotFound(f"evidence[{position}].plan: no stored plan {plan_id}") from exc
+    if plan.snapshot_id != tree.snapshot_id:
+        raise EvidenceMismatch(
+            f"evidence[{position}].plan: plan {plan_id} is for snapshot {plan.snapshot_id}, "
+            f"not the claim's snapshot {tree.snapshot_id}"
+        )
+    return EvidenceRecord(kind="plan", plan=plan_id)
+
+
+def _baselines(
+    dependencies: Sequence[Dependency], tree: TreeView, allow_incomplete: bool = False
+) -> list[Baseline]:
+    return [
+        compute_baseline(i, dep, tree, allow_incomplete=allow_incomplete)
+        for i, dep in enumerate(dependencies)
+    ]
+
+
+def _live_twin(conn: Connection, record: ClaimRecord) -> ClaimRecord | None:
+    """A live claim with the same content as ``record`` (its ``record_digest``), if any."""
+    c = claims.c
+    ids = conn.execute(
+        select(c.claim_id)
+        .where(c.scope == record.scope, c.boundary_key == record.boundary_key)
+        .where(c.record_digest == record.record_digest)
+        .order_by(c.created_at, c.claim_id)
+    ).scalars()
+    for found in load_claims(conn, list(ids)).values():
+        if not found.withdrawn and found.superseded_by is None:
+            return found
+    return None
 
 
 def _assemble(

@@ -12,6 +12,7 @@ from .audit import append_audit
 from .creation import link_supersession
 from .digests import digest_json
 from .records import Tombstone
+from .resolutions import list_in, resolve_in
 from .rows import load_claim
 from .tables import claim_supersessions, claim_tombstones
 
@@ -29,7 +30,8 @@ def claim_withdraw(
     scope: str | None = None,
     interface: str = "python",
 ) -> Tombstone:
-    """Withdraw a claim, leaving a tombstone for its statement and boundary.
+    """Withdraw a claim, leaving a tombstone for its statement and boundary; its open
+    obligations are resolved as ``withdrawn`` with the same rationale.
 
     Raises NotFound (no such claim in scope), Conflict (already withdrawn),
     InvalidClaim (empty rationale).
@@ -65,6 +67,9 @@ def withdraw_in(
         after=digest_json(tomb.model_dump()),
     )
     append_event(conn, "claim_withdrawn", claim_id, {"scope": claim.scope})
+    # A withdrawn claim asks nothing more of anyone: its open obligations close with it.
+    still_open = list_in(conn, claim_id=claim_id, state="open")
+    resolve_in(conn, still_open, "withdrawn", rationale, interface=interface)
     return tomb
 
 

@@ -17,6 +17,7 @@ __all__ = [
     "MAX_QUERY_RESULTS",
     "AnswerRequest",
     "ClaimRequest",
+    "ContentGlobQuery",
     "Dependency",
     "Evidence",
     "ExactBlobSpec",
@@ -66,9 +67,16 @@ class GrepQuery(_DomainQuery):
 
 
 class PathGlobQuery(_DomainQuery):
-    """Paths in the domain: the domain glob is the query."""
+    """Paths in the domain: the domain glob is the query (membership only)."""
 
     kind: Literal["path_glob"]
+
+
+class ContentGlobQuery(_DomainQuery):
+    """Paths in the domain and each one's content digest (and executable bit): an edit to
+    any matched file changes the result, unlike ``path_glob``."""
+
+    kind: Literal["content_glob"]
 
 
 class PythonSymbolQuery(_DomainQuery):
@@ -79,7 +87,9 @@ class PythonSymbolQuery(_DomainQuery):
     role: Literal["definition", "reference", "any"] = "any"
 
 
-QuerySpec = Annotated[GrepQuery | PathGlobQuery | PythonSymbolQuery, Field(discriminator="kind")]
+QuerySpec = Annotated[
+    GrepQuery | PathGlobQuery | ContentGlobQuery | PythonSymbolQuery, Field(discriminator="kind")
+]
 
 
 class ExactBlobSpec(_Frozen):
@@ -124,16 +134,19 @@ class SpanRef(_Frozen):
 
 
 class Evidence(_Frozen):
-    """Exactly one of: a probe receipt id, a source span, or free text."""
+    """Exactly one of: a probe receipt id, a source span, free text, or a declared plan
+    (the stored probe plan whose rerun on a later snapshot rechecks the claim)."""
 
     receipt: str | None = Field(default=None, pattern=_HEX64)
     span: SpanRef | None = None
     text: str | None = Field(default=None, min_length=1, max_length=65_536)
+    plan: str | None = Field(default=None, pattern=_HEX64)
 
     @model_validator(mode="after")
     def _exactly_one_kind(self) -> Evidence:
-        if sum(item is not None for item in (self.receipt, self.span, self.text)) != 1:
-            raise ValueError("name exactly one of receipt, span, text")
+        kinds = (self.receipt, self.span, self.text, self.plan)
+        if sum(item is not None for item in kinds) != 1:
+            raise ValueError("name exactly one of receipt, span, text, plan")
         return self
 
 

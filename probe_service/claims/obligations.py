@@ -2,6 +2,11 @@
 
 An obligation is unique per (claim, target snapshot); analysing the same change twice opens
 nothing new. Resolution adds an ``obligation_resolutions`` row; nothing is updated.
+Resolutions must agree with their evidence (docs/ARCHITECTURE.md, "Trust rules": an
+obligation is closed only by evidence that agrees with the claim, on the target snapshot):
+``rechecked`` names a receipt that ran the claim's plan on the obligation's snapshot and
+carries the claim's outcome; ``accepted_risk`` keeps its rationale and is never reported as
+checked; ``current_again`` is recorded only by a check, never by a caller.
 """
 
 from __future__ import annotations
@@ -9,26 +14,35 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
-from sqlalchemy import Connection, Insert, Row, insert, select
+from sqlalchemy import Connection, Insert, select
 
-from ..errors import Conflict, InvalidClaim, NotFound
+from ..errors import Conflict, EvidenceMismatch, InvalidClaim, NotFound
+from ..plans.tables import plans
 from ..store import Store, append_event, insert_on_conflict, utc_now
 from .audit import append_audit
 from .digests import digest_json
 from .lineage import record_supersession, withdraw_in
-from .receipts import ReceiptLookup, no_receipts
-from .records import ClaimCheck, Obligation
+from .receipts import ReceiptFacts, ReceiptLookup, no_receipts, plan_shape
+from .records import ClaimCheck, ClaimRecord, Obligation
+from .resolutions import MAX_LIST, list_in, obligation_from_row, resolve_in
 from .rows import load_claim, reasons_json
-from .tables import obligation_resolutions, obligations
+from .tables import obligations
 
-__all__ = ["RESOLUTIONS", "obligation_list", "obligation_resolve", "open_obligations"]
+__all__ = [
+    "RESOLUTIONS",
+    "list_in",
+    "obligation_list",
+    "obligation_resolve",
+    "open_obligations",
+]
 
-Resolution = Literal["rechecked", "accepted_risk", "superseded", "withdrawn"]
+Resolution = Literal["rechecked", "accepted_risk", "superseded", "withdrawn", "current_again"]
+#: What a caller may resolve with; ``current_again`` is recorded by checks only.
 RESOLUTIONS: tuple[str, ...] = ("rechecked", "accepted_risk", "superseded", "withdrawn")
-#: Longest page ``obligation_list`` returns.
-MAX_LIST = 10_000
+#: The claim outcome each oracle outcome carries.
+_AGREES = {"supports": "supported", "refutes": "refuted", "inconclusive": "unresolved"}
 
 
 def open_obligations(
@@ -57,7 +71,9 @@ def open_obligations(
     if not rows:
         return []
     inserted = {r[0] for r in conn.execute(_insert_new(conn), list(rows.values()))}
-    opened = [_obligation(row, None) for row in rows.values() if row["obligation_id"] in inserted]
+    opened = [
+        obligation_from_row(row, None) for row in rows.values() if row["obligation_id"] in inserted
+    ]
     _announce_opened(conn, opened, interface)
     return opened
 
@@ -106,62 +122,16 @@ def obligation_list(
     snapshot_id: str | None = None,
     limit: int = 1000,
 ) -> list[Obligation]:
-    """Obligations matching every given filter, oldest first (at most ``limit``)."""
+    """Obligations matching every given filter, oldest first (at most ``limit``).
+
+    Raises InvalidClaim when ``limit`` is outside 1..MAX_LIST.
+    """
     if not 1 <= limit <= MAX_LIST:
         raise InvalidClaim(f"limit: {limit} is outside 1..{MAX_LIST}")
     with store.reading() as conn:
         return list_in(
             conn, scope=scope, state=state, claim_id=claim_id, snapshot_id=snapshot_id, limit=limit
         )
-
-
-def list_in(
-    conn: Connection,
-    *,
-    scope: str | None = None,
-    state: str | None = None,
-    claim_id: str | None = None,
-    snapshot_id: str | None = None,
-    limit: int = MAX_LIST,
-    obligation_id: str | None = None,
-) -> list[Obligation]:
-    """``obligation_list`` inside the caller's transaction."""
-    o, r = obligations.c, obligation_resolutions.c
-    query = select(
-        obligations, r.resolution, r.rationale, r.receipt, r.successor_claim_id, r.resolved_at
-    ).join(obligation_resolutions, o.obligation_id == r.obligation_id, isouter=True)
-    filters: list[Any] = [
-        o.scope == scope if scope is not None else None,
-        o.claim_id == claim_id if claim_id is not None else None,
-        o.snapshot_id == snapshot_id if snapshot_id is not None else None,
-        o.obligation_id == obligation_id if obligation_id is not None else None,
-        {"open": r.resolution.is_(None), "resolved": r.resolution.is_not(None)}.get(state or ""),
-    ]
-    for condition in filters:
-        if condition is not None:
-            query = query.where(condition)
-    rows = conn.execute(query.order_by(o.opened_at, o.obligation_id).limit(limit))
-    return [_obligation(row._mapping, row) for row in rows]
-
-
-def _obligation(head: Any, row: Row[Any] | None) -> Obligation:
-    resolved = row is not None and row.resolution is not None
-    return Obligation(
-        obligation_id=head["obligation_id"],
-        claim_id=head["claim_id"],
-        scope=head["scope"],
-        snapshot_id=head["snapshot_id"],
-        from_snapshot_id=head["from_snapshot_id"],
-        state="resolved" if resolved else "open",
-        applicability=head["applicability"],
-        reasons=tuple(json.loads(head["reasons"])),
-        opened_at=head["opened_at"],
-        resolution=row.resolution if resolved and row else None,
-        rationale=row.rationale if resolved and row else None,
-        receipt=row.receipt if resolved and row else None,
-        successor_claim_id=row.successor_claim_id if resolved and row else None,
-        resolved_at=row.resolved_at if resolved and row else None,
-    )
 
 
 def obligation_resolve(
@@ -175,15 +145,18 @@ def obligation_resolve(
     receipts: ReceiptLookup = no_receipts,
     scope: str | None = None,
     interface: str = "python",
+    resolved_by: str | None = None,
 ) -> Obligation:
-    """Resolve an open obligation; the rationale is required and kept.
+    """Resolve an open obligation; the rationale, interface and actor are kept.
 
-    ``rechecked`` names a receipt the lookup knows; ``superseded`` names the successor claim
-    (linked now if it is not yet); ``withdrawn`` withdraws the claim (tombstone).
-    Raises InvalidClaim (bad resolution, missing rationale/receipt/successor), NotFound,
-    Conflict (already resolved).
+    ``rechecked`` names a receipt that ran the claim's plan on the obligation's snapshot and
+    agrees with the claim's outcome; ``superseded`` names the successor claim (linked now if
+    it is not yet); ``withdrawn`` withdraws the claim (tombstone), closing its other open
+    obligations too. Raises InvalidClaim (bad resolution, missing rationale/receipt/
+    successor), EvidenceMismatch (the receipt ran another plan or snapshot, or disagrees),
+    NotFound, Conflict (already resolved).
     """
-    _check_resolution(resolution, rationale, receipt, successor_claim_id, receipts)
+    _check_resolution(resolution, rationale, receipt, successor_claim_id)
     with store.transaction() as conn:
         found = list_in(conn, obligation_id=obligation_id, scope=scope)
         if not found:
@@ -191,62 +164,83 @@ def obligation_resolve(
         before = found[0]
         if before.state == "resolved":
             raise Conflict(f"obligation {obligation_id} is already resolved ({before.resolution})")
-        _apply_side_effect(conn, before, resolution, rationale, successor_claim_id, interface)
-        conn.execute(
-            insert(obligation_resolutions).values(
-                obligation_id=obligation_id,
-                resolution=resolution,
-                rationale=rationale,
-                receipt=receipt,
-                successor_claim_id=successor_claim_id,
-                resolved_at=utc_now(),
-            )
+        if resolution == "rechecked" and receipt is not None:
+            claim = load_claim(conn, before.claim_id)
+            _check_recheck(claim, before, receipt, receipts, _declared_shapes(conn, claim))
+        (after,) = resolve_in(
+            conn,
+            [before],
+            resolution,
+            rationale,
+            interface=interface,
+            resolved_by=resolved_by,
+            receipt=receipt,
+            successor_claim_id=successor_claim_id,
         )
-        after = list_in(conn, obligation_id=obligation_id)[0]
-        _announce_resolution(conn, before, after, interface)
+        _apply_side_effect(conn, before, resolution, rationale, successor_claim_id, interface)
     return after
 
 
-def _announce_resolution(
-    conn: Connection, before: Obligation, after: Obligation, interface: str
-) -> None:
-    append_audit(
-        conn,
-        operation="obligation_resolve",
-        interface=interface,
-        scope=after.scope,
-        subject_ids=[after.obligation_id, after.claim_id],
-        before=digest_json(before.model_dump(mode="json")),
-        after=digest_json(after.model_dump(mode="json")),
-    )
-    append_event(
-        conn,
-        "obligation_resolved",
-        after.obligation_id,
-        {"scope": after.scope, "claim_id": after.claim_id, "resolution": after.resolution},
-    )
-
-
 def _check_resolution(
-    resolution: str,
-    rationale: str,
-    receipt: str | None,
-    successor: str | None,
-    receipts: ReceiptLookup,
+    resolution: str, rationale: str, receipt: str | None, successor: str | None
 ) -> None:
     if resolution not in RESOLUTIONS:
         raise InvalidClaim(f"resolution: {resolution!r} is not one of {', '.join(RESOLUTIONS)}")
     if not rationale or not rationale.strip():
-        raise InvalidClaim("rationale: required")
-    if resolution == "rechecked":
-        if not receipt:
-            raise InvalidClaim("receipt: a 'rechecked' resolution names the new receipt")
-        if receipts(receipt) is None:
-            raise InvalidClaim(f"receipt: unknown receipt {receipt!r}")
-    elif receipt is not None:
+        raise InvalidClaim(f"rationale: required for a {resolution!r} resolution")
+    if resolution == "rechecked" and not receipt:
+        raise InvalidClaim("receipt: a 'rechecked' resolution names the new receipt")
+    if resolution != "rechecked" and receipt is not None:
         raise InvalidClaim("receipt: only a 'rechecked' resolution names a receipt")
     if (resolution == "superseded") != (successor is not None):
         raise InvalidClaim("successor_claim_id: named by, and only by, a 'superseded' resolution")
+
+
+def _check_recheck(
+    claim: ClaimRecord,
+    obligation: Obligation,
+    receipt: str,
+    receipts: ReceiptLookup,
+    declared: set[str],
+) -> None:
+    """A recheck counts only if it ran the claim's plan on the obligation's snapshot and
+    carries the claim's outcome; raise InvalidClaim or EvidenceMismatch otherwise."""
+    facts = receipts(receipt)
+    if facts is None:
+        raise InvalidClaim(f"receipt: unknown receipt {receipt!r}")
+    if facts.snapshot_id != obligation.snapshot_id:
+        raise EvidenceMismatch(
+            f"receipt: receipt {receipt} ran on snapshot {facts.snapshot_id}, not on the "
+            f"obligation's snapshot {obligation.snapshot_id}"
+        )
+    plans = _claim_plans(claim, receipts) | declared
+    if facts.plan_shape is None or facts.plan_shape not in plans:
+        raise EvidenceMismatch(
+            f"receipt: receipt {receipt} did not run the plan of claim {claim.claim_id}"
+            + ("" if plans else " (the claim names no plan: no receipt or declared plan)")
+        )
+    if _AGREES.get(facts.outcome) != claim.outcome:
+        raise EvidenceMismatch(
+            f"receipt: receipt {receipt} {facts.outcome} while claim {claim.claim_id} is "
+            f"{claim.outcome}; record the new outcome as a new claim superseding "
+            f"{claim.claim_id}: create it, then resolve this obligation as superseded "
+            "naming it as the successor"
+        )
+
+
+def _claim_plans(claim: ClaimRecord, receipts: ReceiptLookup) -> set[str]:
+    """The snapshot-independent plan shapes the claim's receipt evidence ran."""
+    found = (receipts(ev.receipt) for ev in claim.evidence if ev.receipt is not None)
+    return {f.plan_shape for f in found if isinstance(f, ReceiptFacts) and f.plan_shape}
+
+
+def _declared_shapes(conn: Connection, claim: ClaimRecord) -> set[str]:
+    """The snapshot-independent shapes of the plans the claim declares."""
+    ids = [ev.plan for ev in claim.evidence if ev.plan is not None]
+    if not ids:
+        return set()
+    bodies = conn.execute(select(plans.c.body).where(plans.c.plan_id.in_(ids))).scalars()
+    return {shape for body in bodies if (shape := plan_shape(json.loads(body)))}
 
 
 def _apply_side_effect(

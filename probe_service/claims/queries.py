@@ -11,7 +11,12 @@ Limits (documented, enforced, and reported through ``complete``/``truncated``):
   (incomplete), unsafe patterns are refused up front (``regex_guard``), and a query's
   regex search stops after ``REGEX_SECONDS`` (truncated, incomplete);
 - ``python_symbol`` parses ``.py``/``.pyi`` files with ``ast`` (never imports or runs them);
-  an unparsable file makes the result incomplete.
+  an unparsable file makes the result incomplete. Its result identity is location-free:
+  each match counts by path, role and (for a ``def``/``class``) the digest of the
+  definition's syntax tree, so moving a definition or adding a comment above it keeps the
+  result, and editing its body changes it;
+- ``content_glob`` matches the domain's paths with each one's fingerprint (digest and
+  executable bit); ``path_glob`` is its membership-only sibling.
 
 Paths are visited in sorted order, so the same snapshot always yields the same result.
 Bump ``ANALYZER_VERSION[kind]`` whenever a kind's behaviour changes: a stored baseline
@@ -25,10 +30,11 @@ import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from .digests import digest_json
 from .globs import compile_glob
-from .models import GrepQuery, PathGlobQuery, PythonSymbolQuery, QuerySpec
+from .models import ContentGlobQuery, GrepQuery, PathGlobQuery, PythonSymbolQuery, QuerySpec
 from .records import QueryMatch, QueryResult
 from .regex_guard import compile_guarded
 from .views import EntryLike, TreeView, entry_fingerprint
@@ -47,7 +53,11 @@ __all__ = [
 ANALYZER_VERSION: dict[str, str] = {
     "grep": "grep/1",
     "path_glob": "path_glob/1",
-    "python_symbol": "python_symbol/1",
+    "content_glob": "content_glob/1",
+    # 2: location-free result identity with definition content
+    "python_symbol": "python_symbol/2",
+    # 2: the fingerprint includes the executable bit
+    "exact_blob": "exact_blob/2",
 }
 MAX_FILE_BYTES = 1 << 20
 MAX_SCANNED_BYTES = 64 << 20
@@ -128,9 +138,11 @@ def evaluate_query(query: QuerySpec, tree: TreeView) -> QueryResult:
 def _evaluate(query: QuerySpec, tree: TreeView) -> QueryResult:
     domain = domain_of(query.domain, tree)
     scan = _Scan(limit=query.max_results)
-    if isinstance(query, PathGlobQuery):
+    if isinstance(query, PathGlobQuery | ContentGlobQuery):
+        content = isinstance(query, ContentGlobQuery)
         for member in domain.members:
-            if not scan.add(QueryMatch(path=member.path)):
+            text = (entry_fingerprint(member) or "") if content else ""
+            if not scan.add(QueryMatch(path=member.path, text=text)):
                 break
     else:
         _scan_contents(query, domain, tree, scan)
@@ -176,7 +188,7 @@ def _result(query: QuerySpec, domain: Domain, scan: _Scan) -> QueryResult:
     result_digest = digest_json(
         {
             "analyzer": version,
-            "matches": [m.model_dump() for m in matches],
+            "matches": _identity(query, matches),
             "complete": complete,
             "truncated": scan.truncated,
         }
@@ -194,6 +206,14 @@ def _result(query: QuerySpec, domain: Domain, scan: _Scan) -> QueryResult:
         result_digest=result_digest,
         bytes_scanned=scan.scanned,
     )
+
+
+def _identity(query: QuerySpec, matches: tuple[QueryMatch, ...]) -> list[Any]:
+    """What a result's digest covers: every field, except for ``python_symbol`` whose
+    matches count without their line and column (a multiset of path, role, content)."""
+    if isinstance(query, PythonSymbolQuery):
+        return sorted([m.path, m.role, m.text] for m in matches)
+    return [m.model_dump() for m in matches]
 
 
 def _grep(query: GrepQuery, path: str, data: bytes, scan: _Scan) -> Iterator[QueryMatch]:
@@ -224,19 +244,28 @@ def _symbols(query: PythonSymbolQuery, path: str, data: bytes, scan: _Scan) -> I
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         scan.notes.append(f"{path}: not parsable ({type(exc).__name__})")
         return
-    found = sorted(_symbol_sites(tree, query.name), key=lambda s: (s[0], s[1], s[2]))
-    for line, column, role in found:
+    found = sorted(_symbol_sites(tree, query.name))
+    for line, column, role, content in found:
         if query.role in ("any", role):
-            yield QueryMatch(path=path, line=line, column=column + 1, role=role)
+            yield QueryMatch(path=path, line=line, column=column + 1, role=role, text=content)
 
 
-def _symbol_sites(tree: ast.AST, name: str) -> Iterator[tuple[int, int, str]]:
+def _symbol_sites(tree: ast.AST, name: str) -> Iterator[tuple[int, int, str, str]]:
     for node in ast.walk(tree):
         role = _role(node, name)
         if role is not None:
-            yield getattr(node, "lineno", 0), getattr(node, "col_offset", 0), role
+            line, column = getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
+            yield line, column, role, _definition_digest(node)
         if isinstance(node, ast.Import | ast.ImportFrom):
-            yield from _import_sites(node, name)
+            yield from ((*site, "") for site in _import_sites(node, name))
+
+
+def _definition_digest(node: ast.AST) -> str:
+    """Digest of a ``def``/``class`` syntax tree without positions (comments are not in
+    it); empty for any other site."""
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return ""
+    return "ast:" + digest_json(ast.dump(node, include_attributes=False))
 
 
 def _role(node: ast.AST, name: str) -> str | None:

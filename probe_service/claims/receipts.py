@@ -1,26 +1,59 @@
 """The seam to probe receipts, which another part (plans/receipts) owns.
 
-``ReceiptLookup`` maps a receipt id to the oracle outcome it recorded (``supports``,
-``refutes``, ``inconclusive``) or ``None`` when the id is unknown. The claims part only
-reads outcomes through it, so a caller cannot assert an outcome its evidence lacks.
+``ReceiptLookup`` maps a receipt id to the ``ReceiptFacts`` it committed to (oracle outcome
+``supports``/``refutes``/``inconclusive``, the snapshot it ran on, the plan it ran) or ``None``
+when the id is unknown. The claims part only reads receipts through it, so a caller cannot
+assert an outcome, a snapshot or a plan its evidence lacks. ``store_receipts`` always knows
+the snapshot and plan; a lookup that cannot tell (``None``) is trusted for the outcome only,
+and never closes an obligation (docs/ARCHITECTURE.md, "Trust rules": evidence is bound to
+the snapshot it ran on).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
+from ..canonical import sha256_of_json
 from ..errors import NotFound
 from ..plans.persist import load_receipt
 from ..plans.receipts import verify_receipt
 from ..store import Store
 from .records import Outcome
 
-__all__ = ["ReceiptLookup", "no_receipts", "outcome_from_receipts", "store_receipts"]
+__all__ = [
+    "ReceiptFacts",
+    "ReceiptLookup",
+    "no_receipts",
+    "outcome_from_receipts",
+    "plan_shape",
+    "store_receipts",
+]
 
-ReceiptLookup = Callable[[str], str | None]
+
+@dataclass(frozen=True)
+class ReceiptFacts:
+    """What a receipt committed to that a claim or a resolution rests on."""
+
+    outcome: str
+    snapshot_id: str | None = None
+    plan_id: str | None = None
+    #: The plan without its snapshot: the same probe run on another snapshot has another
+    #: plan id but the same shape, which is what a recheck must repeat.
+    plan_shape: str | None = None
 
 
-def no_receipts(receipt: str) -> str | None:
+def plan_shape(plan: object) -> str | None:
+    """Digest of a plan's canonical JSON without its ``snapshot_id``; None if not a plan."""
+    if not isinstance(plan, dict):
+        return None
+    return sha256_of_json({k: v for k, v in plan.items() if k != "snapshot_id"})
+
+
+ReceiptLookup = Callable[[str], ReceiptFacts | None]
+
+
+def no_receipts(receipt: str) -> ReceiptFacts | None:
     """A lookup that knows no receipt (until the receipts part is wired in)."""
     return None
 
@@ -32,15 +65,23 @@ def store_receipts(store: Store) -> ReceiptLookup:
     raises ReceiptInvalid when a stored receipt no longer matches its commitment.
     """
 
-    def lookup(receipt_id: str) -> str | None:
+    def lookup(receipt_id: str) -> ReceiptFacts | None:
         try:
             body = load_receipt(store, receipt_id)
         except NotFound:
             return None
         if verify_receipt(body) != receipt_id:
             return None
-        outcome = body["committed"].get("outcome")
-        return outcome if isinstance(outcome, str) else None
+        committed = body["committed"]
+        outcome, snapshot, plan = (committed.get(k) for k in ("outcome", "snapshot_id", "plan_id"))
+        if not all(isinstance(v, str) for v in (outcome, snapshot, plan)):
+            return None
+        return ReceiptFacts(
+            outcome=outcome,
+            snapshot_id=snapshot,
+            plan_id=plan,
+            plan_shape=plan_shape(committed.get("plan")),
+        )
 
     return lookup
 

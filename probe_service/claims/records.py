@@ -66,6 +66,8 @@ class ExactBlobBaseline(_Frozen):
     form: Literal["exact_blob"] = "exact_blob"
     path: str
     fingerprint: str | None
+    #: Baselines stored before the executable bit counted have no version: ``exact_blob/1``.
+    analyzer_version: str = "exact_blob/1"
 
 
 class QueryBaseline(_Frozen):
@@ -89,8 +91,10 @@ Baseline = Annotated[ExactBlobBaseline | QueryBaseline, Field(discriminator="for
 class EvidenceRecord(_Frozen):
     """Stored evidence; span hashes and receipt outcomes were computed by the service."""
 
-    kind: Literal["receipt", "span", "text"]
+    kind: Literal["receipt", "span", "text", "plan"]
     receipt: str | None = None
+    #: For ``plan`` evidence: the declared plan's id.
+    plan: str | None = None
     receipt_outcome: str | None = None
     path: str | None = None
     start: int | None = None
@@ -159,6 +163,9 @@ class Obligation(_Frozen):
     receipt: str | None = None
     successor_claim_id: str | None = None
     resolved_at: str | None = None
+    #: Which interface resolved it, and who (``byte-probe`` for automatic resolutions).
+    interface: str | None = None
+    resolved_by: str | None = None
 
 
 class Tombstone(_Frozen):
@@ -199,3 +206,9 @@ class GateResult(_Frozen):
     opened: tuple[Obligation, ...]
     open_obligations: tuple[Obligation, ...]
     passed: bool
+    #: Obligations on this snapshot resolved as accepted risk: listed, never counted checked.
+    accepted_risk: tuple[Obligation, ...] = ()
+    #: Obligations on this snapshot a check closed because the claim is current again.
+    current_again: tuple[Obligation, ...] = ()
+    #: True when no scope was given and the whole store was gated.
+    whole_store: bool = False

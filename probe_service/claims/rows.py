@@ -90,9 +90,10 @@ def _fts_body(record: ClaimRecord) -> str:
 
 def _evidence_rows(record: ClaimRecord) -> Iterator[dict[str, Any]]:
     for i, ev in enumerate(record.evidence):
-        row = ev.model_dump(exclude={"start", "end"})
+        row = ev.model_dump(exclude={"start", "end", "plan"})
         yield {
             **row,
+            "plan_id": ev.plan,
             "claim_id": record.claim_id,
             "position": i,
             "span_start": ev.start,
@@ -179,6 +180,7 @@ def _group(rows: Iterable[Row[Any]]) -> dict[str, list[EvidenceRecord]]:
                 end=row.span_end,
                 sha256=row.sha256,
                 text=row.text,
+                plan=row.plan_id,
             )
         )
     return grouped

@@ -22,6 +22,7 @@ from .analysis import affected_claims
 from .baselines import check_path
 from .checking import evaluate_claims, record_checks
 from .records import KnowledgeHit
+from .resolutions import close_current_again
 from .rows import load_baselines, load_claims, load_heads
 from .sources import SnapshotSource
 from .tables import claim_evidence, claims
@@ -116,6 +117,7 @@ def knowledge_query(
     checks = evaluate_claims(live, baselines, target_snapshot, source or SnapshotSource(store))
     with store.transaction() as conn:
         record_checks(conn, checks, interface)
+        close_current_again(conn, checks, interface)
     return [
         KnowledgeHit(
             claim=records[c.claim_id], matched_by=tuple(matched[c.claim_id]), applicability=c

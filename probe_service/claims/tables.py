@@ -77,6 +77,8 @@ claim_evidence = Table(
     Column("span_end", BigInteger, nullable=True),
     Column("sha256", String(_SHA), nullable=True),
     Column("text", Text, nullable=True),
+    # added by 0005_trust: the plan a claim declares as its recheck
+    Column("plan_id", String(_SHA), nullable=True),
 )
 
 claim_dependencies = Table(
@@ -169,6 +171,9 @@ obligation_resolutions = Table(
     Column("receipt", String(_SHA), nullable=True),
     Column("successor_claim_id", String(_ID), nullable=True),
     Column("resolved_at", String(_TIME), nullable=False),
+    # added by 0005_trust: who resolved it, through which interface
+    Column("interface", String(32), nullable=True),
+    Column("resolved_by", String(128), nullable=True),
 )
 
 #: Append-only: triggers from the migration refuse UPDATE and DELETE.

@@ -33,6 +33,8 @@ class EntryLike(Protocol):
     def size(self) -> int: ...
     @property
     def target(self) -> str | None: ...
+    @property
+    def executable(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class MemoryEntry:
     digest: str | None
     size: int
     target: str | None = None
+    executable: bool = False
 
 
 #: Blob bytes one view keeps in memory; beyond it blobs are read again when needed.
@@ -98,18 +101,22 @@ class TreeView:
 
     @classmethod
     def from_files(
-        cls, files: Mapping[str, bytes | tuple[str, str]], snapshot_id: str = ""
+        cls, files: Mapping[str, bytes | tuple[str, str] | tuple[str, bytes]], snapshot_id: str = ""
     ) -> TreeView:
-        """Build a view from ``{path: bytes}`` (files) or ``{path: ("symlink", target)}``."""
+        """Build a view from ``{path: bytes}`` (files), ``{path: ("symlink", target)}`` or
+        ``{path: ("executable", bytes)}`` (files with the executable bit)."""
         entries: dict[str, EntryLike] = {}
         blobs: dict[str, bytes] = {}
         for path, content in files.items():
+            executable = False
             if isinstance(content, tuple):
-                entries[path] = MemoryEntry(path, "symlink", None, len(content[1]), content[1])
-                continue
+                if isinstance(content[1], str):
+                    entries[path] = MemoryEntry(path, "symlink", None, len(content[1]), content[1])
+                    continue
+                executable, content = True, content[1]
             digest = digest_bytes(content)
             blobs[digest] = content
-            entries[path] = MemoryEntry(path, "file", digest, len(content))
+            entries[path] = MemoryEntry(path, "file", digest, len(content), None, executable)
 
         def read_blob(digest: str) -> bytes:
             try:
@@ -122,9 +129,10 @@ class TreeView:
 
 
 def entry_fingerprint(entry: EntryLike | None) -> str | None:
-    """What an ``exact_blob`` dependency keeps: the file digest, link target, or absence."""
+    """What an ``exact_blob`` dependency keeps: the file digest with its executable bit,
+    the link target, or absence."""
     if entry is None:
         return None
     if entry.kind == "symlink":
         return f"symlink:{entry.target}"
-    return f"file:{entry.digest}"
+    return f"{'exec' if entry.executable else 'file'}:{entry.digest}"

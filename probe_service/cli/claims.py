@@ -16,6 +16,7 @@ Mount in the main app::
 
 from __future__ import annotations
 
+import getpass
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -88,10 +89,18 @@ def claim_create_command(
     allow_tombstoned: Annotated[
         bool, typer.Option("--allow-tombstoned", help="Record despite a withdrawn twin.")
     ] = False,
+    allow_incomplete: Annotated[
+        bool,
+        typer.Option(
+            "--allow-incomplete",
+            help="Record a negative dependency whose result is incomplete (never applicable).",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
     root: RootOpt = Path("."),
 ) -> None:
-    """Record a claim; baselines are computed from its snapshot.
+    """Record a claim; baselines are computed from its snapshot. An identical live claim
+    is returned instead of a second one.
 
     Example: byte-probe claim create claim.json --json
     """
@@ -102,6 +111,7 @@ def claim_create_command(
             receipts=svc.store_receipts(store),
             interface="cli",
             allow_tombstoned=allow_tombstoned,
+            allow_incomplete=allow_incomplete,
         )
         flag = f" flagged={record.flagged}" if record.flagged else ""
         _emit(record, as_json, f"{record.claim_id} {record.outcome}{flag}")
@@ -207,7 +217,11 @@ def obligations_list_command(
 
 
 def _obligation_line(o: svc.Obligation) -> str:
-    return f"{o.obligation_id} {o.state} {o.applicability} claim={o.claim_id} [{o.scope}]"
+    line = f"{o.obligation_id} {o.state} {o.applicability} claim={o.claim_id} [{o.scope}]"
+    if o.resolution is not None:
+        by = f" by {o.resolved_by}" if o.resolved_by else ""
+        line += f" {o.resolution} via {o.interface or '?'}{by}: {o.rationale}"
+    return line
 
 
 @obligations_app.command("resolve")
@@ -217,6 +231,9 @@ def obligations_resolve_command(
     rationale: Annotated[str, typer.Option("--rationale", help="Why; kept forever.")],
     receipt: Annotated[str | None, typer.Option("--receipt", help="For rechecked.")] = None,
     successor: Annotated[str | None, typer.Option("--successor", help="For superseded.")] = None,
+    resolved_by: Annotated[
+        str | None, typer.Option("--by", help="Who resolves it (default: the OS user).")
+    ] = None,
     as_json: JsonOpt = False,
     root: RootOpt = Path("."),
 ) -> None:
@@ -235,8 +252,16 @@ def obligations_resolve_command(
             successor_claim_id=successor,
             receipts=svc.store_receipts(store),
             interface="cli",
+            resolved_by=resolved_by or _os_user(),
         )
         _emit(done, as_json, _obligation_line(done))
+
+
+def _os_user() -> str | None:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no name for this uid (e.g. a bare container user)
+        return None
 
 
 @knowledge_app.command("query")
@@ -273,6 +298,28 @@ def knowledge_query_command(
         )
 
 
+@knowledge_app.command("brief")
+def knowledge_brief_command(
+    snapshot: Annotated[str, typer.Option("--snapshot", help="Snapshot the turn works on.")],
+    scope: Annotated[str, typer.Option("--scope", help="Project key.")],
+    text: Annotated[str, typer.Option("--text", help="What the turn is about.")],
+    as_json: JsonOpt = False,
+    root: RootOpt = Path("."),
+) -> None:
+    """Before a turn: related claims with their applicability, and open obligations.
+
+    Example: byte-probe knowledge brief --scope payments --snapshot 3fa4... --text "parser"
+    """
+    with _cli_errors(as_json), _store(root) as store:
+        brief = svc.knowledge_brief(store, snapshot, scope, text, interface="cli")
+        lines = [
+            f"{h.claim.claim_id} {h.claim.outcome} {h.applicability.state}: {h.claim.statement}"
+            for h in brief.claims
+        ]
+        lines += [f"open: {_obligation_line(o)}" for o in brief.open_obligations]
+        _emit(brief, as_json, "\n".join(lines))
+
+
 @knowledge_app.command("record-answer")
 def knowledge_record_answer_command(
     file: Annotated[str, typer.Argument(help="Answer JSON file, or - for stdin.")],
@@ -296,7 +343,8 @@ def gate_command(
     as_json: JsonOpt = False,
     root: RootOpt = Path("."),
 ) -> None:
-    """Check every claim in scope; exit 1 while any obligation in scope is open.
+    """Check every claim in scope (default: the whole store) on one snapshot; exit 1 while
+    an obligation on that snapshot in scope is open.
 
     Example: byte-probe gate --snapshot 3fa4... --scope payments --json
     """
@@ -304,9 +352,13 @@ def gate_command(
         result = svc.gate(store, snapshot, scope=scope, interface="cli")
     lines = [
         f"gate {'passed' if result.passed else 'closed'}: {result.checked} claim(s) checked, "
-        f"{len(result.open_obligations)} open obligation(s)"
+        f"{len(result.open_obligations)} open obligation(s)",
+        f"snapshot {snapshot}, scope "
+        + ("the whole store (no --scope)" if result.whole_store else str(scope)),
     ]
     lines += [_obligation_line(o) for o in result.open_obligations]
+    lines += [f"accepted risk (not checked): {_obligation_line(o)}" for o in result.accepted_risk]
+    lines += [f"current again: {_obligation_line(o)}" for o in result.current_again]
     _emit(result, as_json, "\n".join(lines))
     if not result.passed:
         raise typer.Exit(EXIT_GATE_CLOSED)

@@ -15,14 +15,23 @@ from .common import JsonOption, RootOption, console, emit_json, open_cli_store
 def events(
     after: Annotated[int, typer.Option("--after", help="Only events after this cursor.")] = 0,
     limit: Annotated[int, typer.Option("--limit", help="At most this many events.")] = 1000,
+    consumer: Annotated[
+        str | None,
+        typer.Option("--consumer", help="Resume after the cursor this named consumer acked."),
+    ] = None,
+    ack: Annotated[
+        int | None,
+        typer.Option("--ack", help="With --consumer: first acknowledge events up to here."),
+    ] = None,
     root: RootOption = Path("."),
     json_out: JsonOption = False,
 ) -> None:
-    """List events with a cursor greater than --after, oldest first.
+    """List events with a cursor greater than --after (or than the consumer's
+    acknowledged cursor), oldest first.
 
-    Example: byte-probe events --after 41 --json
+    Example: byte-probe events --consumer ci-bot --ack 41 --json
     """
-    found = service.knowledge_events(open_cli_store(root), after, limit)
+    found = service.knowledge_events(open_cli_store(root), after, limit, consumer=consumer, ack=ack)
     if json_out:
         emit_json([e.model_dump() for e in found])
         return

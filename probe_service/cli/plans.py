@@ -75,7 +75,7 @@ def run(
     """Run a plan in the sandbox under the named policy and print its receipt.
 
     With PROBE_REDIS_URL set the run goes through the queue to any worker (unless
-    --inline or --no-reuse); otherwise it runs in this process.
+    --inline); otherwise it runs in this process. --no-reuse executes either way.
     Exit codes: 0 supports, 1 refutes, 2 inconclusive, 3 usage or input error,
     4 store, broker or worker unavailable.
 
@@ -83,10 +83,12 @@ def run(
     """
     store = open_cli_store(root)
     url = os.environ.get(REDIS_URL_ENV)
-    if url and not inline and not no_reuse:
+    if url and not inline:
         queue = ProbeQueue(url)
         try:
-            result = service.probe_run_queued(store, queue, plan_id, policy, timeout_s=timeout)
+            result = service.probe_run_queued(
+                store, queue, plan_id, policy, timeout_s=timeout, reuse=not no_reuse
+            )
         finally:
             queue.close()
     else:

@@ -124,6 +124,9 @@ def submit(
         str | None, typer.Option("--resume", help="Re-send a batch's queued runs.")
     ] = None,
     threads: Annotated[int, typer.Option("--threads", min=1, help="Embedded mode threads.")] = 2,
+    no_reuse: Annotated[
+        bool, typer.Option("--no-reuse", help="Execute even where a reusable receipt exists.")
+    ] = False,
     root: RootOption = Path("."),
     json_out: JsonOption = False,
 ) -> None:
@@ -150,6 +153,7 @@ def submit(
             resume,
             threads,
             json_out,
+            reuse=not no_reuse,
         )
     finally:
         # Pooled PostgreSQL connections and the broker's Redis pool would otherwise leak
@@ -171,6 +175,8 @@ def _submit(
     resume: str | None,
     threads: int,
     json_out: bool,
+    *,
+    reuse: bool = True,
 ) -> None:
     if resume:
         if queue is None:
@@ -182,7 +188,7 @@ def _submit(
         items, skipped = read_plans_file(plans_file, policy, skip_invalid)
         for line in skipped:
             sys.stderr.write(f"byte-probe: skipped {line}\n")
-        result = submit_plans(store, queue, items, policy)
+        result = submit_plans(store, queue, items, policy, reuse=reuse)
         batch_id, sent, total = result.batch_id, result.enqueued, len(result.run_ids)
         if queue is None:
             wait = True
@@ -208,6 +214,7 @@ def _submit(
                     o: sum(1 for r in results if r.outcome == o)
                     for o in ("supports", "refutes", "inconclusive")
                 },
+                "reused": sum(1 for r in results if r.reused),
                 "results": [r.__dict__ for r in results],
                 "gate": "fail" if code else "pass",
             }
@@ -219,7 +226,7 @@ def _submit(
 
 def _print_results(results: list[RunSummary]) -> None:
     table = Table(title="batch results")
-    for column in ("#", "plan", "outcome", "reason", "receipt"):
+    for column in ("#", "plan", "outcome", "reason", "receipt", "reused"):
         table.add_column(column, no_wrap=column != "plan")
     for r in results[:200]:
         table.add_row(
@@ -228,6 +235,7 @@ def _print_results(results: list[RunSummary]) -> None:
             r.outcome or r.state,
             r.reason or "",
             (r.receipt_sha256 or "")[:16],
+            "yes" if r.reused else "",
         )
     console.print(table)
     if len(results) > 200:

@@ -129,12 +129,20 @@ def load_receipt(store: Store, receipt_or_run_id: str) -> dict[str, Any]:
 
 
 def find_reusable_receipt(store: Store, action_key: str) -> dict[str, Any] | None:
-    """Return the oldest reusable receipt for ``action_key``, or None."""
+    """Return the newest reusable receipt for ``action_key``, or None.
+
+    Newest, because a ``--no-reuse`` run exists to replace what an earlier one answered;
+    an inconclusive receipt never answers a later action.
+    """
     with store.reading() as conn:
         body = conn.execute(
             select(receipts.c.body)
-            .where(receipts.c.action_key == action_key, receipts.c.reusable.is_(True))
-            .order_by(receipts.c.created_at)
+            .where(
+                receipts.c.action_key == action_key,
+                receipts.c.reusable.is_(True),
+                receipts.c.outcome != "inconclusive",
+            )
+            .order_by(receipts.c.created_at.desc(), receipts.c.receipt_sha256.desc())
             .limit(1)
         ).scalar()
     return None if body is None else dict(json.loads(body))

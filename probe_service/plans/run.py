@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import base64
 import logging
+import os
 import socket
 import tempfile
 import uuid
+from collections.abc import Mapping
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +34,13 @@ from ..policies import (
     PolicyFile,
     capture_identity,
     find_policy,
+    passed_environment,
     policy_digest,
     resolve_executable,
 )
 from ..sandbox import SandboxResult, SandboxRuntime, locate_runtime, run_sandboxed
+from ..sandbox.limits import scratch_limits
+from ..sandbox.scratch import scratch_filesystem
 from ..snapshot import snapshot_materialize
 from ..store import Store, utc_now
 from .models import Plan
@@ -44,7 +50,10 @@ from .persist import find_reusable_receipt, load_plan, load_receipt, save_receip
 from .receipts import RECEIPT_VERSION, build_receipt
 
 __all__ = [
+    "RUNNER_GENERATED",
+    "ActionInputs",
     "ProbeRunResult",
+    "action_inputs",
     "action_key_for",
     "probe_abandon",
     "probe_run",
@@ -75,9 +84,57 @@ class ProbeRunResult(BaseModel):
     receipt: dict[str, Any]
 
 
-def action_key_for(plan_id: str, snapshot_id: str, policy: str, exe_sha: str, sandbox: str) -> str:
+#: Variables the runner sets per run: they change every run by design, so they are not
+#: inputs of the action (docs/ARCHITECTURE.md, "Trust rules": reuse needs every input equal).
+RUNNER_GENERATED = frozenset({"BYTE_PROBE_SCRATCH", "HOME", "TMPDIR"})
+
+
+class ActionInputs(BaseModel):
+    """Every input that can change a probe's result; equal inputs may share a receipt."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    plan_id: str
+    snapshot_id: str
+    policy_digest: str
+    executable_path: str
+    executable_sha256: str
+    #: Names and values the policy passes into the sandbox, sorted by name.
+    environment: tuple[tuple[str, str], ...]
+    sandbox_digest: str
+    #: Hook for toolchain digests (name, digest) once toolchains exist; empty until then.
+    toolchains: tuple[tuple[str, str], ...] = ()
+
+
+def action_key_for(inputs: ActionInputs) -> str:
     """Return the action-cache key: any change to an input gives a new key."""
-    return sha256_of_json([plan_id, snapshot_id, policy, exe_sha, sandbox])
+    return sha256_of_json(inputs.model_dump(mode="json"))
+
+
+def action_inputs(
+    plan_id: str,
+    plan: Plan,
+    policy: Policy,
+    sandbox_digest: str,
+    environ: Mapping[str, str] | None = None,
+) -> ActionInputs:
+    """The inputs of running ``plan`` under ``policy`` on this worker, now."""
+    passed = passed_environment(policy, os.environ if environ is None else environ)
+    kept = sorted(
+        (name, value)
+        for name, value in passed.items()
+        if name not in RUNNER_GENERATED and not name.lower().endswith("_proxy")
+    )
+    path, sha = _executable_identity(policy, plan.executable)
+    return ActionInputs(
+        plan_id=plan_id,
+        snapshot_id=plan.snapshot_id,
+        policy_digest=policy_digest(policy),
+        executable_path=path,
+        executable_sha256=sha,
+        environment=tuple(kept),
+        sandbox_digest=sandbox_digest,
+    )
 
 
 def probe_run(
@@ -109,8 +166,7 @@ def probe_run(
         runtime = runtime or locate_runtime()
     except SandboxUnavailable as exc:
         return context.finish(store, _refused(exc.reason, str(exc)), None, "unverified", "")
-    exe_sha = _executable_sha(policy, plan.executable)
-    key = action_key_for(plan_id, plan.snapshot_id, policy_digest(policy), exe_sha, runtime.digest)
+    key = action_key_for(action_inputs(plan_id, plan, policy, runtime.digest))
     if reuse:
         cached = find_reusable_receipt(store, key)
         if cached is not None:
@@ -146,12 +202,14 @@ def probe_abandon(
     return context.finish(store, _refused(reason, detail), None, "not_run", "")
 
 
-def _executable_sha(policy: Policy, name: str) -> str:
-    """Digest of the executable the run would use; an unresolvable one keys as such."""
+def _executable_identity(policy: Policy, name: str) -> tuple[str, str]:
+    """Path and digest of the executable the run would use; an unresolvable one keys as
+    such."""
     try:
-        return capture_identity(resolve_executable(policy, name)).sha256
+        identity = capture_identity(resolve_executable(policy, name))
     except (ProbeServiceError, OSError):
-        return "unresolved"
+        return "unresolved", "unresolved"
+    return identity.path, identity.sha256
 
 
 def _refused(reason: str, detail: str) -> SandboxResult:
@@ -165,8 +223,15 @@ def _execute(
 ) -> tuple[SandboxResult, CheckVerdict | None]:
     """Run the probe in disposable directories, removed whatever happens."""
     workdir = Path(tempfile.mkdtemp(prefix="byte-probe-run-"))
+    # Searchable, not listable: the probe's own uid must reach the snapshot and scratch
+    # (docs/ARCHITECTURE.md, "Containment").
+    workdir.chmod(0o711)
     snapshot_dir, scratch = workdir / "snapshot", workdir / "scratch"
-    try:
+    with ExitStack() as cleanup:
+        # Last out (after the scratch unmount): iterative and link-safe, for the probe
+        # shaped this tree (docs/ARCHITECTURE.md, "Host-side walks"); a failure is
+        # logged, never raised over the run's receipt.
+        cleanup.callback(discard_tree, workdir)
         try:
             snapshot_materialize(store, plan.snapshot_id, snapshot_dir)
         except InfrastructureError:
@@ -177,6 +242,12 @@ def _execute(
             return _refused("snapshot_unavailable", str(exc)), None
         try:
             scratch.mkdir()
+            # Scratch is a size- and inode-limited filesystem before anything is written
+            # to it, so fixtures count against the same limit (docs/ARCHITECTURE.md, Limits).
+            cleanup.enter_context(scratch_filesystem(scratch, scratch_limits(policy)))
+        except SandboxUnavailable as exc:
+            return _refused("limits_unenforceable", str(exc)), None
+        try:
             write_fixtures(scratch, plan.fixtures)
             apply_interventions(snapshot_dir, plan.interventions)
         except (ProbeServiceError, OSError) as exc:
@@ -195,10 +266,6 @@ def _execute(
         if result.status == "ok":
             verdict = evaluate_check(plan, result.exit_code, result.stdout, scratch)
         return result, verdict
-    finally:
-        # Iterative and link-safe: the probe shaped this tree (docs/ARCHITECTURE.md,
-        # "no host-side recursion, no leftovers"); a failure is logged, never raised.
-        discard_tree(workdir)
 
 
 class _RunContext:
@@ -258,8 +325,10 @@ class _RunContext:
             if digest is not None:
                 operational[f"{stream}_b64"] = base64.b64encode(data).decode("ascii")
         receipt = build_receipt(committed, operational)
-        # Only a probe that ran to completion may answer a later identical action.
-        written = save_receipt(store, self.run_id, receipt, reusable=result.status == "ok")
+        # Only a probe that ran to completion with a decided outcome may answer a later
+        # identical action (docs/ARCHITECTURE.md, "Trust rules").
+        reusable = result.status == "ok" and decision.outcome != "inconclusive"
+        written = save_receipt(store, self.run_id, receipt, reusable=reusable)
         if not written:  # a duplicate delivery: the first receipt of this run stands
             receipt = load_receipt(store, self.run_id)
         return result_from_receipt(self.run_id, receipt, reused=False)

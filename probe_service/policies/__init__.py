@@ -20,7 +20,7 @@ from probe_service.policies.loader import (
     load_policy_file,
     policy_file_path,
 )
-from probe_service.policies.model import Policy, PolicyFile
+from probe_service.policies.model import Policy, PolicyFile, passed_environment
 
 __all__ = [
     "POLICY_FILE_ENV",
@@ -36,6 +36,7 @@ __all__ = [
     "check_policy_file",
     "find_policy",
     "load_policy_file",
+    "passed_environment",
     "policy_digest",
     "policy_file_path",
     "recheck_identity",

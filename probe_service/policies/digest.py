@@ -2,12 +2,34 @@
 
 from __future__ import annotations
 
-from probe_service.canonical import canonical_json, sha256_of_json
-from probe_service.policies.model import Policy
+from typing import Any
 
-__all__ = ["canonical_json", "policy_digest"]
+from probe_service.canonical import canonical_json, sha256_of_json
+from probe_service.policies.model import DEFAULT_ALLOWED_PORTS, Policy
+
+__all__ = ["canonical_json", "policy_body", "policy_digest"]
+
+#: Schema-2 keys and the value a schema-1 policy means by leaving them out.
+_SCHEMA_1_MEANING: dict[str, Any] = {
+    "allowed_ports": list(DEFAULT_ALLOWED_PORTS),
+    "scratch_inodes": None,
+}
+
+
+def policy_body(policy: Policy) -> dict[str, Any]:
+    """Return the JSON the digest covers: every field, schema-2 keys only when not default.
+
+    A schema-1 policy and the same policy written as schema 2 with default
+    ports and no inode limit are the same policy, so they share one digest --
+    the digest receipts already recorded for it.
+    """
+    body = policy.model_dump(mode="json")
+    for key, meaning in _SCHEMA_1_MEANING.items():
+        if body[key] == meaning:
+            del body[key]
+    return body
 
 
 def policy_digest(policy: Policy) -> str:
-    """Return the hex SHA-256 of the policy's canonical JSON (all fields, defaults included)."""
-    return sha256_of_json(policy.model_dump(mode="json"))
+    """Return the hex SHA-256 of the policy's canonical JSON body (``policy_body``)."""
+    return sha256_of_json(policy_body(policy))

@@ -1,4 +1,8 @@
-"""The administrator policy file, schema 1, as frozen pydantic models.
+"""The administrator policy file, schema 1 or 2, as frozen pydantic models.
+
+Schema 2 adds ``allowed_ports`` (the ports an allowed domain may be reached
+on) and ``scratch_inodes``; a schema-1 file is read unchanged and means their
+defaults (ports 80 and 443, no inode limit), so it may not name them.
 
 Every limit has a documented ceiling (``MAX_*`` below): a value above it is
 refused as absurd rather than silently clamped, because a typo in an
@@ -8,19 +12,25 @@ administrator file should fail loudly (seed 000, "Trusted probes").
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
+    "DEFAULT_ALLOWED_PORTS",
     "ENV_NAME_PATTERN",
     "MAX_MEMORY_BYTES",
     "MAX_OUTPUT_BYTES",
     "MAX_PROCESSES",
     "MAX_SCRATCH_BYTES",
+    "MAX_SCRATCH_INODES",
     "MAX_TIMEOUT_SECONDS",
+    "MIN_SCRATCH_INODES",
+    "SCHEMA_2_KEYS",
     "Policy",
     "PolicyFile",
+    "passed_environment",
 ]
 
 #: Longest probe we accept: one hour of wall time.
@@ -33,6 +43,13 @@ MAX_MEMORY_BYTES = 64 * 1024**3
 MAX_PROCESSES = 4096
 #: Largest scratch allowance: 16 GiB.
 MAX_SCRATCH_BYTES = 16 * 1024**3
+#: Scratch inode limits: a probe needs a few entries (home, tmp); 2**24 at most.
+MIN_SCRATCH_INODES = 16
+MAX_SCRATCH_INODES = 16 * 1024 * 1024
+#: The ports an allowed domain is reachable on when a policy names none (schema 1).
+DEFAULT_ALLOWED_PORTS: tuple[int, ...] = (80, 443)
+#: Keys schema 2 added; a schema-1 file may not name them.
+SCHEMA_2_KEYS: tuple[str, ...] = ("allowed_ports", "scratch_inodes")
 
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 _EXECUTABLE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$")
@@ -57,6 +74,7 @@ def _check_domain(domain: str) -> str:
 
 ExecutableName = Annotated[str, AfterValidator(_check_executable_name)]
 Domain = Annotated[str, AfterValidator(_check_domain)]
+Port = Annotated[int, Field(ge=1, le=65535)]
 EnvName = Annotated[str, Field(pattern=ENV_NAME_PATTERN)]
 
 
@@ -74,6 +92,11 @@ class Policy(BaseModel):
     allowed_domains: tuple[Domain, ...] = Field(
         description="Network domains reachable through the runtime's proxy; empty = none."
     )
+    allowed_ports: tuple[Port, ...] = Field(
+        default=DEFAULT_ALLOWED_PORTS,
+        min_length=1,
+        description="Ports an allowed domain is reachable on (schema 2); kept sorted.",
+    )
     environment: tuple[EnvName, ...] = Field(
         description="Names passed from the worker's environment; values are the worker's."
     )
@@ -83,6 +106,12 @@ class Policy(BaseModel):
     memory_bytes: int | None = Field(default=None, ge=1024 * 1024, le=MAX_MEMORY_BYTES)
     max_processes: int | None = Field(default=None, ge=1, le=MAX_PROCESSES)
     scratch_bytes: int | None = Field(default=None, ge=0, le=MAX_SCRATCH_BYTES)
+    scratch_inodes: int | None = Field(
+        default=None,
+        ge=MIN_SCRATCH_INODES,
+        le=MAX_SCRATCH_INODES,
+        description="Most files and directories scratch may hold (schema 2).",
+    )
 
     @field_validator("executable_pins")
     @classmethod
@@ -99,21 +128,36 @@ class Policy(BaseModel):
             raise ValueError(f"executable_pins names executables not allowed: {unknown}")
         return self
 
-    @field_validator("allowed_executables", "allowed_domains", "environment")
+    @field_validator("allowed_executables", "allowed_domains", "environment", "allowed_ports")
     @classmethod
-    def _no_duplicates(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+    def _no_duplicates(cls, values: tuple[str | int, ...]) -> tuple[str | int, ...]:
         if len(set(values)) != len(values):
             raise ValueError("entries must be unique")
         return values
 
+    @field_validator("allowed_ports")
+    @classmethod
+    def _ports_sorted(cls, ports: tuple[int, ...]) -> tuple[int, ...]:
+        # One canonical order, so the same set of ports has one digest.
+        return tuple(sorted(ports))
+
 
 class PolicyFile(BaseModel):
-    """The whole policy file: ``{"schema": 1, "policies": [...]}``."""
+    """The whole policy file: ``{"schema": 1 | 2, "policies": [...]}``."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
-    schema_version: Literal[1] = Field(alias="schema")
+    schema_version: Literal[1, 2] = Field(alias="schema")
     policies: tuple[Policy, ...]
+
+    @model_validator(mode="after")
+    def _schema_1_names_no_new_keys(self) -> PolicyFile:
+        if self.schema_version == 1:
+            for policy in self.policies:
+                named = sorted(set(SCHEMA_2_KEYS) & policy.model_fields_set)
+                if named:
+                    raise ValueError(f"policy {policy.id!r}: {named} need schema 2")
+        return self
 
     @field_validator("policies")
     @classmethod
@@ -124,3 +168,9 @@ class PolicyFile(BaseModel):
                 raise ValueError(f"duplicate policy id {policy.id!r}")
             seen.add(policy.id)
         return policies
+
+
+def passed_environment(policy: Policy, environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables ``policy`` passes into the sandbox, with ``environ``'s values (names
+    the worker does not have are not passed)."""
+    return {name: environ[name] for name in policy.environment if name in environ}

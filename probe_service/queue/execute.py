@@ -20,6 +20,7 @@ from ..policies import load_policy_file, policy_file_path
 from ..sandbox import SandboxRuntime
 from ..store import Store
 from .runs import (
+    RunRow,
     claim_run,
     expired_runs,
     finish_run,
@@ -82,7 +83,7 @@ def execute_run(ctx: WorkerContext, run_id: str) -> str:
         _abandon(ctx, run.run_id, run.plan_id, run.policy_id)
         return "worker_lost"
     try:
-        return _run_claimed(ctx, run_id, run.plan_id, run.policy_id)
+        return _run_claimed(ctx, run)
     except InfrastructureError:
         raise
     except Exception as exc:  # a defect must still end the run with a receipt
@@ -92,17 +93,18 @@ def execute_run(ctx: WorkerContext, run_id: str) -> str:
         return "internal_error"
 
 
-def _run_claimed(ctx: WorkerContext, run_id: str, plan_id: str, policy_id: str) -> str:
+def _run_claimed(ctx: WorkerContext, run: RunRow) -> str:
     """Run a claimed run under its lease; return its outcome or the refusal's code."""
+    run_id = run.run_id
     with _heartbeat(ctx, run_id):
         try:
             result = probe_run(
                 ctx.store,
-                plan_id,
-                policy_id,
+                run.plan_id,
+                run.policy_id,
                 policy_file=load_policy_file(policy_file_path()),
                 runtime=ctx.runtime,
-                reuse=ctx.reuse,
+                reuse=ctx.reuse and run.reuse,
                 run_id=run_id,
                 worker=ctx.owner,
             )
@@ -126,6 +128,7 @@ def _run_claimed(ctx: WorkerContext, run_id: str, plan_id: str, policy_id: str) 
         reason=result.reason,
         receipt_sha256=result.receipt_sha256,
         action_key=committed.get("action_key") or None,
+        reused=result.reused,
     )
     return result.outcome
 

@@ -22,6 +22,9 @@ def write_junit(path: Path, batch_id: str, results: Sequence[RunSummary]) -> Non
         failures=str(failures),
         errors=str(errors),
     )
+    suite_props = ET.SubElement(suite, "properties")
+    reused = sum(1 for r in results if r.reused)
+    ET.SubElement(suite_props, "property", name="reused", value=str(reused))
     for r in results:
         case = ET.SubElement(suite, "testcase", classname="byte-probe", name=r.name or r.plan_id)
         message = f"{r.reason} (receipt {r.receipt_sha256 or 'none'}, run {r.run_id})"
@@ -32,6 +35,10 @@ def write_junit(path: Path, batch_id: str, results: Sequence[RunSummary]) -> Non
                 case, "error", message=message, type=r.outcome or "unfinished"
             ).text = message
         props = ET.SubElement(case, "properties")
-        for key, value in (("plan_id", r.plan_id), ("receipt_sha256", r.receipt_sha256 or "")):
+        for key, value in (
+            ("plan_id", r.plan_id),
+            ("receipt_sha256", r.receipt_sha256 or ""),
+            ("reused", "true" if r.reused else "false"),
+        ):
             ET.SubElement(props, "property", name=key, value=value)
     ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)

@@ -47,6 +47,8 @@ class RunRow:
     policy_id: str
     state: str
     attempts: int
+    #: False when the submitter asked for a fresh execution (``--no-reuse``).
+    reuse: bool = True
 
 
 @dataclass(frozen=True)
@@ -58,9 +60,10 @@ class Claim:
 
 
 def new_run_rows(
-    batch_id: str, start: int, items: Sequence[tuple[str, str]]
+    batch_id: str, start: int, items: Sequence[tuple[str, str]], *, reuse: bool = True
 ) -> list[dict[str, object]]:
-    """Rows for new queued runs of ``(plan_id, policy_id)``, numbered from ``start``."""
+    """Rows for new queued runs of ``(plan_id, policy_id)``, numbered from ``start``;
+    ``reuse=False`` asks the worker to execute even when a reusable receipt exists."""
     submitted = now_ms()
     return [
         {
@@ -72,6 +75,7 @@ def new_run_rows(
             "state": "queued",
             "attempts": 0,
             "submitted_ms": submitted,
+            "reuse": reuse,
         }
         for i, (plan_id, policy_id) in enumerate(items)
     ]
@@ -132,7 +136,8 @@ def claim_run(
     if claimed != 1:
         return Claim(None, "lost_race")
     attempts = row.attempts + int(count_attempt)
-    return Claim(RunRow(run_id, row.plan_id, row.policy_id, "running", attempts), "claimed")
+    reuse = row.reuse is not False
+    return Claim(RunRow(run_id, row.plan_id, row.policy_id, "running", attempts, reuse), "claimed")
 
 
 def renew_lease(store: Store, run_id: str, owner: str, lease_ms: int) -> bool:
@@ -158,6 +163,7 @@ def finish_run(
     reason: str,
     receipt_sha256: str | None,
     action_key: str | None,
+    reused: bool | None = None,
 ) -> bool:
     """Mark a run done (once); False when it was already done."""
     with store.transaction() as conn:
@@ -171,6 +177,7 @@ def finish_run(
                     reason=reason,
                     receipt_sha256=receipt_sha256,
                     action_key=action_key,
+                    reused=reused,
                     lease_owner=None,
                     lease_expires_ms=None,
                     finished_ms=now_ms(),

@@ -65,6 +65,8 @@ class RunSummary:
     outcome: str | None
     reason: str | None
     receipt_sha256: str | None
+    #: True when the worker served a stored receipt instead of executing.
+    reused: bool = False
 
 
 def read_plans_file(
@@ -111,12 +113,17 @@ def _parse_line(line: str, policy_id: str) -> Plan | str:
 
 
 def _persist_batch(
-    store: Store, batch_id: str, start: int, chunk: Sequence[Plan | str], policy_id: str
+    store: Store,
+    batch_id: str,
+    start: int,
+    chunk: Sequence[Plan | str],
+    policy_id: str,
+    reuse: bool,
 ) -> list[str]:
     """Write a chunk's plans and runs in one transaction; return its run ids."""
     rows = [plan_row(item) for item in chunk if isinstance(item, Plan)]
     plan_ids = [item if isinstance(item, str) else plan_id_of(item) for item in chunk]
-    ids = new_run_rows(batch_id, start, [(p, policy_id) for p in plan_ids])
+    ids = new_run_rows(batch_id, start, [(p, policy_id) for p in plan_ids], reuse=reuse)
     with store.transaction() as conn:
         _require_known(conn, chunk)
         insert_plans(conn, rows)
@@ -152,8 +159,11 @@ def submit_plans(
     items: Sequence[Plan | str],
     policy_id: str,
     batch_id: str | None = None,
+    *,
+    reuse: bool = True,
 ) -> SubmitResult:
-    """Persist every item as a queued run, then enqueue them (when a broker is given).
+    """Persist every item as a queued run, then enqueue them (when a broker is given);
+    with ``reuse=False`` every run executes even when a reusable receipt exists.
 
     Raises InvalidPlan (nothing persisted) when a plan id or snapshot is not stored,
     BrokerUnavailable after persisting, naming the batch to resume.
@@ -167,7 +177,9 @@ def submit_plans(
     run_ids: list[str] = []
     for start in range(0, len(items), BATCH_SIZE):
         run_ids.extend(
-            _persist_batch(store, batch_id, start, items[start : start + BATCH_SIZE], policy_id)
+            _persist_batch(
+                store, batch_id, start, items[start : start + BATCH_SIZE], policy_id, reuse
+            )
         )
     enqueued = 0
     if queue is not None:
@@ -249,6 +261,7 @@ def batch_results(store: Store, batch_id: str) -> list[RunSummary]:
             outcome=r.outcome,
             reason=r.reason,
             receipt_sha256=r.receipt_sha256,
+            reused=bool(r.reused),
         )
         for r in rows
     ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Index, Integer, String, Table
+from sqlalchemy import BigInteger, Boolean, Column, Index, Integer, String, Table, true
 
 from ..store.schema import metadata
 
@@ -27,6 +27,9 @@ runs = Table(
     Column("reason", String(64)),
     Column("submitted_ms", BigInteger, nullable=False),
     Column("finished_ms", BigInteger),
+    # added by 0005_trust: the submitter's reuse choice, and whether a receipt was reused
+    Column("reuse", Boolean, nullable=False, server_default=true()),
+    Column("reused", Boolean, nullable=True),
     Index("ix_runs_state_lease", "state", "lease_expires_ms"),
     Index("ix_runs_batch", "batch_id", "seq"),
 )

@@ -6,8 +6,7 @@ bwrap command line) and hands the result to ``/bin/sh -c`` as ONE argument. Linu
 single argument at MAX_ARG_STRLEN = 32 pages = 131,072 bytes; past it the launch fails
 with E2BIG and the run would end ``sandbox_failed``. So a plan's arguments are bounded
 by their size *after* that quoting, counted per character as the worst the three
-levels can make of it (docs/ARCHITECTURE.md, "plan validation bounds the total argument
-size to what the launch path can carry"):
+levels can make of it (docs/ARCHITECTURE.md, "Launch size"):
 
 * plain bytes (letters, digits, ``-./_%+``, space, non-ASCII) cost 1 each;
 * a character shell-quote escapes with a backslash (``#!"$&()*,:;<=>?@[\\]^`{|}~``)

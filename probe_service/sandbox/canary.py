@@ -1,6 +1,6 @@
 """The canary: before every probe, prove the exact settings hide a fresh host secret.
 
-seed 000: "a canary launches through the exact generated settings and must
+docs/ARCHITECTURE.md, "Canary": "a canary launches through the exact generated settings and must
 fail to read a fresh host-side secret outside HOME; this detects the runtime's
 permissive invalid-settings fallback" (srt 0.0.55 given a missing or invalid
 settings file prints a message and runs the command with no filesystem limit).
@@ -18,27 +18,52 @@ from pathlib import Path
 
 from probe_service.sandbox.launch import Launch
 from probe_service.sandbox.limits import RunCgroup
-from probe_service.sandbox.process import run_bounded
+from probe_service.sandbox.process import StartHook, run_bounded
 
-__all__ = ["CANARY_READER", "CANARY_TIMEOUT_SECONDS", "CanaryVerdict", "run_canary"]
+__all__ = [
+    "CANARY_SCRIPT",
+    "CANARY_SHELL",
+    "CANARY_TIMEOUT_SECONDS",
+    "CanaryVerdict",
+    "identity_problems",
+    "run_canary",
+]
 
-#: A fixed system reader, launched exactly the way the probe will be.
-CANARY_READER = "/bin/cat"
+#: A fixed system shell, launched exactly the way the probe will be.
+CANARY_SHELL = "/bin/sh"
 CANARY_TIMEOUT_SECONDS = 30
 _BUDGET = 64 * 1024
 
 
 @dataclass(frozen=True)
 class CanaryVerdict:
-    """``held`` is True only if the reader failed and printed none of the secret.
+    """``held`` is True only if every check passed: the secret stayed hidden and the identity holds.
 
-    Otherwise ``reason`` is ``canary_readable``, or ``sandbox_failed`` when the
+    Otherwise ``reason`` is ``canary_readable`` (the secret was readable),
+    ``identity_unverified`` (the probe would be host root, share a host
+    namespace, or reach what it must not), ``network_filter_failed`` when the
+    runtime ran without our network guard, or ``sandbox_failed`` when the
     sandboxed shell never started (so nothing was proven either way).
     """
 
     held: bool
     reason: str | None
     detail: str
+
+
+#: What the canary reports, one ``key=value`` per line; ``$1`` is the secret's path.
+#: docs/ARCHITECTURE.md, "Containment": the identity is proven, not assumed.
+CANARY_SCRIPT = """
+cat "$1"; echo "secret_rc=$?"
+while read -r inside outside count; do echo "uid_map=$inside:$outside:$count"; \
+done < /proc/self/uid_map
+for ns in user ipc uts cgroup net mnt pid; do echo "ns_$ns=$(readlink /proc/self/ns/$ns)"; done
+if (exec 3>>/proc/sys/kernel/core_pattern) 2>/dev/null; then echo sysctl=writable; \
+else echo sysctl=denied; fi
+for dir in /sys/fs/cgroup /sys/firmware; do \
+if [ -n "$(ls -A "$dir" 2>/dev/null)" ]; then echo "visible=$dir"; fi; done
+"""
+NAMESPACES = ("user", "ipc", "uts", "cgroup", "net", "mnt", "pid")
 
 
 def _secret_dir(allowed_roots: Sequence[Path]) -> Path:
@@ -56,10 +81,45 @@ def _secret_dir(allowed_roots: Sequence[Path]) -> Path:
     return directory
 
 
+def _report(stdout: bytes) -> dict[str, list[str]]:
+    report: dict[str, list[str]] = {}
+    for line in stdout.decode("utf-8", "replace").splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            report.setdefault(key, []).append(value)
+    return report
+
+
+def identity_problems(report: dict[str, list[str]], expected_uid: int | None) -> list[str]:
+    """Return what the canary's report shows wrong with the probe's identity (empty if none)."""
+    problems = []
+    maps = report.get("uid_map", [])
+    outside = [entry.split(":")[1] for entry in maps if entry.count(":") == 2]
+    if not maps or "0" in outside or (expected_uid is not None and outside != [str(expected_uid)]):
+        problems.append(f"uid map {maps} does not map the probe to one unprivileged host uid")
+    for ns in NAMESPACES:
+        host = os.readlink(f"/proc/self/ns/{ns}")
+        seen = report.get(f"ns_{ns}", [])
+        if len(seen) != 1 or seen[0] in ("", host):
+            problems.append(f"{ns} namespace is the host's (or was not reported)")
+    if report.get("sysctl") != ["denied"]:
+        problems.append("/proc/sys/kernel/core_pattern is writable")
+    problems += [f"{path} is readable" for path in report.get("visible", [])]
+    return problems
+
+
 def run_canary(
-    launch: Launch, allowed_roots: Sequence[Path] = (), cgroup: RunCgroup | None = None
+    launch: Launch,
+    allowed_roots: Sequence[Path] = (),
+    cgroup: RunCgroup | None = None,
+    *,
+    expected_uid: int | None = None,
+    on_start: StartHook | None = None,
 ) -> CanaryVerdict:
-    """Try to read a fresh secret through ``launch``; raises ``OSError`` if it cannot start."""
+    """Try to read a fresh secret through ``launch`` and prove the probe's identity.
+
+    Raises ``OSError`` if it cannot start.
+    """
     directory = _secret_dir([Path(os.path.realpath(root)) for root in allowed_roots])
     try:
         secret = secrets.token_hex(32).encode("ascii")
@@ -67,22 +127,33 @@ def run_canary(
         target.write_bytes(secret)
         target.chmod(0o644)
         outcome = run_bounded(
-            launch.argv(CANARY_READER, [str(target)]),
+            launch.argv(CANARY_SHELL, ["-c", CANARY_SCRIPT, "canary", str(target)]),
             env=launch.runtime_env,
             cwd=launch.cwd,
             timeout_seconds=CANARY_TIMEOUT_SECONDS,
             budget=_BUDGET,
             skip_stdout_prefix=len(launch.nonce),
             cgroup=cgroup,
+            start_marker=launch.nonce.encode("ascii"),
+            on_start=on_start,
         )
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     leaked = secret in outcome.prefix + outcome.stdout + outcome.stderr
     if leaked:
         return CanaryVerdict(False, "canary_readable", "the canary read the host secret")
-    if outcome.prefix != launch.nonce.encode("ascii"):
-        return CanaryVerdict(False, "sandbox_failed", "the sandboxed canary never started")
-    if outcome.status != "ok" or outcome.exit_code == 0:
+    if outcome.prefix == launch.unguarded_marker.encode("ascii"):
+        detail = "the network guard was not active in the runtime"
+        return CanaryVerdict(False, "network_filter_failed", detail)
+    if outcome.prefix != launch.nonce.encode("ascii") or outcome.status.startswith("start_"):
+        detail = outcome.start_detail or "the sandboxed canary never started"
+        tail = outcome.stderr[-300:].decode("utf-8", "replace").strip()
+        return CanaryVerdict(False, "sandbox_failed", f"{detail}: {tail!r}" if tail else detail)
+    report = _report(outcome.stdout)
+    if outcome.status != "ok" or report.get("secret_rc", ["0"]) == ["0"]:
         detail = f"canary reader did not fail ({outcome.status}, exit {outcome.exit_code})"
         return CanaryVerdict(False, "canary_readable", detail)
+    problems = identity_problems(report, expected_uid)
+    if problems:
+        return CanaryVerdict(False, "identity_unverified", "; ".join(problems))
     return CanaryVerdict(True, None, "")

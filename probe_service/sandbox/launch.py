@@ -5,6 +5,11 @@ only joins arguments with shell-quote). We therefore build the one command
 string ourselves with ``shlex.quote`` on every word, and pass it with ``-c`` --
 so our quoting is the only quoting of probe arguments, and a hypothesis test
 round-trips hostile bytes through every layer.
+
+srt's Node process is started with our network guard preloaded
+(``node --require net-guard.cjs``), configured with the policy's ports; the
+sandboxed shell prints the start marker only when the guard reports itself
+active with exactly those ports (docs/ARCHITECTURE.md, "Network").
 """
 
 from __future__ import annotations
@@ -14,7 +19,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PROXY_ENV_NAMES", "Launch", "build_command", "build_launch"]
+__all__ = [
+    "NET_GUARD_PORTS_ENV",
+    "NET_GUARD_PROOF_ENV",
+    "PROXY_ENV_NAMES",
+    "Launch",
+    "build_command",
+    "build_launch",
+]
 
 #: Names 0.0.55 sets inside the sandbox to reach its filtering proxy
 #: (``generateProxyEnvVars``); passed through only when the policy allows domains.
@@ -29,6 +41,12 @@ PROXY_ENV_NAMES: tuple[str, ...] = (
     "no_proxy",
 )
 _ENV = "/usr/bin/env"
+#: The ports the network guard allows, set in srt's environment (read by net-guard.cjs).
+NET_GUARD_PORTS_ENV = "BYTE_PROBE_NET_PORTS"
+#: Set by the guard once installed; srt's sandboxed shell inherits it.
+NET_GUARD_PROOF_ENV = "BYTE_PROBE_NET_GUARD"
+#: Printed instead of the start marker when the guard is not active.
+_UNGUARDED = "network-filter-inactive"
 
 
 @dataclass(frozen=True)
@@ -37,6 +55,7 @@ class Launch:
 
     settings_path: Path
     node_path: Path
+    net_guard_path: Path
     cli_path: Path
     cwd: Path
     runtime_env: Mapping[str, str]
@@ -44,12 +63,24 @@ class Launch:
     probe_env: Mapping[str, str]
     pass_proxy_env: bool
     nonce: str
+    #: Host-side prefix before Node: new ipc/uts/cgroup namespaces, then the slot uid.
+    host_prefix: tuple[str, ...] = ()
+    #: FIFO the in-sandbox shell waits on until the runner moved it into the probe group.
+    gate_path: Path | None = None
+
+    @property
+    def unguarded_marker(self) -> str:
+        """What the shell prints instead of ``nonce`` when the network guard is not active."""
+        return _UNGUARDED.ljust(len(self.nonce), "-")[: len(self.nonce)]
 
     def argv(self, executable: str, args: Sequence[str]) -> list[str]:
         """Return the host argv that runs ``executable args`` under these exact settings."""
         command = build_command(self, executable, args)
         return [
+            *self.host_prefix,
             str(self.node_path),
+            "--require",
+            str(self.net_guard_path),
             str(self.cli_path),
             "-s",
             str(self.settings_path),
@@ -59,7 +90,7 @@ class Launch:
 
 
 def build_command(launch: Launch, executable: str, args: Sequence[str]) -> str:
-    """Return the shell command srt runs: start marker, then exec of prlimit/env/probe."""
+    """Return the shell command srt runs: guard check, start marker, exec of prlimit/env/probe."""
     words = [*launch.prefix_argv, _ENV, "-i", "--"]
     words += [f"{name}={value}" for name, value in sorted(launch.probe_env.items())]
     quoted = [shlex.quote(word) for word in words]
@@ -67,14 +98,27 @@ def build_command(launch: Launch, executable: str, args: Sequence[str]) -> str:
         # Values exist only inside the sandbox (they carry the proxy's auth token).
         quoted += [f'"{name}=${{{name}}}"' for name in PROXY_ENV_NAMES]
     quoted += [shlex.quote(executable), *(shlex.quote(arg) for arg in args)]
+    ports = shlex.quote(launch.runtime_env[NET_GUARD_PORTS_ENV])
+    guard = (
+        f'[ "${{{NET_GUARD_PROOF_ENV}-}}" = {ports} ] '
+        f"|| {{ printf %s {launch.unguarded_marker}; exit 125; }}"
+    )
     # The marker proves the sandboxed shell started; bash's printf is a builtin.
-    return f"printf %s {launch.nonce} && exec {' '.join(quoted)}"
+    start = f"printf %s {launch.nonce}"
+    if launch.gate_path is not None:
+        # The shell opens the gate before the marker, so once the runner sees the
+        # marker it can find the shell by that descriptor, move it into the probe
+        # cgroup and only then let it exec the probe (docs/ARCHITECTURE.md, Limits).
+        gate = shlex.quote(str(launch.gate_path))
+        start = f"exec 3<>{gate} && {start} && read -r _ <&3 && exec 3<&-"
+    return f"{guard}; {start} && exec {' '.join(quoted)}"
 
 
 def build_launch(
     *,
     settings_path: Path,
     node_path: Path,
+    net_guard_path: Path,
     cli_path: Path,
     cwd: Path,
     runtime_home: Path,
@@ -82,8 +126,11 @@ def build_launch(
     prefix_argv: Sequence[str],
     probe_env: Mapping[str, str],
     pass_proxy_env: bool,
+    allowed_ports: Sequence[int],
     nonce: str,
     marker: str,
+    host_prefix: Sequence[str] = (),
+    gate_path: Path | None = None,
 ) -> Launch:
     """Assemble a ``Launch``; the runtime's own environment is fixed, never inherited."""
     runtime_env = {
@@ -92,10 +139,12 @@ def build_launch(
         "HOME": str(runtime_home),
         "TMPDIR": str(runtime_tmp),
         "BYTE_PROBE_RUN_MARKER": marker,
+        NET_GUARD_PORTS_ENV: ",".join(str(port) for port in allowed_ports),
     }
     return Launch(
         settings_path=settings_path,
         node_path=node_path,
+        net_guard_path=net_guard_path,
         cli_path=cli_path,
         cwd=cwd,
         runtime_env=runtime_env,
@@ -103,4 +152,6 @@ def build_launch(
         probe_env=dict(probe_env),
         pass_proxy_env=pass_proxy_env,
         nonce=nonce,
+        host_prefix=tuple(host_prefix),
+        gate_path=gate_path,
     )

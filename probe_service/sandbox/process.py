@@ -14,7 +14,7 @@ import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +22,7 @@ import psutil
 
 from probe_service.sandbox.limits import RunCgroup
 
-__all__ = ["MARKER_ENV", "Bounded", "run_bounded"]
+__all__ = ["MARKER_ENV", "STARTUP_TIMEOUT_SECONDS", "Bounded", "run_bounded"]
 
 MARKER_ENV = "BYTE_PROBE_RUN_MARKER"
 _CHUNK = 64 * 1024
@@ -37,6 +37,9 @@ class _Drain:
     out: bytearray = field(default_factory=bytearray)
     err: bytearray = field(default_factory=bytearray)
     over: bool = False
+    started: bool = False
+    #: time.monotonic() when the start marker arrived (the probe's own clock starts).
+    started_at: float | None = None
 
     def take(self, is_stdout: bool, data: bytes) -> None:
         if is_stdout and len(self.prefix) < self.skip:
@@ -53,7 +56,11 @@ class _Drain:
 
 @dataclass(frozen=True)
 class Bounded:
-    """What happened: ``status`` is ``ok``, ``timeout`` or ``output_limit``."""
+    """What happened: ``ok``, ``timeout``, ``output_limit``, ``start_failed`` or ``start_timeout``.
+
+    ``start_failed`` means the start hook refused to let the command go on
+    (``start_detail`` says why); the command was killed before it ran.
+    """
 
     status: str
     exit_code: int | None
@@ -61,9 +68,54 @@ class Bounded:
     stdout: bytes
     stderr: bytes
     elapsed_seconds: float
+    start_detail: str = ""
 
 
-def _pump(proc: subprocess.Popen[bytes], drain: _Drain, deadline: float) -> str:
+#: Bound on the sandbox's own start-up (Node, bubblewrap, the gate), separate from the probe's.
+STARTUP_TIMEOUT_SECONDS = 60.0
+
+
+def _startup_detail(status: str, startup_seconds: float) -> str:
+    if status == "start_timeout":
+        return f"the sandbox did not start the probe within {startup_seconds:g} s"
+    return ""
+
+
+#: Called once the start marker has arrived; raises ``OSError`` to stop the run.
+StartHook = Callable[[], None]
+
+
+class _StartRefused(Exception):
+    pass
+
+
+def _check_start(drain: _Drain, on_start: StartHook | None, marker: bytes) -> None:
+    if drain.started or len(drain.prefix) < drain.skip:
+        return
+    drain.started = True
+    drain.started_at = time.monotonic()
+    if on_start is not None and bytes(drain.prefix) == marker:
+        try:
+            on_start()
+        except OSError as exc:
+            raise _StartRefused(str(exc)) from exc
+
+
+def _pump(
+    proc: subprocess.Popen[bytes],
+    drain: _Drain,
+    limits: tuple[float, float],
+    start: tuple[StartHook | None, bytes],
+) -> str:
+    """Drain until exit; the deadline is the start-up bound until the marker, then the timeout."""
+    startup_seconds, timeout_seconds = limits
+    launched = time.monotonic()
+
+    def deadline() -> float:
+        if drain.skip and drain.started_at is None:
+            return launched + startup_seconds
+        return (drain.started_at or launched) + timeout_seconds
+
     selector = selectors.DefaultSelector()
     if proc.stdout is None or proc.stderr is None:  # pragma: no cover - PIPE was given
         raise OSError("subprocess pipes were not created")
@@ -71,19 +123,22 @@ def _pump(proc: subprocess.Popen[bytes], drain: _Drain, deadline: float) -> str:
     selector.register(proc.stderr, selectors.EVENT_READ, False)
     with selector:
         while selector.get_map():
-            remaining = deadline - time.monotonic()
+            remaining = deadline() - time.monotonic()
             if remaining <= 0:
-                return "timeout"
+                return (
+                    "timeout" if drain.started_at is not None or not drain.skip else "start_timeout"
+                )
             for key, _ in selector.select(min(remaining, 0.5)):
                 data = os.read(key.fd, _CHUNK)
                 if not data:
                     selector.unregister(key.fileobj)
                     continue
                 drain.take(bool(key.data), data)
+                _check_start(drain, *start)
                 if drain.over:
                     return "output_limit"
     try:
-        proc.wait(max(deadline - time.monotonic(), 0))
+        proc.wait(max(deadline() - time.monotonic(), 0))
     except subprocess.TimeoutExpired:
         return "timeout"
     return "ok"
@@ -132,9 +187,20 @@ def run_bounded(
     budget: int,
     skip_stdout_prefix: int = 0,
     cgroup: RunCgroup | None = None,
+    start_marker: bytes = b"",
+    on_start: StartHook | None = None,
+    startup_seconds: float = STARTUP_TIMEOUT_SECONDS,
 ) -> Bounded:
-    """Run ``argv`` to completion, timeout or budget; always sweep survivors. Raises ``OSError``."""
+    """Run ``argv`` to completion, timeout or budget; always sweep survivors. Raises ``OSError``.
+
+    ``on_start`` runs once the first ``skip_stdout_prefix`` stdout bytes equal
+    ``start_marker``; if it raises ``OSError`` the command is killed and the
+    status is ``start_failed``. With a marker, ``timeout_seconds`` counts from
+    the marker (the probe's own start); the sandbox's start-up has its own bound,
+    ``startup_seconds``, and exceeding it is ``start_timeout``.
+    """
     drain = _Drain(budget=budget, skip=skip_stdout_prefix)
+    start_detail = ""
     started = time.monotonic()
     proc = subprocess.Popen(
         list(argv),
@@ -148,7 +214,10 @@ def run_bounded(
         preexec_fn=cgroup.join_current_process if cgroup else None,
     )
     try:
-        status = _pump(proc, drain, started + timeout_seconds)
+        limits = (startup_seconds, timeout_seconds)
+        status = _pump(proc, drain, limits, (on_start, start_marker))
+    except _StartRefused as exc:
+        status, start_detail = "start_failed", str(exc)
     finally:
         _terminate(proc, cgroup, env.get(MARKER_ENV, ""))
         for stream in (proc.stdout, proc.stderr):
@@ -160,5 +229,6 @@ def run_bounded(
         prefix=bytes(drain.prefix),
         stdout=bytes(drain.out),
         stderr=bytes(drain.err),
-        elapsed_seconds=time.monotonic() - started,
+        elapsed_seconds=time.monotonic() - (drain.started_at or started),
+        start_detail=start_detail or _startup_detail(status, startup_seconds),
     )

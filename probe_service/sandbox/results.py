@@ -24,7 +24,15 @@ Reason = Literal[
     "invalid_cwd",
     "invalid_argument",
     "scratch_limit",
+    "memory_limit",
+    "process_limit",
+    "cpu_limit",
+    "limits_unenforceable",
+    "limits_unverified",
+    "identity_unverified",
     "sandbox_failed",
+    # The runtime's Node process ran without our network guard (docs/ARCHITECTURE.md, "Network").
+    "network_filter_failed",
     # Set by the plan runner and the queue around a sandbox run, never by the runner itself.
     "snapshot_unavailable",
     "snapshot_link_escapes",
@@ -37,7 +45,11 @@ REASONS: tuple[str, ...] = Reason.__args__  # type: ignore[attr-defined]
 
 
 class LimitsApplied(BaseModel):
-    """Which limits were enforced, and by which mechanism (``cgroup_v1`` or ``rlimit``)."""
+    """The limits the kernel or the runner enforced during the run, and what enforced each.
+
+    Only limits that were actually in force are recorded (docs/ARCHITECTURE.md,
+    "Limits"); ``enforced_by`` names the mechanism of each.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -49,6 +61,8 @@ class LimitsApplied(BaseModel):
     max_processes: int | None
     scratch_bytes: int | None
     file_size_bytes: int | None
+    scratch_inodes: int | None = None
+    enforced_by: dict[str, str] = {}
 
 
 class SandboxResult(BaseModel):

@@ -4,7 +4,9 @@ seed 000: probes start only "through the verified Anthropic Sandbox Runtime
 0.0.55 layout". Verification = Node from fixed system dirs, the installed
 package version, and a SHA-256 over the whole installed ``node_modules`` tree
 (the runtime *and* every dependency its CLI imports: commander, shell-quote,
-zod, node-forge, @pondwader/socks5-server) equal to ``sandbox/runtime.sha256``.
+zod, node-forge, @pondwader/socks5-server) plus our own files that run in the
+same trusted process (``net-guard.cjs``, docs/ARCHITECTURE.md "Network"),
+equal to ``sandbox/runtime.sha256``.
 """
 
 from __future__ import annotations
@@ -13,16 +15,20 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import stat
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import probe_service
 from probe_service.errors import SandboxUnavailable
 from probe_service.policies.executables import SYSTEM_EXECUTABLE_DIRS
+from probe_service.sandbox.identity import PROBE_UID_BASE, check_reachable
 
 __all__ = [
+    "NET_GUARD",
     "PINNED_VERSION",
     "SANDBOX_DIR_ENV",
     "SandboxRuntime",
@@ -37,8 +43,12 @@ PINNED_VERSION = "0.0.55"
 SANDBOX_DIR_ENV = "BYTE_PROBE_SANDBOX_DIR"
 PACKAGE = "@anthropic-ai/sandbox-runtime"
 DIGEST_FILE = "runtime.sha256"
+#: Our network guard, preloaded into the runtime's Node process (docs/ARCHITECTURE.md, "Network").
+NET_GUARD = "net-guard.cjs"
+#: Files of ours beside ``node_modules`` that run inside the trusted launcher.
+_OWN_FILES = (NET_GUARD,)
 # npm's hidden lockfile is bookkeeping of the npm client, not code the runtime runs.
-_EXCLUDED = frozenset({".package-lock.json"})
+_EXCLUDED = frozenset({"node_modules/.package-lock.json"})
 # The runtime ships apply-seccomp for these machines (generate-seccomp-filter.js).
 _VENDOR_ARCH = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}
 _Fingerprint = tuple[str, int, int, int, int]
@@ -51,6 +61,7 @@ class SandboxRuntime:
     install_dir: Path
     cli_path: Path
     node_path: Path
+    net_guard_path: Path
     apply_seccomp_path: Path | None
     bwrap_path: Path | None
     socat_path: Path | None
@@ -80,25 +91,37 @@ def find_system_tool(name: str) -> Path | None:
     return None
 
 
-def _walk(root: Path) -> list[tuple[str, Path]]:
-    entries: list[tuple[str, Path]] = []
-    for dirpath, dirnames, filenames in os.walk(root):
+def _walk(install_dir: Path) -> list[tuple[str, Path]]:
+    entries = [(name, install_dir / name) for name in _OWN_FILES]
+    node_modules = install_dir / "node_modules"
+    for dirpath, dirnames, filenames in os.walk(node_modules):
         dirnames.sort()
         base = Path(dirpath)
         for name in dirnames + filenames:
             full = base / name
             if full.is_symlink() or not full.is_dir():
-                entries.append((full.relative_to(root).as_posix(), full))
+                entries.append((full.relative_to(install_dir).as_posix(), full))
     entries.sort(key=lambda item: item[0].encode("utf-8"))
     return [entry for entry in entries if entry[0] not in _EXCLUDED]
 
 
-def runtime_tree_digest(node_modules: Path) -> tuple[str, tuple[_Fingerprint, ...]]:
-    """Hash every file and link under ``node_modules``; raises ``SandboxUnavailable``."""
+def _lstat(full: Path) -> os.stat_result:
+    try:
+        return os.lstat(full)
+    except OSError as exc:
+        raise SandboxUnavailable(f"{full}: {exc.strerror}", reason="sandbox_unverified") from exc
+
+
+def runtime_tree_digest(install_dir: Path) -> tuple[str, tuple[_Fingerprint, ...]]:
+    """Hash our own files and every file and link under ``node_modules``.
+
+    Raises ``SandboxUnavailable`` (``sandbox_unverified``) for a missing own
+    file or an entry that is neither a file nor a link.
+    """
     digest = hashlib.sha256()
     prints: list[_Fingerprint] = []
-    for rel, full in _walk(node_modules):
-        info = os.lstat(full)
+    for rel, full in _walk(install_dir):
+        info = _lstat(full)
         if stat.S_ISLNK(info.st_mode):
             digest.update(b"link\0" + rel.encode() + b"\0" + os.readlink(full).encode() + b"\n")
         elif stat.S_ISREG(info.st_mode):
@@ -154,25 +177,74 @@ def _check_platform() -> bool:
     raise SandboxUnavailable(f"platform {sys.platform!r} is not supported", reason="unsupported")
 
 
+#: Where a root worker keeps a copy of the verified runtime that probe uids can read.
+STAGING_DIR = Path("/var/lib/byte-probe/runtime")
+
+
+def _reachable_by_probe_uids(root: Path) -> bool:
+    try:
+        for name in ("node_modules", *_OWN_FILES):
+            check_reachable(root / name, "runtime", uid=PROBE_UID_BASE, gid=PROBE_UID_BASE)
+    except SandboxUnavailable:
+        return False
+    return True
+
+
+def _stage(root: Path, digest: str) -> Path:
+    """Copy the verified tree where probe uids can reach it; return the staged install dir.
+
+    docs/ARCHITECTURE.md, "Containment": the runtime runs as the probe's uid, so
+    a checkout under a private directory (``/root``) is copied into a root-owned,
+    world-readable directory and verified again there.
+    """
+    staged = STAGING_DIR / digest
+    if (staged / "node_modules").is_dir():
+        return staged
+    STAGING_DIR.mkdir(mode=0o755, parents=True, exist_ok=True)
+    for parent in (STAGING_DIR.parent, STAGING_DIR):
+        parent.chmod(0o755)
+    temporary = Path(tempfile.mkdtemp(prefix=".staging-", dir=STAGING_DIR))
+    temporary.chmod(0o755)
+    shutil.copytree(root / "node_modules", temporary / "node_modules", symlinks=True)
+    for name in _OWN_FILES:
+        shutil.copy2(root / name, temporary / name)
+    (temporary / DIGEST_FILE).write_text(f"{digest}  staged copy\n", encoding="utf-8")
+    try:
+        temporary.rename(staged)
+    except OSError:  # another worker staged it first
+        shutil.rmtree(temporary, ignore_errors=True)
+    return staged
+
+
 def locate_runtime(install_dir: Path | None = None) -> SandboxRuntime:
     """Verify the pinned runtime in ``install_dir``; raises ``SandboxUnavailable`` (with reason)."""
     is_linux = _check_platform()
     root = Path(os.path.realpath(install_dir or default_install_dir()))
     node = _required_tool("node")
     tools = [_required_tool(name) for name in ("bwrap", "socat", "rg")] if is_linux else []
-    package_dir = _check_version(root)
-    digest, prints = runtime_tree_digest(root / "node_modules")
+    _check_version(root)
+    digest, prints = runtime_tree_digest(root)
     if digest != _recorded_digest(root):
         raise SandboxUnavailable(
-            f"{root / 'node_modules'}: tree digest {digest} differs from {DIGEST_FILE}",
+            f"{root}: tree digest {digest} differs from {DIGEST_FILE}",
             reason="sandbox_unverified",
         )
+    if os.geteuid() == 0 and not _reachable_by_probe_uids(root):
+        root = _stage(root, digest)
+        staged_digest, prints = runtime_tree_digest(root)
+        if staged_digest != digest:
+            raise SandboxUnavailable(
+                f"{root}: staged runtime digest {staged_digest} differs from {digest}",
+                reason="sandbox_unverified",
+            )
+    package_dir = root / "node_modules" / PACKAGE
     arch = _VENDOR_ARCH.get(platform.machine(), "unsupported")
     seccomp = package_dir / "vendor" / "seccomp" / arch / "apply-seccomp"
     return SandboxRuntime(
         install_dir=root,
         cli_path=package_dir / "dist" / "cli.js",
         node_path=node,
+        net_guard_path=root / NET_GUARD,
         apply_seccomp_path=seccomp if is_linux and seccomp.is_file() else None,
         bwrap_path=tools[0] if tools else None,
         socat_path=tools[1] if tools else None,
@@ -184,21 +256,21 @@ def locate_runtime(install_dir: Path | None = None) -> SandboxRuntime:
 
 def verify_unchanged(runtime: SandboxRuntime) -> None:
     """Cheaply confirm no runtime file changed since verification; raises ``SandboxUnavailable``."""
-    node_modules = runtime.install_dir / "node_modules"
     current: list[_Fingerprint] = []
-    for rel, full in _walk(node_modules):
-        info = os.lstat(full)
+    for rel, full in _walk(runtime.install_dir):
+        info = _lstat(full)
         current.append((rel, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns))
     if tuple(current) != runtime.fingerprints:
         raise SandboxUnavailable(
-            f"{node_modules}: changed since it was verified", reason="sandbox_unverified"
+            f"{runtime.install_dir}: changed since it was verified", reason="sandbox_unverified"
         )
 
 
 if __name__ == "__main__":  # pragma: no cover - maintenance entry point
     target = Path(sys.argv[1]) if len(sys.argv) > 1 else default_install_dir()
-    value, _ = runtime_tree_digest(target / "node_modules")
+    value, _ = runtime_tree_digest(target)
     (target / DIGEST_FILE).write_text(
-        f"{value}  node_modules (every file and link except node_modules/.package-lock.json)\n",
+        f"{value}  {NET_GUARD} and node_modules "
+        "(every file and link except node_modules/.package-lock.json)\n",
         encoding="utf-8",
     )

@@ -21,6 +21,7 @@ from probe_service.policies.model import Policy
 from probe_service.sandbox.runtime import SandboxRuntime
 
 __all__ = [
+    "HIDDEN_SYS_PATHS",
     "RUNTIME_DEFAULT_WRITE_PATHS",
     "SYSTEM_READ_PATHS",
     "RunPaths",
@@ -32,7 +33,7 @@ __all__ = [
 #: System paths read back inside the root read deny: code, loader, shared
 #: libraries, time zone and the name-service files programs expect. Never
 #: ``/root``, ``/home``, ``/etc/shadow``, ``/etc/ssl/private``, ``/tmp`` or ``/var``
-#: (a root worker's probe keeps uid 0, so root-only files must stay unlisted).
+#: (root-only files stay unlisted even though the probe's uid cannot read them).
 SYSTEM_READ_PATHS: tuple[str, ...] = (
     "/usr",
     "/bin",
@@ -56,6 +57,11 @@ SYSTEM_READ_PATHS: tuple[str, ...] = (
     "/etc/python3",
     "/etc/python3.11",
 )
+
+#: Parts of ``/sys`` the runtime leaves visible that tell a probe about the host
+#: and other runs (firmware tables, every run's cgroup and memory use): hidden
+#: under an empty tmpfs. docs/ARCHITECTURE.md, "Containment".
+HIDDEN_SYS_PATHS: tuple[str, ...] = ("/sys/fs/cgroup", "/sys/firmware")
 
 #: Paths 0.0.55 makes writable on every run (``getDefaultWritePaths`` in
 #: ``dist/sandbox/sandbox-utils.js``); those that exist are bind-mounted
@@ -116,10 +122,13 @@ def build_settings(
             "strictAllowlist": True,
             "allowLocalBinding": False,
             "allowAllUnixSockets": False,
+            # No parentProxy or mitmProxy: the runtime dials directly, and every dial
+            # is checked by address and port in its own process by net-guard.cjs
+            # (docs/ARCHITECTURE.md, "Network").
         },
         "filesystem": {
             # seed 000: a root read deny with narrow allow-backs.
-            "denyRead": ["/"],
+            "denyRead": ["/", *HIDDEN_SYS_PATHS],
             "allowRead": _read_backs(runtime, paths, executable),
             "allowWrite": [str(paths.scratch)],
             "denyWrite": [str(paths.snapshot), *runtime_default_write_paths(paths.runtime_home)],

@@ -3,7 +3,7 @@
 Capture keeps every link as data (its target is never followed on the host); here a link
 is resolved over the manifest alone, the way the kernel would resolve it inside the
 materialized tree, following links inside the tree iteratively. Architecture
-(docs/ARCHITECTURE.md, "materialization rejects escaping paths and symlinks"): a link
+(docs/ARCHITECTURE.md, "Snapshot links"): a link
 whose target is absolute or ends outside the tree refuses the materialization, naming
 the link; internal relative links, dangling ones included, are kept.
 """

@@ -137,7 +137,7 @@ class _TreeWriter:
         if fd is not None:
             return fd
         # Iterative, not recursive: the manifest decides the depth (docs/ARCHITECTURE.md,
-        # "no host-side recursion"); check_snapshot_path bounds it.
+        # "Host-side walks"); check_snapshot_path bounds it.
         missing: list[str] = []
         while rel_dir not in self._dirs:
             missing.append(rel_dir)

@@ -17,7 +17,7 @@ from sqlalchemy import (
     Text,
 )
 
-__all__ = ["blobs", "events", "metadata", "snapshots", "stat_cache"]
+__all__ = ["blobs", "event_consumers", "events", "metadata", "snapshots", "stat_cache"]
 
 metadata = MetaData()
 
@@ -64,4 +64,13 @@ events = Table(
     Column("payload", Text, nullable=False),
     Column("created_at", String(32), nullable=False),
     sqlite_autoincrement=True,
+)
+
+#: Named consumers of ``knowledge_events`` and the cursor each last acknowledged.
+event_consumers = Table(
+    "event_consumers",
+    metadata,
+    Column("consumer", String(128), primary_key=True),
+    Column("cursor", BigInteger, nullable=False),
+    Column("acknowledged_at", String(32), nullable=False),
 )

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from probe_service.claims import ReceiptLookup
+from probe_service.claims.receipts import ReceiptFacts
 from probe_service.store import Store
 
 from .helpers import STUB_RECEIPTS, WorkTree
@@ -36,5 +37,10 @@ def pg_tree(tmp_path: Path, pg_store: Store) -> WorkTree:
 
 @pytest.fixture
 def receipts() -> ReceiptLookup:
-    """A dict-backed ReceiptLookup: a stub, since plans/receipts is not built yet."""
-    return STUB_RECEIPTS.get
+    """A dict-backed ReceiptLookup knowing outcomes only (no snapshot, no plan)."""
+
+    def lookup(receipt_id: str) -> ReceiptFacts | None:
+        outcome = STUB_RECEIPTS.get(receipt_id)
+        return None if outcome is None else ReceiptFacts(outcome=outcome)
+
+    return lookup

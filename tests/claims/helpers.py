@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from probe_service.plans.persist import save_receipt
+from probe_service.plans.receipts import COMMITTED_FIELDS, build_receipt
 from probe_service.snapshot import snapshot_capture
 from probe_service.store import Store
 
@@ -58,3 +60,31 @@ def claim_request(
 def grep(pattern: str, domain: str = "src/**/*.py", **extra: object) -> dict[str, object]:
     """A grep query spec."""
     return {"kind": "grep", "pattern": pattern, "domain": domain, **extra}
+
+
+def stored_receipt(
+    store: Store,
+    outcome: str,
+    snapshot_id: str = "0" * 64,
+    *,
+    executable: str = "pytest",
+    run_id: str = "run-1",
+    plan: dict[str, object] | None = None,
+) -> str:
+    """Store a verified receipt that ran ``executable`` (or ``plan``, moved to
+    ``snapshot_id``) on ``snapshot_id``; its sha."""
+    committed: dict[str, object] = {field: f"{field}-value" for field in COMMITTED_FIELDS}
+    base = plan or {"policy_id": "default", "executable": executable}
+    plan = {**base, "snapshot_id": snapshot_id}
+    committed.update(
+        outcome=outcome,
+        reason="oracle_passed",
+        exit_code=0,
+        elapsed_us=1,
+        snapshot_id=snapshot_id,
+        plan=plan,
+        plan_id=f"plan-{executable}-{snapshot_id[:8]}",
+    )
+    receipt = build_receipt(committed, {"worker": "test"})
+    save_receipt(store, run_id, receipt, reusable=False)
+    return str(receipt["receipt_sha256"])

@@ -100,19 +100,25 @@ class TestNegativeQuery:
     def test_incomplete_baseline_needs_recheck(
         self, base: WorkTree, receipts: ReceiptLookup
     ) -> None:
-        """An unparsable member made the baseline incomplete: never current."""
-        claim_id, _ = claim(base.write("src/bad.py", "def (:\n"), receipts, SYMBOL_NEG)
-        assert state(base, claim_id) == "needs_recheck"
+        """An unparsable member made the baseline incomplete: never current (recorded only
+        with the explicit override; without it the claim is refused, see test_trust)."""
+        snap = base.write("src/bad.py", "def (:\n").capture()
+        request = claim_request(snap, SYMBOL_NEG)
+        record = claim_create(base.store, request, receipts=receipts, allow_incomplete=True)
+        assert state(base, record.claim_id) == "needs_recheck"
 
-    def test_analyzer_version_change_needs_recheck(
+    def test_outdated_baseline_is_recomputed_not_misread(
         self, base: WorkTree, receipts: ReceiptLookup, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """A baseline made by another analyzer version needs a recheck."""
-        claim_id, _ = claim(base, receipts, NEG)
+        """A baseline another analyzer version made is recomputed at the claim's snapshot
+        and then compared: unchanged code stays current, a new match reopens it."""
         from probe_service.claims import queries
 
-        monkeypatch.setitem(queries.ANALYZER_VERSION, "grep", "grep/2")
-        assert state(base, claim_id) == "needs_recheck"
+        monkeypatch.setitem(queries.ANALYZER_VERSION, "grep", "grep/0")
+        claim_id, _ = claim(base, receipts, NEG)
+        monkeypatch.setitem(queries.ANALYZER_VERSION, "grep", "grep/1")
+        assert state(base, claim_id) == "current"
+        assert state(base.write("src/x.py", "legacy_parse()\n"), claim_id) == "needs_recheck"
 
 
 class TestMissingData:

@@ -45,7 +45,9 @@ class TestBaselines:
         record = create(store, receipts, claim_request(snap))
         digest = hashlib.sha256(PARSE_PY.encode()).hexdigest()
         assert record.dependencies == (
-            ExactBlobBaseline(path="src/parse.py", fingerprint=f"file:{digest}"),
+            ExactBlobBaseline(
+                path="src/parse.py", fingerprint=f"file:{digest}", analyzer_version="exact_blob/2"
+            ),
         )
 
     def test_absent_path_is_captured_as_absence(
@@ -53,7 +55,9 @@ class TestBaselines:
     ) -> None:
         """An exact_blob on a missing path records that it must stay absent."""
         record = create(store, receipts, claim_request(snap, {"exact_blob": {"path": "no.py"}}))
-        assert record.dependencies[0] == ExactBlobBaseline(path="no.py", fingerprint=None)
+        assert record.dependencies[0] == ExactBlobBaseline(
+            path="no.py", fingerprint=None, analyzer_version="exact_blob/2"
+        )
 
     def test_query_baseline_carries_result_domain_and_version(
         self, store: Store, snap: str, receipts: ReceiptLookup

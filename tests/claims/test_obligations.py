@@ -12,11 +12,12 @@ from probe_service.claims import (
     gate,
     obligation_list,
     obligation_resolve,
+    store_receipts,
 )
 from probe_service.claims.records import Obligation
 from probe_service.errors import Conflict, InvalidClaim, NotFound
 
-from .helpers import PARSE_PY, RECEIPT_SUPPORTS, WorkTree, claim_request
+from .helpers import PARSE_PY, WorkTree, claim_request, stored_receipt
 
 
 @pytest.fixture
@@ -54,17 +55,23 @@ class TestResolve:
         with pytest.raises(InvalidClaim, match="resolution"):
             obligation_resolve(tree.store, opened.obligation_id, "ignored", "why")
 
-    def test_rechecked_names_a_known_receipt(
-        self, tree: WorkTree, opened: Obligation, receipts: ReceiptLookup
-    ) -> None:
-        """``rechecked`` needs a receipt the lookup knows, and keeps it."""
+    def test_rechecked_names_a_known_receipt(self, tree: WorkTree) -> None:
+        """``rechecked`` needs a receipt of the claim's plan on the target, and keeps it."""
+        lookup = store_receipts(tree.store)
+        start = tree.write("src/parse.py", PARSE_PY).capture()
+        first = stored_receipt(tree.store, "supports", start, run_id="r1")
+        request = claim_request(start, evidence=[{"receipt": first}])
+        claim_create(tree.store, request, receipts=lookup)
+        end = tree.write("src/parse.py", "changed\n").capture()
+        opened = change_analyze(tree.store, start, end).opened[0]
         with pytest.raises(InvalidClaim, match="receipt"):
             obligation_resolve(tree.store, opened.obligation_id, "rechecked", "ran it")
+        again = stored_receipt(tree.store, "supports", end, run_id="r2")
         done = obligation_resolve(
             tree.store, opened.obligation_id, "rechecked", "ran it",
-            receipt=RECEIPT_SUPPORTS, receipts=receipts,
+            receipt=again, receipts=lookup,
         )  # fmt: skip
-        assert done.receipt == RECEIPT_SUPPORTS
+        assert done.receipt == again
 
     def test_superseded_names_and_links_the_successor(
         self, tree: WorkTree, opened: Obligation, receipts: ReceiptLookup

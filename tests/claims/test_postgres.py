@@ -15,11 +15,12 @@ from probe_service.claims import (
     knowledge_query,
     obligation_list,
     obligation_resolve,
+    store_receipts,
 )
 from probe_service.claims.tables import claim_audit, claims
-from probe_service.errors import Conflict
+from probe_service.errors import Conflict, EvidenceMismatch
 
-from .helpers import PARSE_PY, WorkTree, claim_request, grep
+from .helpers import PARSE_PY, WorkTree, claim_request, grep, stored_receipt
 
 pytestmark = pytest.mark.postgres
 
@@ -82,3 +83,26 @@ def test_audit_and_claims_are_append_only(pg_tree: WorkTree, receipts: ReceiptLo
         with pytest.raises(Conflict) as caught, store.transaction() as conn:
             conn.execute(statement)
         assert "append-only" in str(caught.value)
+
+
+def test_trust_flow(pg_tree: WorkTree) -> None:
+    """Bound evidence, agreeing rechecks, withdrawal and the one-snapshot gate on PostgreSQL."""
+    store, lookup = pg_tree.store, store_receipts(pg_tree.store)
+    start = pg_tree.write("src/parse.py", PARSE_PY).capture()
+    first = stored_receipt(store, "supports", start, run_id="r1")
+    record = claim_create(store, claim_request(start, evidence=[{"receipt": first}]),
+                          receipts=lookup)  # fmt: skip
+    end = pg_tree.write("src/parse.py", "changed\n").capture()
+    (opened,) = change_analyze(store, start, end).opened
+    refutes = stored_receipt(store, "refutes", end, run_id="r2")
+    with pytest.raises(EvidenceMismatch):
+        obligation_resolve(store, opened.obligation_id, "rechecked", "r", receipt=refutes,
+                           receipts=lookup)  # fmt: skip
+    agrees = stored_receipt(store, "supports", end, run_id="r3")
+    done = obligation_resolve(store, opened.obligation_id, "rechecked", "r", receipt=agrees,
+                              receipts=lookup, interface="mcp", resolved_by="bot")  # fmt: skip
+    assert (done.interface, done.resolved_by) == ("mcp", "bot")
+    assert gate(store, pg_tree.write("src/parse.py", "broken\n").capture()).passed is False
+    assert gate(store, start).passed
+    claim_withdraw(store, record.claim_id, "obsolete")
+    assert obligation_list(store, state="open") == []

@@ -6,25 +6,18 @@ import pytest
 
 from probe_service.claims import claim_create, store_receipts
 from probe_service.claims.receipts import outcome_from_receipts
-from probe_service.plans.persist import save_receipt
-from probe_service.plans.receipts import COMMITTED_FIELDS, build_receipt
 from probe_service.store import Store
 
-from .helpers import PARSE_PY, WorkTree, claim_request
-
-
-def stored_receipt(store: Store, outcome: str, run_id: str = "run-1") -> str:
-    committed: dict[str, object] = {field: f"{field}-value" for field in COMMITTED_FIELDS}
-    committed.update(outcome=outcome, reason="oracle_passed", exit_code=0, elapsed_us=1)
-    receipt = build_receipt(committed, {"worker": "test"})
-    save_receipt(store, run_id, receipt, reusable=False)
-    return str(receipt["receipt_sha256"])
+from .helpers import PARSE_PY, WorkTree, claim_request, stored_receipt
 
 
 def test_lookup_returns_the_committed_outcome(store: Store) -> None:
-    """A stored receipt's oracle outcome is what the lookup reports."""
-    receipt_id = stored_receipt(store, "supports")
-    assert store_receipts(store)(receipt_id) == "supports"
+    """A stored receipt's oracle outcome, snapshot and plan are what the lookup reports."""
+    receipt_id = stored_receipt(store, "supports", "1" * 64)
+    facts = store_receipts(store)(receipt_id)
+    assert facts is not None
+    assert (facts.outcome, facts.snapshot_id) == ("supports", "1" * 64)
+    assert facts.plan_shape is not None
 
 
 def test_run_id_and_unknown_ids_are_not_receipts(store: Store) -> None:
@@ -37,8 +30,8 @@ def test_run_id_and_unknown_ids_are_not_receipts(store: Store) -> None:
 
 def test_claim_outcome_follows_a_real_receipt(tree: WorkTree) -> None:
     """claim_create over the store lookup: a refuting receipt gives a refuted claim."""
-    receipt_id = stored_receipt(tree.store, "refutes")
     snap = tree.write("src/parse.py", PARSE_PY).capture()
+    receipt_id = stored_receipt(tree.store, "refutes", snap)
     request = claim_request(snap, evidence=[{"receipt": receipt_id}])
     record = claim_create(tree.store, request, receipts=store_receipts(tree.store))
     assert record.outcome == "refuted"

@@ -220,3 +220,34 @@ class TestDemo:
         assert code == 0, err
         for outcome in ("supports", "refutes", "inconclusive"):
             assert outcome in out
+
+
+class TestReuseIsExact:
+    def test_fixed_environment_is_not_served_the_old_receipt(
+        self, cli: CliRunner, created: PlanCreator, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A changed value of a policy-passed variable runs again; after --no-reuse, later
+        runs serve the newest receipt, never the old one."""
+        plan_id = created(
+            "import os, sys; sys.exit(0 if os.environ.get('LANG') == 'C.UTF-8' else 1)",
+            failure_refutes=True,
+        )
+
+        def run(*extra: str) -> dict[str, Any]:
+            code, out, err = cli("run", plan_id, "--policy", POLICY_ID, "--json", *extra)
+            doc: dict[str, Any] = json.loads(out)
+            assert code == (0 if doc["outcome"] == "supports" else 1), err
+            return doc
+
+        monkeypatch.setenv("LANG", "broken")
+        assert run()["outcome"] == "refutes"
+        monkeypatch.setenv("LANG", "C.UTF-8")
+        fixed = run()
+        assert (fixed["outcome"], fixed["reused"]) == ("supports", False)
+        fresh = run("--no-reuse")
+        assert (fresh["reused"], fresh["receipt_sha256"] != fixed["receipt_sha256"]) == (
+            False,
+            True,
+        )
+        again = run()
+        assert (again["reused"], again["receipt_sha256"]) == (True, fresh["receipt_sha256"])

@@ -195,3 +195,18 @@ class TestReusableReceipt:
         """A receipt for another action key is not returned."""
         save_receipt(any_store, "run-1", make_receipt(action_key="k" * 64), reusable=True)
         assert find_reusable_receipt(any_store, "j" * 64) is None
+
+    def test_newest_reusable_receipt_is_served(self, any_store: Store) -> None:
+        """A later receipt of the same action (e.g. from --no-reuse) replaces the earlier."""
+        save_receipt(any_store, "run-1", make_receipt(action_key="k" * 64, elapsed_us=1), True)
+        newer = make_receipt(action_key="k" * 64, elapsed_us=2)
+        save_receipt(any_store, "run-2", newer, reusable=True)
+        found = find_reusable_receipt(any_store, "k" * 64)
+        assert found is not None
+        assert found["receipt_sha256"] == newer["receipt_sha256"]
+
+    def test_inconclusive_is_never_reused(self, any_store: Store) -> None:
+        """An inconclusive receipt never answers a later action, even marked reusable."""
+        receipt = make_receipt(action_key="k" * 64, outcome="inconclusive")
+        save_receipt(any_store, "run-1", receipt, reusable=True)
+        assert find_reusable_receipt(any_store, "k" * 64) is None

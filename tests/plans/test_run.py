@@ -399,6 +399,7 @@ class TestOverlay:
 def fresh_tmpdir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Point TMPDIR and tempfile at a new, empty directory for the length of one test."""
     fresh = Path(tempfile.mkdtemp(prefix="probe-run-tmpdir-"))
+    fresh.chmod(0o711)  # like /tmp: the probe's uid must be able to pass through it
     monkeypatch.setenv("TMPDIR", str(fresh))
     monkeypatch.setattr(tempfile, "tempdir", str(fresh))
     yield fresh

@@ -118,7 +118,15 @@ class TestContent:
             (document(extra=1), "extra"),
             (document(_with(unknown_flag=True)), "policies.0.unknown_flag"),
             (document(VALID_POLICY, VALID_POLICY), "duplicate policy id"),
-            (document(schema=2), "schema"),
+            (document(schema=3), "schema"),
+            (document(_with(allowed_ports=[8080])), "need schema 2"),
+            (document(_with(scratch_inodes=1000)), "scratch_inodes"),
+            (document(_with(allowed_ports=[0]), schema=2), "allowed_ports"),
+            (document(_with(allowed_ports=[65536]), schema=2), "allowed_ports"),
+            (document(_with(allowed_ports=[443, 443]), schema=2), "allowed_ports"),
+            (document(_with(allowed_ports=[]), schema=2), "allowed_ports"),
+            (document(_with(scratch_inodes=15), schema=2), "scratch_inodes"),
+            (document(_with(scratch_inodes=2**24 + 1), schema=2), "scratch_inodes"),
             (document(_with(timeout_seconds=-1)), "timeout_seconds"),
             (document(_with(timeout_seconds=10**9)), "timeout_seconds"),
             (document(_with(max_output_bytes=0)), "max_output_bytes"),
@@ -142,6 +150,19 @@ class TestContent:
             load_policy_file(path)
         assert field in str(caught.value)
         assert str(path) in str(caught.value)
+
+    def test_schema_1_means_default_ports_and_no_inode_limit(
+        self, write_policy_file: Writer
+    ) -> None:
+        """A schema-1 file is read unchanged: ports 80 and 443, no scratch inode limit."""
+        policy = check_policy_file(write_policy_file(document()))[0]
+        assert (policy.allowed_ports, policy.scratch_inodes) == ((80, 443), None)
+
+    def test_schema_2_reads_ports_and_inodes(self, write_policy_file: Writer) -> None:
+        """A schema-2 file sets allowed_ports (kept sorted) and scratch_inodes."""
+        doc = document(_with(allowed_ports=[8443, 22, 80], scratch_inodes=4096), schema=2)
+        policy = check_policy_file(write_policy_file(doc))[0]
+        assert (policy.allowed_ports, policy.scratch_inodes) == ((22, 80, 8443), 4096)
 
     def test_duplicate_json_keys_are_refused(self, write_policy_file: Writer) -> None:
         """A JSON object repeating a key is refused instead of keeping the last value."""

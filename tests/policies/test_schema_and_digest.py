@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -29,12 +30,40 @@ def test_schema_forbids_unknown_keys() -> None:
 
 
 def test_digest_is_sha256_of_canonical_json() -> None:
-    """policy_digest is SHA-256 over sorted-key, compact, UTF-8 JSON of every field."""
-    policy = Policy.model_validate(VALID_POLICY)
-    body = json.dumps(
-        policy.model_dump(mode="json"), sort_keys=True, separators=(",", ":")
-    ).encode()
+    """policy_digest is SHA-256 over sorted-key, compact, UTF-8 JSON of every field.
+
+    Schema-2 keys at their schema-1 meaning are left out of the body.
+    """
+    policy = Policy.model_validate({**VALID_POLICY, "scratch_inodes": 64})
+    fields = policy.model_dump(mode="json")
+    del fields["allowed_ports"]
+    body = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
     assert policy_digest(policy) == hashlib.sha256(body).hexdigest()
+
+
+def test_schema_1_policy_keeps_its_recorded_digest() -> None:
+    """A schema-1 policy's digest is the one schema-1 code recorded in receipts."""
+    policy = Policy.model_validate(VALID_POLICY)
+    recorded = "664cf28b3a4fc57f2ae7d1b229b2debd34bff9cbf9a72e9d4bf264c320027f3c"
+    assert policy_digest(policy) == recorded
+
+
+def test_explicit_defaults_share_the_schema_1_digest() -> None:
+    """Ports [443, 80] and no inode limit, written out, are the same policy as schema 1."""
+    implicit = Policy.model_validate(VALID_POLICY)
+    explicit = Policy.model_validate(
+        {**VALID_POLICY, "allowed_ports": [443, 80], "scratch_inodes": None}
+    )
+    assert policy_digest(explicit) == policy_digest(implicit)
+
+
+@pytest.mark.parametrize(
+    "change", [{"allowed_ports": [443]}, {"allowed_ports": [80, 443, 8080]}, {"scratch_inodes": 16}]
+)
+def test_schema_2_keys_count_in_the_digest(change: dict[str, Any]) -> None:
+    """Any non-default allowed_ports or scratch_inodes changes the digest."""
+    base = Policy.model_validate(VALID_POLICY)
+    assert policy_digest(Policy.model_validate({**VALID_POLICY, **change})) != policy_digest(base)
 
 
 def test_digest_changes_with_any_field() -> None:

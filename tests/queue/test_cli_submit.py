@@ -146,3 +146,25 @@ class TestSubmitRefusals:
         assert json.loads(out)["enqueued"] == 1
         assert "skipped line 2:" in err
         assert (_stored_runs(shared_store), farm_env.depth()) == (1, 1)
+
+
+class TestSubmitReuse:
+    def test_repeated_batch_is_reused_unless_no_reuse(
+        self, cli: CliRunner, embedded_snapshot: str, tmp_path: Path
+    ) -> None:
+        """A second submit of the same plan serves its receipt, shown as reused in the JSON
+        and the JUnit; --no-reuse executes it again."""
+        path = _plans_file(tmp_path, [shell_plan(embedded_snapshot, "exit 0", "again")])
+        first = json.loads(cli("submit", path, "--policy", POLICY_ID, "--json")[1])
+        junit = tmp_path / "probes.xml"
+        second = json.loads(
+            cli("submit", path, "--policy", POLICY_ID, "--json", "--junit", str(junit))[1]
+        )
+        fresh = json.loads(cli("submit", path, "--policy", POLICY_ID, "--json", "--no-reuse")[1])
+        reused = [r["results"][0]["reused"] for r in (first, second, fresh)]
+        assert (reused, second["reused"]) == ([False, True, False], 1)
+        receipts = [r["results"][0]["receipt_sha256"] for r in (first, second, fresh)]
+        assert receipts[0] == receipts[1] != receipts[2]
+        xml = junit.read_text()
+        assert '<property name="reused" value="1" />' in xml
+        assert '<property name="reused" value="true" />' in xml

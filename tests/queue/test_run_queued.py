@@ -47,3 +47,29 @@ def test_queued_run_refuses_another_policy_before_enqueueing(
         assert queue.depth() == 0
     finally:
         queue.close()
+
+
+def test_queued_run_of_a_repeated_plan_returns_its_receipt(
+    shared_store: Store,
+    snapshot_id: str,
+    start_farm: Callable[..., Farm],
+    redis_url: str,
+    redis_namespace: str,
+) -> None:
+    """Running the same plan through the queue again returns the reused receipt (it used
+    to fail with 'receipt <run_id>: not stored'); reuse=False executes it again."""
+    start_farm(processes=1, threads=1)
+    plan_id = service.probe_plan(shared_store, shell_plan(snapshot_id, "exit 0", "twice")).plan_id
+    queue = ProbeQueue(redis_url, namespace=redis_namespace)
+    try:
+        first, second, fresh = (
+            service.probe_run_queued(
+                shared_store, queue, plan_id, POLICY_ID, timeout_s=120, reuse=reuse
+            )
+            for reuse in (True, True, False)
+        )
+    finally:
+        queue.close()
+    assert (first.reused, second.reused, fresh.reused) == (False, True, False)
+    assert second.receipt_sha256 == first.receipt_sha256 != fresh.receipt_sha256
+    assert verify_receipt(second.receipt) == second.receipt_sha256

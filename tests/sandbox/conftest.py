@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +10,8 @@ import pytest
 
 from probe_service.policies import Policy
 from probe_service.sandbox import SandboxResult, SandboxRuntime, run_sandboxed
+from probe_service.sandbox.limits import scratch_limits
+from probe_service.sandbox.scratch import scratch_filesystem
 
 SHELL_TOOLS = ("true", "cat", "sh", "echo", "printf", "ls", "python3", "sleep")
 
@@ -24,11 +26,16 @@ def snapshot(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def scratch(tmp_path: Path) -> Path:
-    """An empty per-run scratch directory."""
+def scratch(tmp_path: Path) -> Iterator[Path]:
+    """A scratch filesystem mounted for the test, so its files outlive the run.
+
+    Its limits are the defaults of a policy that sets none; a test of a smaller
+    scratch allowance passes an empty ``scratch_dir`` and lets the runner mount it.
+    """
     root = tmp_path / "scratch"
     root.mkdir()
-    return root
+    with scratch_filesystem(root, scratch_limits(make_policy())):
+        yield root
 
 
 def make_policy(**overrides: Any) -> Policy:

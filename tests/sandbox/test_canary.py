@@ -1,15 +1,19 @@
-"""The canary catches the runtime's permissive invalid-settings fallback."""
+"""The canary catches the runtime's permissive fallback and a probe identity that is host root."""
 
 from __future__ import annotations
 
+import os
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from probe_service.sandbox import SandboxRuntime
-from probe_service.sandbox.canary import run_canary
+from probe_service.sandbox.canary import identity_problems, run_canary
+from probe_service.sandbox.identity import ProbeIdentity, acquire_identity, launcher_prefix
 from probe_service.sandbox.launch import Launch, build_launch
+from probe_service.sandbox.runtime import find_system_tool
 from probe_service.sandbox.settings import RunPaths, build_settings, write_settings
 
 from .conftest import make_policy
@@ -17,12 +21,32 @@ from .conftest import make_policy
 pytestmark = pytest.mark.sandbox
 
 
-def _launch(runtime: SandboxRuntime, tmp_path: Path, settings_path: Path) -> Launch:
+@pytest.fixture
+def identity() -> Iterator[ProbeIdentity]:
+    with acquire_identity() as held:
+        yield held
+
+
+def _launch(
+    runtime: SandboxRuntime,
+    tmp_path: Path,
+    settings_path: Path,
+    identity: ProbeIdentity | None,
+) -> Launch:
     for sub in ("rt-home", "rt-tmp", "snap", "scratch"):
         (tmp_path / sub).mkdir(exist_ok=True)
+        if identity is not None:
+            os.chown(tmp_path / sub, identity.uid, identity.gid)
+    prefix: list[str] = []
+    if identity is not None:
+        unshare, setpriv = find_system_tool("unshare"), find_system_tool("setpriv")
+        assert unshare is not None
+        assert setpriv is not None
+        prefix = launcher_prefix(identity, unshare, setpriv)
     return build_launch(
         settings_path=settings_path,
         node_path=runtime.node_path,
+        net_guard_path=runtime.net_guard_path,
         cli_path=runtime.cli_path,
         cwd=tmp_path / "snap",
         runtime_home=tmp_path / "rt-home",
@@ -30,32 +54,92 @@ def _launch(runtime: SandboxRuntime, tmp_path: Path, settings_path: Path) -> Lau
         prefix_argv=[],
         probe_env={},
         pass_proxy_env=False,
+        allowed_ports=(80, 443),
         nonce=secrets.token_hex(16),
         marker="canary-test",
+        host_prefix=prefix,
     )
 
 
-def test_canary_holds_with_generated_settings(runtime: SandboxRuntime, tmp_path: Path) -> None:
-    """With our generated settings the reader fails and the secret stays hidden."""
+def _write_settings(runtime: SandboxRuntime, tmp_path: Path, launch: Launch) -> None:
     paths = RunPaths(
         tmp_path / "snap", tmp_path / "scratch", tmp_path / "rt-home", tmp_path / "rt-tmp"
     )
-    launch = _launch(runtime, tmp_path, tmp_path / "settings.json")
-    write_settings(
-        build_settings(make_policy(), runtime, paths, Path("/usr/bin/cat")), launch.settings_path
-    )
-    assert run_canary(launch).held
+    settings = build_settings(make_policy(), runtime, paths, Path("/usr/bin/cat"))
+    write_settings(settings, launch.settings_path)
+    launch.settings_path.chmod(0o644)
 
 
-def test_canary_catches_a_broken_settings_file(runtime: SandboxRuntime, tmp_path: Path) -> None:
+def test_canary_holds_with_generated_settings(
+    runtime: SandboxRuntime, tmp_path: Path, identity: ProbeIdentity
+) -> None:
+    """With our settings and the slot identity, the secret stays hidden and the identity holds."""
+    launch = _launch(runtime, tmp_path, tmp_path / "settings.json", identity)
+    _write_settings(runtime, tmp_path, launch)
+    verdict = run_canary(launch, expected_uid=identity.uid)
+    assert (verdict.held, verdict.reason, verdict.detail) == (True, None, "")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the attack is a root worker launching as root")
+def test_canary_refuses_a_probe_that_would_be_host_root(
+    runtime: SandboxRuntime, tmp_path: Path
+) -> None:
+    """Launched as the root worker itself (the old way), the canary names every identity flaw."""
+    launch = _launch(runtime, tmp_path, tmp_path / "settings.json", None)
+    _write_settings(runtime, tmp_path, launch)
+    verdict = run_canary(launch)
+    assert (verdict.held, verdict.reason) == (False, "identity_unverified")
+    for flaw in ("uid map", "ipc namespace", "uts namespace", "core_pattern is writable"):
+        assert flaw in verdict.detail
+
+
+def test_canary_catches_a_broken_settings_file(
+    runtime: SandboxRuntime, tmp_path: Path, identity: ProbeIdentity
+) -> None:
     """An invalid settings file (srt then runs unrestricted) makes the canary fail."""
     settings = tmp_path / "settings.json"
     settings.write_text('{"filesystem": {"denyRead": "not-a-list"}}')
-    verdict = run_canary(_launch(runtime, tmp_path, settings))
+    settings.chmod(0o644)
+    verdict = run_canary(_launch(runtime, tmp_path, settings, identity))
     assert (verdict.held, verdict.reason) == (False, "canary_readable")
 
 
-def test_canary_catches_a_missing_settings_file(runtime: SandboxRuntime, tmp_path: Path) -> None:
+def test_canary_catches_a_missing_settings_file(
+    runtime: SandboxRuntime, tmp_path: Path, identity: ProbeIdentity
+) -> None:
     """A missing settings file (srt then uses its permissive default) makes the canary fail."""
-    verdict = run_canary(_launch(runtime, tmp_path, tmp_path / "absent.json"))
+    verdict = run_canary(_launch(runtime, tmp_path, tmp_path / "absent.json", identity))
     assert (verdict.held, verdict.reason) == (False, "canary_readable")
+
+
+class TestIdentityReport:
+    """The host-side reading of the canary's report fails closed."""
+
+    def _good(self, uid: int) -> dict[str, list[str]]:
+        report = {f"ns_{ns}": [f"{ns}:[1]"] for ns in ("user", "ipc", "uts", "cgroup")}
+        report.update({f"ns_{ns}": [f"{ns}:[1]"] for ns in ("net", "mnt", "pid")})
+        report["uid_map"] = [f"{uid}:{uid}:1"]
+        report["sysctl"] = ["denied"]
+        return report
+
+    def test_a_clean_report_passes(self) -> None:
+        """An unprivileged map, new namespaces and a denied sysctl give no problem."""
+        assert identity_problems(self._good(61000), 61000) == []
+
+    def test_a_missing_line_is_a_problem(self) -> None:
+        """A report that lacks the sysctl or a namespace line is refused, not assumed fine."""
+        report = self._good(61000)
+        del report["sysctl"], report["ns_uts"]
+        problems = identity_problems(report, 61000)
+        assert any("core_pattern" in p for p in problems)
+        assert any("uts" in p for p in problems)
+
+    def test_a_map_to_another_uid_is_a_problem(self) -> None:
+        """A probe mapped to a uid other than its slot's is refused."""
+        assert identity_problems(self._good(61001), 61000) != []
+
+    def test_a_visible_cgroup_tree_is_a_problem(self) -> None:
+        """A readable host cgroup tree is named."""
+        report = self._good(61000)
+        report["visible"] = ["/sys/fs/cgroup"]
+        assert identity_problems(report, 61000) == ["/sys/fs/cgroup is readable"]

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import secrets
+from pathlib import Path
 
 import psutil
 import pytest
 
+from probe_service.errors import SandboxUnavailable
 from probe_service.sandbox import runner as runner_module
-from probe_service.sandbox.limits import create_run_cgroup
+from probe_service.sandbox.identity import PROBE_UID_BASE
+from probe_service.sandbox.limits import create_run_cgroup, plan_limits
 
 from .conftest import Runner, make_policy
 
@@ -29,36 +32,31 @@ FORK_STORM = "i=0; while [ $i -lt 200 ]; do sleep 30 & i=$((i+1)); done; echo DO
 
 class TestProcesses:
     def test_fork_storm_is_held_by_the_cgroup(self, run: Runner) -> None:
-        """A fork storm hits the per-run process limit instead of the machine's."""
+        """A fork storm hits the probe group's pids limit: inconclusive process_limit."""
         result = run("sh", ["-c", FORK_STORM], policy=make_policy(max_processes=20))
+        assert (result.status, result.reason) == ("inconclusive", "process_limit")
         assert result.limits is not None
-        assert result.limits.mechanism == "cgroup_v1"
+        assert result.limits.max_processes == 20
+        assert "pids.max" in result.limits.enforced_by["max_processes"]
         assert b"fork" in result.stderr.lower()
 
-    @pytest.mark.skipif(os.geteuid() != 0, reason="the uid-0 RLIMIT_NPROC exemption")
-    def test_root_without_cgroup_refuses_a_process_limit(
-        self, run: Runner, monkeypatch: pytest.MonkeyPatch
-    ) -> None:
-        """A root worker with no cgroup refuses max_processes it cannot enforce."""
-        monkeypatch.setattr(runner_module, "create_run_cgroup", lambda *_: None)
-        result = run("sh", ["-c", FORK_STORM], policy=make_policy(max_processes=20))
-        assert (result.status, result.reason) == ("inconclusive", "sandbox_prerequisite_missing")
+    def test_no_cgroup_refuses_the_run(self, run: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Without a usable cgroup the run is refused, never run with weaker limits."""
 
-    def test_rlimit_fallback_records_its_mechanism(
-        self, run: Runner, monkeypatch: pytest.MonkeyPatch
-    ) -> None:
-        """Without a cgroup the run still completes and records mechanism rlimit."""
-        monkeypatch.setattr(runner_module, "create_run_cgroup", lambda *_: None)
+        def no_cgroup(*_: object) -> None:
+            raise SandboxUnavailable("no cgroup here", reason="limits_unenforceable")
+
+        monkeypatch.setattr(runner_module, "create_run_cgroup", no_cgroup)
         result = run("true")
-        assert result.status == "ok"
-        assert result.limits is not None
-        assert result.limits.mechanism == "rlimit"
+        assert (result.status, result.reason) == ("inconclusive", "limits_unenforceable")
 
     def test_probe_has_no_capabilities(self, run: Runner) -> None:
-        """Even for a root worker, the probe runs with every capability dropped."""
-        result = run("sh", ["-c", "grep -E '^Cap(Eff|Prm|Bnd)' /proc/self/status"])
-        values = {line.split()[1] for line in result.stdout.decode().splitlines()}
-        assert values == {"0000000000000000"}
+        """Even for a root worker, the probe holds no capability and is not uid 0."""
+        script = "grep -E '^Cap(Eff|Prm|Inh|Amb)' /proc/self/status; id -u"
+        result = run("sh", ["-c", script])
+        *caps, uid = result.stdout.decode().split("\n")[:-1]
+        assert {line.split()[1] for line in caps} == {"0000000000000000"}
+        assert int(uid) >= PROBE_UID_BASE
 
     def test_setsid_double_fork_is_gone_after_timeout(self, run: Runner) -> None:
         """setsid'd, double-forked children do not survive the run's timeout."""
@@ -78,8 +76,7 @@ class TestProcesses:
 
     def test_cgroup_is_removed_after_the_run(self) -> None:
         """A run cgroup is created under our own and leaves no directory behind."""
-        cgroup = create_run_cgroup(f"selftest-{os.getpid()}", 64 * 1024 * 1024, 8)
-        assert cgroup is not None
+        cgroup = create_run_cgroup(f"selftest-{os.getpid()}", plan_limits(make_policy()))
         cgroup.remove()
         assert not any(directory.exists() for directory in cgroup.directories)
 
@@ -141,16 +138,18 @@ class TestEnvironment:
 
 class TestMemory:
     def test_memory_hog_is_stopped(self, run: Runner) -> None:
-        """A probe touching far more than memory_bytes (+ runtime overhead) is killed or refused."""
+        """A probe touching far more than memory_bytes is killed: inconclusive memory_limit."""
         code = "data = b'x' * (1536 * 1024 * 1024)\nprint('SURVIVED')"
         result = run("python3", ["-c", code], policy=make_policy(memory_bytes=64 * 1024 * 1024))
         assert b"SURVIVED" not in result.stdout
-        assert result.exit_code != 0
+        assert (result.status, result.reason) == ("inconclusive", "memory_limit")
 
 
 class TestScratch:
-    def test_scratch_over_its_allowance_is_inconclusive(self, run: Runner) -> None:
+    def test_scratch_over_its_allowance_is_inconclusive(self, run: Runner, tmp_path: Path) -> None:
         """Writing more than scratch_bytes in total ends inconclusive scratch_limit."""
-        script = 'cd "$BYTE_PROBE_SCRATCH" && head -c 900 /dev/zero > a && cp a b'
-        result = run("sh", ["-c", script], policy=make_policy(scratch_bytes=1000))
+        (tmp_path / "small").mkdir()
+        script = 'cd "$BYTE_PROBE_SCRATCH" && head -c 9000 /dev/zero > a && cp a b'
+        policy = make_policy(scratch_bytes=10_000)
+        result = run("sh", ["-c", script], policy=policy, scratch_dir=tmp_path / "small")
         assert (result.status, result.reason) == ("inconclusive", "scratch_limit")

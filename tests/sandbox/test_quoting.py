@@ -58,6 +58,7 @@ ARGUMENT = st.lists(
 def test_arguments_survive_quoting(runtime: SandboxRuntime, args: list[str]) -> None:
     """printf '%s\\0' echoes every hostile argument back exactly, nothing is interpreted."""
     with tempfile.TemporaryDirectory() as root:
+        Path(root).chmod(0o711)  # the probe's own uid must reach its snapshot and scratch
         (Path(root) / "snap").mkdir()
         (Path(root) / "scratch").mkdir()
         result = run_sandboxed(

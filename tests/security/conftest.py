@@ -1,112 +1,188 @@
-"""Fixtures for attack tests: a private temp dir to count leftovers in, a policy, a runner.
+"""Fixtures for the network tests: a test host in its own network namespace, host listeners.
 
-Every attack here is a real probe through the real sandbox. Run directories are made in a
-temp dir of the test's own (``tempfile.tempdir``), so "no leftover ``byte-probe-run-*``"
-is exact even while other suites create and remove their own under ``/tmp``.
+The test host lives at 198.51.100.2 (TEST-NET-2, a documentation range) on a
+veth pair whose host side is 198.51.100.1; nothing here ever addresses a
+machine outside this one. The network guard treats documentation ranges as
+public (they are not private, and nothing routes them), which is exactly what
+lets the allowed path be tested locally (docs/ARCHITECTURE.md, "Network").
 """
 
 from __future__ import annotations
 
-import json
-import tempfile
-from collections.abc import Callable, Iterator
+import http.server
+import os
+import secrets
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from probe_service import service
-from probe_service.fstree import remove_tree
-from probe_service.plans import ProbeRunResult
-from probe_service.policies import POLICY_FILE_ENV
-from probe_service.sandbox import SandboxRuntime
-from probe_service.store import Store
+from probe_service.sandbox.runtime import find_system_tool
 
-# The real worker farm of the queue tests, here started under the attack policy file.
-from ..queue.conftest import start_farm  # noqa: F401 - a fixture, registered by import
+# The attack fixtures of the host-walk, link and launch-size tests, and the queue's farm.
+from tests.queue.conftest import start_farm  # noqa: F401
 
-POLICY_ID = "attack"
+# The real-sandbox fixtures (a snapshot, a scratch directory, a runner) are the sandbox tests'.
+from tests.sandbox.conftest import run, scratch, snapshot  # noqa: F401
+from tests.security.attacks import policy_file, run_probe, run_tmp, small_snapshot  # noqa: F401
+
+HOST_SIDE = "198.51.100.1"
+TEST_HOST = "198.51.100.2"
+#: Ports the test host serves HTTP on: 80 (a default port) and 8080 (not a default).
+TEST_HOST_PORTS = (80, 8080)
+
+
+@dataclass(frozen=True)
+class NetnsHost:
+    """An HTTP server reachable from the host (not from the sandbox) at ``address``."""
+
+    address: str
+    token: str
+
+
+def _tool(name: str) -> str:
+    found = find_system_tool(name)
+    if found is None:
+        pytest.fail(f"{name} is needed (scripts/setup-system.sh installs it)")
+    return str(found)
+
+
+def _wait_until_serving(address: str, port: int, server: subprocess.Popen[bytes]) -> None:
+    # Readiness, not a timing assertion: poll until the server accepts or exits.
+    while server.poll() is None:
+        try:
+            with socket.create_connection((address, port), timeout=5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    pytest.fail(f"test host server on port {port} exited with {server.returncode}")
+
+
+@pytest.fixture(scope="session")
+def test_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetnsHost]:
+    """HTTP servers on 198.51.100.2:80 and :8080 in a network namespace; always removed."""
+    ip = _tool("ip")
+    tag = f"bpn{os.getpid() % 100000}"
+    namespace, host_link, ns_link = f"{tag}-ns", f"{tag}h", f"{tag}n"
+    root = tmp_path_factory.mktemp("test-host")
+    token = secrets.token_hex(16)
+    (root / "index.html").write_text(token)
+    servers: list[subprocess.Popen[bytes]] = []
+    commands = [
+        [ip, "netns", "add", namespace],
+        [ip, "link", "add", host_link, "type", "veth", "peer", "name", ns_link],
+        [ip, "link", "set", ns_link, "netns", namespace],
+        [ip, "addr", "add", f"{HOST_SIDE}/24", "dev", host_link],
+        [ip, "link", "set", host_link, "up"],
+        [ip, "-n", namespace, "addr", "add", f"{TEST_HOST}/24", "dev", ns_link],
+        [ip, "-n", namespace, "link", "set", ns_link, "up"],
+        [ip, "-n", namespace, "link", "set", "lo", "up"],
+    ]
+    try:
+        for command in commands:
+            subprocess.run(command, check=True, capture_output=True)
+        for port in TEST_HOST_PORTS:
+            serve = ["python3", "-m", "http.server", str(port), "--bind", TEST_HOST]
+            servers.append(
+                subprocess.Popen(
+                    [ip, "netns", "exec", namespace, *serve, "--directory", str(root)],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+            _wait_until_serving(TEST_HOST, port, servers[-1])
+        yield NetnsHost(TEST_HOST, token)
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait()
+        subprocess.run([ip, "link", "del", host_link], check=False, capture_output=True)
+        subprocess.run([ip, "netns", "del", namespace], check=False, capture_output=True)
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.server.hits += 1  # type: ignore[attr-defined]
+        body = self.server.token.encode()  # type: ignore[attr-defined]
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_: object) -> None:
+        return
+
+
+class Listener:
+    """A host listener that records whether anything connected to it."""
+
+    def __init__(self, address: str) -> None:
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        self.socket = socket.create_server((address, 0), family=family)
+        self.port: int = self.socket.getsockname()[1]
+
+    def was_reached(self) -> bool:
+        """True if a connection was made (completed handshakes wait in the accept queue)."""
+        self.socket.setblocking(False)
+        try:
+            connection, _ = self.socket.accept()
+        except BlockingIOError:
+            return False
+        connection.close()
+        return True
+
+    def close(self) -> None:
+        self.socket.close()
 
 
 @pytest.fixture
-def run_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """The temp dir every run directory of this test is made in (empty at the start).
-
-    Short, directly under /tmp: the runtime's bridge sockets live in the run directory
-    and a unix socket path must fit in 108 bytes (pytest's tmp_path does not).
-    """
-    private = Path(tempfile.mkdtemp(prefix="bp-sec-", dir="/tmp"))
-    monkeypatch.setattr(tempfile, "tempdir", str(private))
-    yield private
-    remove_tree(private)
-
-
-def leftovers(run_tmp: Path) -> list[str]:
-    """Run directories still on the host under ``run_tmp``."""
-    return sorted(p.name for p in run_tmp.glob("byte-probe-run-*"))
-
-
-def policy_document(**overrides: Any) -> dict[str, Any]:
-    """The attack policy: dash, cat and true, no network, a 64 MiB scratch limit."""
-    policy: dict[str, Any] = {
-        "id": POLICY_ID,
-        "allowed_executables": ["sh", "cat", "true"],
-        "executable_pins": {"sh": "/usr/bin/dash"},
-        "timeout_seconds": 60,
-        "max_output_bytes": 100_000,
-        "allowed_domains": [],
-        "environment": ["PATH"],
-        "scratch_bytes": 64 << 20,
-    }
-    policy.update(overrides)
-    return {"schema": 1, "policies": [policy]}
+def loopback_listener() -> Iterator[Listener]:
+    """A listener on the host's 127.0.0.1, on an ephemeral port."""
+    listener = Listener("127.0.0.1")
+    yield listener
+    listener.close()
 
 
 @pytest.fixture
-def policy_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The administrator's policy file (0600), named by BYTE_PROBE_POLICY_FILE."""
-    path = tmp_path / "admin" / "probe-policies.json"
-    path.parent.mkdir()
-    path.write_text(json.dumps(policy_document()))
-    path.chmod(0o600)
-    monkeypatch.setenv(POLICY_FILE_ENV, str(path))
-    return path
+def loopback6_listener() -> Iterator[Listener]:
+    """A listener on the host's ::1, on an ephemeral port."""
+    listener = Listener("::1")
+    yield listener
+    listener.close()
 
 
-def plan_for(snapshot_id: str, executable: str, args: list[str], **extra: Any) -> dict[str, Any]:
-    """A plan under the attack policy whose exit code 0 supports it."""
-    return {
-        "snapshot_id": snapshot_id,
-        "policy_id": POLICY_ID,
-        "executable": executable,
-        "args": args,
-        "oracle": {
-            "check": {"kind": "exit_code", "equals": 0},
-            "source": "user_requirement",
-            "reference": "attack test",
-        },
-        **extra,
-    }
+@dataclass
+class LoopbackWebServer:
+    """The test host's page, also served on the host's 127.0.0.1."""
 
+    port: int
+    server: http.server.ThreadingHTTPServer
 
-RunProbe = Callable[..., ProbeRunResult]
+    @property
+    def hits(self) -> int:
+        """How many requests reached this server."""
+        return int(self.server.hits)  # type: ignore[attr-defined]
 
 
 @pytest.fixture
-def run_probe(
-    sqlite_store: Store, runtime: SandboxRuntime, policy_file: Path, run_tmp: Path
-) -> RunProbe:
-    """Plan and run ``executable args`` on a snapshot, through the real sandbox, no reuse."""
+def loopback_web_server(test_host: NetnsHost) -> Iterator[LoopbackWebServer]:
+    """The test host's page served on 127.0.0.1 too, counting requests."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.hits = 0  # type: ignore[attr-defined]
+    server.token = test_host.token  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield LoopbackWebServer(server.server_address[1], server)
+    server.shutdown()
+    server.server_close()
+    thread.join()
 
-    def _run(snapshot_id: str, executable: str, args: list[str]) -> ProbeRunResult:
-        plan_id = service.probe_plan(sqlite_store, plan_for(snapshot_id, executable, args)).plan_id
-        return service.probe_run(sqlite_store, plan_id, POLICY_ID, runtime=runtime, reuse=False)
 
-    return _run
-
-
-@pytest.fixture
-def small_snapshot(sqlite_store: Store, repo: Path) -> str:
-    """A captured one-file repository."""
-    (repo / "README").write_text("hello\n")
-    return service.snapshot_capture(sqlite_store, repo).snapshot_id
+def repo_root() -> Path:
+    """The repository (worktree) root."""
+    return Path(__file__).resolve().parents[2]

@@ -22,7 +22,7 @@ from probe_service.sandbox import SandboxRuntime
 from probe_service.store import Store
 
 from ..queue.conftest import Farm, wait_done
-from .conftest import POLICY_ID, RunProbe, leftovers, plan_for
+from .attacks import POLICY_ID, RunProbe, leftovers, plan_for
 
 pytestmark = pytest.mark.sandbox
 

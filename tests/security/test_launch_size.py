@@ -21,7 +21,7 @@ from probe_service.sandbox import SandboxRuntime, run_sandboxed
 from probe_service.sandbox.argsize import MAX_LAUNCH_ARG_BYTES, launch_arg_bytes
 from probe_service.store import Store
 
-from .conftest import RunProbe, leftovers, plan_for
+from .attacks import RunProbe, leftovers, plan_for
 
 pytestmark = pytest.mark.sandbox
 

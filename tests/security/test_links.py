@@ -16,7 +16,7 @@ import pytest
 from probe_service import service
 from probe_service.store import Store
 
-from .conftest import RunProbe, leftovers
+from .attacks import RunProbe, leftovers
 
 pytestmark = pytest.mark.sandbox
 

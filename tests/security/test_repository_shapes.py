@@ -25,7 +25,7 @@ from probe_service.snapshot.manifest import encode_manifest
 from probe_service.store import Store
 from probe_service.store.schema import snapshots
 
-from .conftest import RunProbe, leftovers
+from .attacks import RunProbe, leftovers
 
 pytestmark = pytest.mark.sandbox
 
