@@ -15,12 +15,13 @@ levels can make of it (docs/ARCHITECTURE.md, "Launch size"):
 
 all counted on the ``shlex.quote`` form we build, plus one separator per argument.
 Measured on this machine by bisecting real launches of ``true`` (4 KiB arguments, no
-allowed domains): plain arguments of 126,144 bytes in all still launched and 126,208 did
-not, so the fixed part of the launch (prefix, environment, mounts) took about 5 KiB;
-6,592 single quotes launched (about 19 bytes each after quoting), and 768 ``'!`` pairs
-(about 162 bytes a pair, the worst mix). The limit leaves 32 KiB for the fixed part;
-``tests/security/test_launch_size.py`` launches plans at the limit with plain, quote
-and ``'!`` content through the real sandbox.
+allowed domains) through the runner as of the probe-identity and network-guard launch:
+plain arguments of 98,240 bytes in all still launched (so the fixed part of the launch,
+prefix, guard, environment and mounts, took about 32 KiB), as did 448 single quotes
+(about 219 bytes each once the fixed part's own quotes grow with them) and 448 ``'!``
+pairs. The limit, 64 KiB, stays under every one of those by more than 29 KiB, room for a
+longer fixed part; ``tests/security/test_launch_size.py`` launches plans at the limit
+with plain, quote and ``'!`` content through the real sandbox.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from collections.abc import Sequence
 __all__ = ["MAX_LAUNCH_ARG_BYTES", "launch_arg_bytes"]
 
 #: Most launch bytes (see above) all arguments of one probe may take together.
-MAX_LAUNCH_ARG_BYTES = 96 * 1024
+MAX_LAUNCH_ARG_BYTES = 64 * 1024
 
 #: Quoting levels srt 0.0.55 applies to our command string (network and seccomp on).
 _LEVELS = 3

@@ -49,7 +49,7 @@ def _fill(prefix: list[str], unit: str) -> list[str]:
 #: Content whose quoting grows least, most (single quotes), and both ways (`'!`): each
 #: filled to the limit and checked intact by the probe itself.
 QUOTES = "'" * 8
-BANGS = "'!" * 16
+BANGS = "'!" * 4
 AT_THE_LIMIT = {
     "plain": ("true", _plain_args(MAX_LAUNCH_ARG_BYTES)),
     "quotes": (
