@@ -46,6 +46,7 @@ def main() -> None:
     runs = parser.parse_args().runs
     runtime = locate_runtime()
     with tempfile.TemporaryDirectory() as root:
+        Path(root).chmod(0o711)  # the probe's own uid must reach the snapshot and scratch
         snap, scratch = Path(root, "snap"), Path(root, "scratch")
         snap.mkdir()
         scratch.mkdir()
