@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from probe_service.errors import ProbeServiceError, SandboxUnavailable
+from probe_service.fstree import remove_tree
 from probe_service.policies.executables import (
     ExecutableChanged,
     ExecutableIdentity,
@@ -29,6 +30,7 @@ from probe_service.policies.executables import (
     resolve_executable,
 )
 from probe_service.policies.model import Policy, passed_environment
+from probe_service.sandbox.argsize import MAX_LAUNCH_ARG_BYTES, launch_arg_bytes
 from probe_service.sandbox.canary import run_canary
 from probe_service.sandbox.gate import create_gate
 from probe_service.sandbox.identity import (
@@ -57,7 +59,6 @@ from probe_service.sandbox.scratch import (
 )
 from probe_service.sandbox.selfcheck import verify_limits
 from probe_service.sandbox.settings import RunPaths, build_settings, write_settings
-from probe_service.sandbox.trees import remove_tree
 
 __all__ = ["Refused", "run_canary", "run_sandboxed"]
 
@@ -110,6 +111,11 @@ def _prepare(
         [arg.encode("utf-8") for arg in args]
     except UnicodeEncodeError as exc:
         raise Refused("invalid_argument", "an argument is not valid UTF-8") from exc
+    if launch_arg_bytes(args) > MAX_LAUNCH_ARG_BYTES:
+        # Past it the launch fails with E2BIG: refuse, never report sandbox_failed.
+        raise Refused(
+            "invalid_argument", f"args exceed the {MAX_LAUNCH_ARG_BYTES}-byte launch limit"
+        )
     snapshot = _canonical_dir(snapshot_dir, "snapshot")
     if snapshot == scratch or snapshot in scratch.parents or scratch in snapshot.parents:
         # Overlap would make the source writable or the scratch read-only.
