@@ -11,11 +11,9 @@ import base64
 import logging
 import os
 import socket
-import tempfile
 import uuid
 from collections.abc import Mapping
 from contextlib import ExitStack
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -38,6 +36,7 @@ from ..policies import (
     policy_digest,
     resolve_executable,
 )
+from ..rundirs import make_run_dir
 from ..sandbox import SandboxResult, SandboxRuntime, locate_runtime, run_sandboxed
 from ..sandbox.limits import scratch_limits
 from ..sandbox.scratch import scratch_filesystem
@@ -222,10 +221,7 @@ def _execute(
     store: Store, plan: Plan, policy: Policy, runtime: SandboxRuntime
 ) -> tuple[SandboxResult, CheckVerdict | None]:
     """Run the probe in disposable directories, removed whatever happens."""
-    workdir = Path(tempfile.mkdtemp(prefix="byte-probe-run-"))
-    # Searchable, not listable: the probe's own uid must reach the snapshot and scratch
-    # (docs/ARCHITECTURE.md, "Containment").
-    workdir.chmod(0o711)
+    workdir = make_run_dir()
     snapshot_dir, scratch = workdir / "snapshot", workdir / "scratch"
     with ExitStack() as cleanup:
         # Last out (after the scratch unmount): iterative and link-safe, for the probe

@@ -12,7 +12,6 @@ import os
 import secrets
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -30,6 +29,7 @@ from probe_service.policies.executables import (
     resolve_executable,
 )
 from probe_service.policies.model import Policy, passed_environment
+from probe_service.rundirs import make_run_dir
 from probe_service.sandbox.argsize import MAX_LAUNCH_ARG_BYTES, launch_arg_bytes
 from probe_service.sandbox.canary import run_canary
 from probe_service.sandbox.gate import create_gate
@@ -240,10 +240,8 @@ def _run_resources(policy: Policy, scratch_dir: Path) -> Iterator[_Resources]:
             verify_limits()
         except SandboxUnavailable as exc:
             raise Refused(exc.reason, str(exc)) from exc
-        run_dir = Path(tempfile.mkdtemp(prefix="byte-probe-run-"))
+        run_dir = make_run_dir()
         stack.callback(remove_tree, run_dir)
-        # Searchable, not listable: the probe uid reaches only the paths it is given.
-        run_dir.chmod(0o711)
         try:
             cgroup = create_run_cgroup(run_dir.name, limits)
         except SandboxUnavailable as exc:
