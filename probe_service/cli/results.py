@@ -6,35 +6,25 @@ may have chosen, so each goes through ``safe_text`` (docs/ARCHITECTURE.md, "Trus
 
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..plans.output import kept_output
 from ..safe_text import excerpt, json_output, untrusted
 
-__all__ = ["output_bytes", "output_json", "print_receipt"]
+__all__ = ["output_json", "print_receipt"]
 
 _STREAMS = ("stdout", "stderr")
-
-
-def output_bytes(receipt: dict[str, Any], stream: str) -> bytes:
-    """The kept bytes of ``stream`` in ``receipt`` (empty when none were kept)."""
-    encoded = receipt.get("operational", {}).get(f"{stream}_b64") or ""
-    try:
-        return base64.b64decode(encoded, validate=True)
-    except (binascii.Error, ValueError):
-        return b""
 
 
 def output_json(receipt: dict[str, Any]) -> dict[str, Any]:
     """``stdout``/``stderr`` as text when valid UTF-8, else base64, with their encodings."""
     fields: dict[str, Any] = {}
     for stream in _STREAMS:
-        value, encoding = json_output(output_bytes(receipt, stream))
+        value, encoding = json_output(kept_output(receipt, stream))
         fields[stream] = value
         fields[f"{stream}_encoding"] = encoding
     return fields
@@ -75,7 +65,7 @@ def print_receipt(
         table.add_row(key, untrusted("" if value is None else value))
     console.print(table)
     for stream in _STREAMS:
-        _print_stream(console, stream, output_bytes(receipt, stream))
+        _print_stream(console, stream, kept_output(receipt, stream))
 
 
 def _print_stream(console: Console, stream: str, data: bytes) -> None:

@@ -9,14 +9,13 @@ testsuite level. Output is untrusted, so it is neutralised before it reaches the
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from ..plans.output import kept_output
 from ..safe_text import excerpt, safe_line
 from .submit import RunSummary
 
@@ -24,14 +23,6 @@ __all__ = ["write_junit"]
 
 #: Lines of each output stream kept from its start and from its end.
 JUNIT_OUTPUT_LINES = 50
-
-
-def _stream(receipt: Mapping[str, Any], stream: str) -> bytes:
-    encoded = receipt.get("operational", {}).get(f"{stream}_b64") or ""
-    try:
-        return base64.b64decode(encoded, validate=True)
-    except (binascii.Error, ValueError):
-        return b""
 
 
 def _seconds(receipt: Mapping[str, Any]) -> float:
@@ -71,8 +62,8 @@ def _testcase(suite: ET.Element, r: RunSummary, receipt: Mapping[str, Any]) -> f
         f"{' (reused)' if r.reused else ''}, outcome {r.outcome or r.state}, reason {reason}, "
         f"exit code {exit_code}]"
     ]
-    ET.SubElement(case, "system-out").text = _bounded(header, _stream(receipt, "stdout"))
-    ET.SubElement(case, "system-err").text = _bounded([], _stream(receipt, "stderr"))
+    ET.SubElement(case, "system-out").text = _bounded(header, kept_output(receipt, "stdout"))
+    ET.SubElement(case, "system-err").text = _bounded([], kept_output(receipt, "stderr"))
     return seconds
 
 
