@@ -214,19 +214,21 @@ class TestJunitReport:
         assert root.findall("testsuite/properties/property")
 
 
+@pytest.mark.usefixtures("farm_env")
 class TestNoSilentWaits:
+    @pytest.fixture
+    def farm(self, shared_store: Store, snapshot_id: str, tmp_path: Path) -> tuple[Store, str]:
+        """The shared store and a snapshot in it; the CLI's state directory exists."""
+        (tmp_path / "state").mkdir()
+        return shared_store, snapshot_id
+
     def test_submit_wait_says_no_worker_and_stops_at_timeout(
-        self,
-        cli: CliRunner,
-        farm_env: ProbeQueue,
-        shared_store: Store,
-        snapshot_id: str,
-        tmp_path: Path,
+        self, cli: CliRunner, farm: tuple[Store, str], tmp_path: Path
     ) -> None:
         """With no worker, `submit --wait` says so on stderr (not a terminal) and exits 4 at
         its timeout naming the resume command; `cancel` then closes the queued run."""
+        shared_store, snapshot_id = farm
         path = _plans_file(tmp_path, [shell_plan(snapshot_id, "exit 0", "ok")])
-        (tmp_path / "state").mkdir()
         args = ("--wait", "--timeout", "1", "--notice-after", "0", "--json")
         code, out, err = cli("submit", path, "--policy", POLICY_ID, *args)
         assert code == 4
@@ -244,16 +246,11 @@ class TestNoSilentWaits:
         assert "only a queued run can be cancelled" in err
 
     def test_queued_run_timeout_cancels_the_run(
-        self,
-        cli: CliRunner,
-        farm_env: ProbeQueue,
-        shared_store: Store,
-        snapshot_id: str,
-        tmp_path: Path,
+        self, cli: CliRunner, farm: tuple[Store, str], tmp_path: Path
     ) -> None:
         """A queued `run` no worker took says so, exits 4 at its timeout, and is cancelled,
         so a worker arriving later never executes it."""
-        (tmp_path / "state").mkdir()
+        shared_store, snapshot_id = farm
         plan = tmp_path / "plan.json"
         plan.write_text(json.dumps(shell_plan(snapshot_id, "exit 0", "late")))
         code, out, err = cli("plan", "create", str(plan), "--json")
