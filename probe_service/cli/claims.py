@@ -28,6 +28,7 @@ from pydantic import BaseModel
 
 from .. import claims as svc
 from ..errors import InvalidClaim, ProbeServiceError
+from ..safe_text import safe_text
 from ..store import Store
 from .common import EXIT_INPUT, exit_code_for, open_cli_store, read_json_arg, report_error
 
@@ -80,7 +81,8 @@ def _emit(value: BaseModel | Sequence[BaseModel], as_json: bool, text: str) -> N
         )
         typer.echo(json.dumps(data, indent=2, sort_keys=True))
     else:
-        typer.echo(text)
+        # Claim text, paths and reasons are untrusted: controls shown, never sent raw.
+        typer.echo(safe_text(text))
 
 
 @claim_app.command("create")
