@@ -26,7 +26,7 @@ from .claims import (
     obligation_list,
     obligation_resolve,
 )
-from .errors import InfrastructureError, InvalidInput, PolicyError
+from .errors import InfrastructureError, InvalidInput, KeyFileError, PolicyError
 from .plans import (
     Plan,
     ProbeRunResult,
@@ -38,6 +38,14 @@ from .plans import (
     verify_receipt,
 )
 from .plans import probe_run as _probe_run
+from .plans.persist import load_envelope
+from .plans.signing import (
+    UNSIGNED,
+    VerifiedEnvelope,
+    configured_signing_key,
+    load_public_key,
+    verify_envelope,
+)
 from .policies import load_policy_file, policy_file_path
 from .queue import ProbeQueue, batch_results, submit_plans, wait_batch
 from .sandbox import SandboxRuntime
@@ -56,6 +64,7 @@ __all__ = [
     "claim_show",
     "claim_supersede",
     "claim_withdraw",
+    "envelope_verify",
     "gate",
     "knowledge_brief",
     "knowledge_events",
@@ -67,8 +76,10 @@ __all__ = [
     "probe_plan",
     "probe_run",
     "probe_run_queued",
+    "receipt_export",
     "receipt_get",
     "receipt_verify",
+    "revoked_signing_keys",
     "snapshot_capture",
     "snapshot_get",
     "snapshot_materialize",
@@ -102,8 +113,18 @@ class PlanCreated(BaseModel):
 
 
 def capabilities() -> dict[str, Any]:
-    """Describe this engine: version and operations (for host negotiation)."""
-    return {"engine_version": ENGINE_VERSION, "operations": list(OPERATIONS)}
+    """Describe this engine: version, operations and the fingerprint of the configured
+    signing key (``unsigned`` without one; docs/ARCHITECTURE.md, "Signed receipts")."""
+    try:
+        key = configured_signing_key()
+        signer = key.fingerprint if key else UNSIGNED
+    except KeyFileError as exc:
+        signer = f"refused: {exc}"
+    return {
+        "engine_version": ENGINE_VERSION,
+        "operations": list(OPERATIONS),
+        "signing_key": signer,
+    }
 
 
 def snapshot_get(store: Store, snapshot_id: str) -> Snapshot:
@@ -185,6 +206,7 @@ def probe_run(
         reuse=reuse,
         run_id=run_id,
         worker=worker,
+        signing_key=configured_signing_key(forbidden_roots=(store.root,)),
     )
 
 
@@ -196,6 +218,33 @@ def receipt_get(store: Store, receipt_or_run_id: str) -> dict[str, Any]:
 def receipt_verify(receipt: object) -> str:
     """Verify a receipt offline; return its sha; raises ReceiptInvalid naming the field."""
     return verify_receipt(receipt)
+
+
+def receipt_export(store: Store, receipt_or_run_id: str) -> dict[str, Any]:
+    """Return the DSSE envelope (in-toto statement) of a stored signed receipt.
+
+    Raises NotFound when the receipt is not stored or is unsigned.
+    """
+    return load_envelope(store, receipt_or_run_id)
+
+
+def revoked_signing_keys() -> tuple[str, ...]:
+    """Fingerprints the administrator's policy file revokes; none when there is no file.
+
+    Raises PolicyError when the file exists but is unsafe or malformed.
+    """
+    path = policy_file_path()
+    if not path.exists():
+        return ()
+    return load_policy_file(path).revoked_signing_keys
+
+
+def envelope_verify(envelope: object, key_files: list[Path]) -> VerifiedEnvelope:
+    """Verify a DSSE envelope offline against any of ``key_files`` (none: commitment and
+    statement only), with the policy file's revocations; raises ReceiptInvalid naming what
+    failed, KeyFileError for an unreadable key."""
+    keys = [load_public_key(path) for path in key_files]
+    return verify_envelope(envelope, keys, revoked_signing_keys())
 
 
 def probe_run_queued(

@@ -11,11 +11,12 @@ from ..canonical import canonical_json
 from ..errors import Conflict, NotFound
 from ..store import Store, append_event, insert_on_conflict, utc_now
 from .models import Plan, parse_plan, plan_id_of
-from .tables import plans, receipts
+from .tables import plans, receipt_signatures, receipts
 
 __all__ = [
     "find_reusable_receipt",
     "insert_plans",
+    "load_envelope",
     "load_plan",
     "load_receipt",
     "plan_row",
@@ -73,8 +74,15 @@ def load_plan(store: Store, plan_id: str) -> Plan:
     return plan
 
 
-def save_receipt(store: Store, run_id: str, receipt: dict[str, Any], reusable: bool) -> bool:
-    """Write a receipt and its ``probe`` event in one transaction, at most once per run.
+def save_receipt(
+    store: Store,
+    run_id: str,
+    receipt: dict[str, Any],
+    reusable: bool,
+    envelope: dict[str, Any] | None = None,
+) -> bool:
+    """Write a receipt, its DSSE ``envelope`` when signed, and its ``probe`` event in one
+    transaction, at most once per run.
 
     Returns False (and writes nothing) when this run already has a receipt.
     """
@@ -95,6 +103,16 @@ def save_receipt(store: Store, run_id: str, receipt: dict[str, Any], reusable: b
             receipts.c.receipt_sha256
         )
         written = conn.execute(stmt).first() is not None
+        if written and envelope is not None:
+            conn.execute(
+                receipt_signatures.insert().values(
+                    run_id=run_id,
+                    receipt_sha256=receipt["receipt_sha256"],
+                    keyid=envelope["signatures"][0]["keyid"],
+                    envelope=json.dumps(envelope, sort_keys=True),
+                    created_at=utc_now(),
+                )
+            )
         if written:
             append_event(
                 conn,
@@ -124,6 +142,28 @@ def load_receipt(store: Store, receipt_or_run_id: str) -> dict[str, Any]:
         ).scalar()
     if body is None:
         raise NotFound(f"receipt {receipt_or_run_id}: not stored")
+    result: dict[str, Any] = json.loads(body)
+    return result
+
+
+def load_envelope(store: Store, receipt_or_run_id: str) -> dict[str, Any]:
+    """Return the DSSE envelope of a stored receipt (by receipt sha or run id).
+
+    Raises NotFound when the receipt is not stored or was not signed.
+    """
+    load_receipt(store, receipt_or_run_id)
+    with store.reading() as conn:
+        body = conn.execute(
+            select(receipt_signatures.c.envelope)
+            .where(
+                (receipt_signatures.c.receipt_sha256 == receipt_or_run_id)
+                | (receipt_signatures.c.run_id == receipt_or_run_id)
+            )
+            .order_by(receipt_signatures.c.created_at)
+            .limit(1)
+        ).scalar()
+    if body is None:
+        raise NotFound(f"receipt {receipt_or_run_id}: unsigned (no envelope stored)")
     result: dict[str, Any] = json.loads(body)
     return result
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ..errors import InfrastructureError, ProbeServiceError
 from ..plans import probe_abandon, probe_run
+from ..plans.signing import configured_signing_key
 from ..policies import load_policy_file, policy_file_path
 from ..sandbox import SandboxRuntime
 from ..store import Store
@@ -92,6 +93,7 @@ def execute_run(ctx: WorkerContext, run_id: str) -> str:
                 reuse=ctx.reuse and run.reuse,
                 run_id=run_id,
                 worker=ctx.owner,
+                signing_key=configured_signing_key(forbidden_roots=(ctx.store.root,)),
             )
         except InfrastructureError:
             raise
@@ -131,6 +133,7 @@ def _abandon(ctx: WorkerContext, run_id: str, plan_id: str, policy_id: str) -> N
             reason="worker_lost",
             detail=detail,
             worker=ctx.owner,
+            signing_key=configured_signing_key(forbidden_roots=(ctx.store.root,)),
         )
     except InfrastructureError:
         raise

@@ -178,4 +178,3 @@ def describe_mechanism() -> list[str]:
         f"tmpfs scratch (size, nr_inodes): {verdict}"
     )
     return lines
-
