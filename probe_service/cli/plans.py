@@ -191,6 +191,6 @@ def receipt_verify(
     if json_out:
         emit_json({"valid": True, "receipt_sha256": sha, "signer": signer or "unsigned"})
     elif signer is None:
-        console.print(f"receipt {sha} verifies: unsigned-verified only (commitment checked)")
+        typer.echo(f"receipt {sha} verifies: unsigned-verified only (commitment checked)")
     else:
-        console.print(f"receipt {sha} verifies: signed by {signer}")
+        typer.echo(f"receipt {sha} verifies: signed by {signer}")
