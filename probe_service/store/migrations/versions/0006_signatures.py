@@ -2,6 +2,8 @@
 
 - ``receipt_signatures``: one row per signed receipt row (keyed by run), holding the
   signer's fingerprint (``keyid``) and the envelope (docs/ARCHITECTURE.md, "Signed receipts").
+- ``claim_evidence`` and ``obligation_resolutions`` gain ``receipt_signer``: the fingerprint
+  that signed a receipt evidence or a ``rechecked`` resolution's receipt, or ``unsigned``.
 
 Revision ID: 0006_signatures
 Revises: 0005_trust
@@ -28,6 +30,10 @@ def upgrade() -> None:
     op.create_index(
         "ix_receipt_signatures_receipt_sha256", "receipt_signatures", ["receipt_sha256"]
     )
+    with op.batch_alter_table("claim_evidence") as batch:
+        batch.add_column(sa.Column("receipt_signer", sa.String(64), nullable=True))
+    with op.batch_alter_table("obligation_resolutions") as batch:
+        batch.add_column(sa.Column("receipt_signer", sa.String(64), nullable=True))
     if op.get_context().dialect.name == "postgresql":
         # probe_refuse_change() was created by 0002_plans for the receipts
         op.execute(
@@ -44,4 +50,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("obligation_resolutions") as batch:
+        batch.drop_column("receipt_signer")
+    with op.batch_alter_table("claim_evidence") as batch:
+        batch.drop_column("receipt_signer")
     op.drop_table("receipt_signatures")
