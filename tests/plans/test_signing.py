@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import func, select
 
+from probe_service import service
 from probe_service.canonical import canonical_json
 from probe_service.errors import KeyFileError, NotFound, PolicyError, ReceiptInvalid
 from probe_service.plans import parse_plan, probe_abandon, save_plan
@@ -353,3 +354,37 @@ class TestPolicyRevocations:
         path.write_text(json.dumps(document))
         with pytest.raises(PolicyError):
             load_policy_file(path)
+
+
+class TestConfiguredKeyAtRunStart:
+    def test_loose_key_refuses_the_run_and_writes_nothing(
+        self,
+        sqlite_store: Store,
+        key_dir: Path,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """A configured key with loose permissions refuses the run before anything runs:
+        KeyFileError naming the file, no receipt, no envelope."""
+        private, _, _ = create_key_pair(key_dir)
+        private.chmod(0o644)
+        policies = tmp_path / "policies.json"
+        policies.write_text(json.dumps({"schema": 1, "policies": [POLICY]}))
+        policies.chmod(0o644)
+        monkeypatch.setenv("BYTE_PROBE_POLICY_FILE", str(policies))
+        monkeypatch.setenv("BYTE_PROBE_SIGNING_KEY", str(private))
+        plan_id, _ = save_plan(sqlite_store, parse_plan(plan_doc()))
+        with pytest.raises(KeyFileError, match=str(private)):
+            service.probe_run(sqlite_store, plan_id, "test-policy")
+        assert (count(sqlite_store, receipts), count(sqlite_store, receipt_signatures)) == (0, 0)
+
+    def test_capabilities_name_the_key(
+        self, key_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    ) -> None:
+        """`capabilities` carries the configured key's fingerprint, or "unsigned"."""
+        monkeypatch.setenv("HOME", str(tmp_path))
+        monkeypatch.delenv("BYTE_PROBE_SIGNING_KEY", raising=False)
+        assert service.capabilities()["signing_key"] == "unsigned"
+        private, _, fingerprint = create_key_pair(key_dir)
+        monkeypatch.setenv("BYTE_PROBE_SIGNING_KEY", str(private))
+        assert service.capabilities()["signing_key"] == fingerprint
