@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Column, Connection, Table, select
 
 from ..canonical import canonical_json
 from ..errors import Conflict, NotFound
@@ -130,16 +130,7 @@ def save_receipt(
 
 def load_receipt(store: Store, receipt_or_run_id: str) -> dict[str, Any]:
     """Return a stored receipt by its ``receipt_sha256`` or by run id; NotFound otherwise."""
-    with store.reading() as conn:
-        body = conn.execute(
-            select(receipts.c.body)
-            .where(
-                (receipts.c.receipt_sha256 == receipt_or_run_id)
-                | (receipts.c.run_id == receipt_or_run_id)
-            )
-            .order_by(receipts.c.created_at)
-            .limit(1)
-        ).scalar()
+    body = _first_by_id(store, receipts, receipts.c.body, receipt_or_run_id)
     if body is None:
         raise NotFound(f"receipt {receipt_or_run_id}: not stored")
     result: dict[str, Any] = json.loads(body)
@@ -152,20 +143,24 @@ def load_envelope(store: Store, receipt_or_run_id: str) -> dict[str, Any]:
     Raises NotFound when the receipt is not stored or was not signed.
     """
     load_receipt(store, receipt_or_run_id)
-    with store.reading() as conn:
-        body = conn.execute(
-            select(receipt_signatures.c.envelope)
-            .where(
-                (receipt_signatures.c.receipt_sha256 == receipt_or_run_id)
-                | (receipt_signatures.c.run_id == receipt_or_run_id)
-            )
-            .order_by(receipt_signatures.c.created_at)
-            .limit(1)
-        ).scalar()
+    sigs = receipt_signatures
+    body = _first_by_id(store, sigs, sigs.c.envelope, receipt_or_run_id)
     if body is None:
         raise NotFound(f"receipt {receipt_or_run_id}: unsigned (no envelope stored)")
     result: dict[str, Any] = json.loads(body)
     return result
+
+
+def _first_by_id(store: Store, table: Table, column: Column[str], ident: str) -> str | None:
+    """The oldest ``column`` of ``table`` whose receipt sha or run id is ``ident``."""
+    with store.reading() as conn:
+        value: str | None = conn.execute(
+            select(column)
+            .where((table.c.receipt_sha256 == ident) | (table.c.run_id == ident))
+            .order_by(table.c.created_at)
+            .limit(1)
+        ).scalar()
+    return value
 
 
 def find_reusable_receipt(store: Store, action_key: str) -> dict[str, Any] | None:

@@ -14,14 +14,8 @@ from probe_service.plans.signing import load_signing_key
 from probe_service.policies import PolicyFile
 from probe_service.store import open_store
 
-POLICY = {
-    "id": "test-policy",
-    "allowed_executables": ["python3"],
-    "timeout_seconds": 10,
-    "max_output_bytes": 1000,
-    "allowed_domains": [],
-    "environment": [],
-}
+from ..plans.conftest import TEST_POLICY as POLICY
+
 PLAN = {
     "snapshot_id": "a" * 64,
     "policy_id": "test-policy",

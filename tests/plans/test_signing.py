@@ -34,16 +34,9 @@ from probe_service.plans.tables import receipt_signatures, receipts
 from probe_service.policies import PolicyFile, load_policy_file, policy_digest
 from probe_service.store import Store
 
+from .conftest import TEST_POLICY as POLICY
 from .conftest import plan_doc
 
-POLICY = {
-    "id": "test-policy",
-    "allowed_executables": ["python3"],
-    "timeout_seconds": 10,
-    "max_output_bytes": 1000,
-    "allowed_domains": [],
-    "environment": [],
-}
 POLICY_FILE = PolicyFile.model_validate({"schema": 1, "policies": [POLICY]})
 
 
