@@ -279,6 +279,11 @@ def verify_envelope(
     except (UnicodeDecodeError, ValueError) as exc:
         raise ReceiptInvalid("statement: payload is not JSON") from exc
     sha = _check_statement(statement)
+    named = statement["predicate"]["committed"].get("signer")
+    if signer is not None and named != signer:
+        raise ReceiptInvalid(
+            f"statement: the receipt names signer {named!r}, not the key that signed it ({signer})"
+        )
     return VerifiedEnvelope(receipt_sha256=sha, signer=signer, statement=statement)
 
 

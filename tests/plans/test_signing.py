@@ -28,6 +28,7 @@ from probe_service.plans.signing import (
     load_public_key,
     load_signing_key,
     receipt_signer,
+    sign_receipt,
     verify_envelope,
 )
 from probe_service.plans.tables import receipt_signatures, receipts
@@ -263,6 +264,21 @@ class TestOfflineVerification:
         }
         with pytest.raises(ReceiptInvalid, match="subject: snapshot digest does not match"):
             verify_envelope(forged, [load_public_key(public)])
+
+    def test_receipt_naming_another_signer_refused(
+        self,
+        sqlite_store: Store,
+        key_pair: tuple[SigningKey, Path],
+        tmp_path_factory: pytest.TempPathFactory,
+    ) -> None:
+        """A receipt signed by one key but naming another as its signer is refused."""
+        _, public = key_pair
+        other, _, _ = create_key_pair(tmp_path_factory.mktemp("other"))
+        receipt = abandoned(sqlite_store, load_signing_key(other))
+        key, _ = key_pair
+        envelope = sign_receipt(receipt, key)
+        with pytest.raises(ReceiptInvalid, match="names signer"):
+            verify_envelope(envelope, [load_public_key(public)])
 
     def test_commitment_checked_without_a_key(
         self, sqlite_store: Store, key_pair: tuple[SigningKey, Path]
