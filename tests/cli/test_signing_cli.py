@@ -125,3 +125,24 @@ def test_loose_public_path_and_missing_envelope(
     assert code == 3
     assert str(missing) in err
     assert err.count("\n") == 1
+
+
+def test_revoked_key_refused_by_verify(
+    signed: tuple[Path, Path, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fingerprint revoked in the policy file makes `verify --key` refuse, naming it."""
+    root, public, sha = signed
+    envelope = tmp_path / "e.json"
+    _, text, _ = _run(capsys, "receipt", "export", sha, "--root", str(root))
+    envelope.write_text(text)
+    keyid = json.loads(text)["signatures"][0]["keyid"]
+    policies = tmp_path / "policies.json"
+    document = {"schema": 2, "policies": [POLICY], "revoked_signing_keys": [keyid]}
+    policies.write_text(json.dumps(document))
+    monkeypatch.setenv("BYTE_PROBE_POLICY_FILE", str(policies))
+    code, _, err = _run(capsys, "receipt", "verify", str(envelope), "--key", str(public))
+    assert code == 1
+    assert f"key {keyid} is revoked" in err
