@@ -47,7 +47,7 @@ def signed(
     key = load_signing_key(Path(created["private_key"]))
     assert key.fingerprint == created["keyid"]
     root = tmp_path / "state"
-    root.mkdir()
+    root.mkdir(exist_ok=True)  # the CLI tests' autouse environment may have made it
     store = open_store(root)
     try:
         plan_id, _ = save_plan(store, parse_plan(PLAN))
