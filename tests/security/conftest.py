@@ -53,21 +53,41 @@ def _tool(name: str) -> str:
 
 
 def _wait_until_serving(address: str, port: int, server: subprocess.Popen[bytes]) -> None:
-    # Readiness, not a timing assertion: poll until the server accepts or exits.
-    while server.poll() is None:
+    # Readiness, not a timing assertion: poll until the server accepts or exits. The
+    # bound only turns a broken network set-up into a failure instead of a hang.
+    for _ in range(6000):
+        if server.poll() is not None:
+            pytest.fail(f"test host server on port {port} exited with {server.returncode}")
         try:
             with socket.create_connection((address, port), timeout=5):
                 return
         except OSError:
             time.sleep(0.05)
-    pytest.fail(f"test host server on port {port} exited with {server.returncode}")
+    pytest.fail(f"test host {address}:{port} never accepted a connection")
+
+
+def _remove_stale_test_hosts(ip: str) -> None:
+    """Delete test-host namespaces and links of test sessions that are gone.
+
+    A session killed before its finalizer leaves ``bpn<pid>-ns`` and its veth holding
+    the same addresses; routes would then go to the dead host.
+    """
+    listed = subprocess.run([ip, "netns", "list"], capture_output=True, text=True, check=False)
+    for line in listed.stdout.splitlines():
+        name = line.split()[0] if line.split() else ""
+        pid = name[3:].removesuffix("-ns")
+        ours = name.startswith("bpn") and name.endswith("-ns") and pid.isdigit()
+        if ours and not Path(f"/proc/{pid}").exists():
+            subprocess.run([ip, "link", "del", f"bpn{pid}h"], check=False, capture_output=True)
+            subprocess.run([ip, "netns", "del", name], check=False, capture_output=True)
 
 
 @pytest.fixture(scope="session")
 def test_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetnsHost]:
     """HTTP servers on 198.51.100.2:80 and :8080 in a network namespace; always removed."""
     ip = _tool("ip")
-    tag = f"bpn{os.getpid() % 100000}"
+    _remove_stale_test_hosts(ip)
+    tag = f"bpn{os.getpid()}"
     namespace, host_link, ns_link = f"{tag}-ns", f"{tag}h", f"{tag}n"
     root = tmp_path_factory.mktemp("test-host")
     token = secrets.token_hex(16)
