@@ -14,6 +14,7 @@ import multiprocessing
 import os
 import random
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -111,13 +112,21 @@ def crash_many(root: Path, url: str | None, operation: str) -> int:
 
 
 @pytest.mark.parametrize("operation", OPERATIONS)
-def test_sqlite_survives_sigkill(tmp_path: Path, operation: str) -> None:
+def test_sqlite_survives_sigkill(
+    tmp_path: Path, operation: str, record_property: Callable[[str, object], None]
+) -> None:
     """SQLite (WAL): every seeded kill leaves an intact store holding every constraint."""
-    assert crash_many(tmp_path, None, operation) == KILLS_PER_OPERATION
+    killed = crash_many(tmp_path, None, operation)
+    record_property("crash_points", killed)
+    assert killed == KILLS_PER_OPERATION
 
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("operation", OPERATIONS)
-def test_postgres_survives_sigkill(tmp_path: Path, pg_url: str, operation: str) -> None:
+def test_postgres_survives_sigkill(
+    tmp_path: Path, pg_url: str, operation: str, record_property: Callable[[str, object], None]
+) -> None:
     """PostgreSQL (fresh schema): the same kills, the same constraints."""
-    assert crash_many(tmp_path, pg_url, operation) == KILLS_PER_OPERATION
+    killed = crash_many(tmp_path, pg_url, operation)
+    record_property("crash_points", killed)
+    assert killed == KILLS_PER_OPERATION

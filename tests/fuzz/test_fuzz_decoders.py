@@ -39,7 +39,7 @@ from probe_service.store import Store, open_store
 from ..claims.helpers import PARSE_PY, STUB_RECEIPTS, WorkTree, claim_request
 from ..plans.conftest import committed_fields, operational_fields, plan_doc
 from ..policies.conftest import document
-from .strategies import json_texts, json_values, mutated, row_counts
+from .strategies import fed, json_texts, json_values, mutated, row_counts
 
 pytestmark = pytest.mark.fuzz
 
@@ -78,7 +78,7 @@ class TestPlan:
     def test_parse_plan_decodes_or_raises_invalid_plan(self, value: Any) -> None:
         """parse_plan never raises anything but InvalidPlan."""
         with contextlib.suppress(InvalidPlan):
-            parse_plan(value)
+            parse_plan(fed(value))
 
     @STORE_FUZZ
     @given(data=st.data())
@@ -87,7 +87,7 @@ class TestPlan:
         value = data.draw(mutated(plan_doc(snapshot_id=snapshot_id)) | json_values)
         before = row_counts(store)
         try:
-            probe_plan(store, value)
+            probe_plan(store, fed(value))
         except InvalidInput:
             assert row_counts(store) == before
 
@@ -104,7 +104,7 @@ class TestPolicyFile:
         path.write_bytes(data)
         path.chmod(0o600)
         with contextlib.suppress(PolicyError):
-            load_policy_file(path)
+            load_policy_file(fed(path))
 
 
 class TestClaim:
@@ -117,7 +117,7 @@ class TestClaim:
         value = valid if data is None else data.draw(mutated(valid) | json_values)
         before = row_counts(store)
         try:
-            claim_create(store, value, receipts=RECEIPTS)
+            claim_create(store, fed(value), receipts=RECEIPTS)
         except InvalidInput:
             assert row_counts(store) == before
 
@@ -133,7 +133,7 @@ class TestSubmitLines:
         path = tmp_path_factory.getbasetemp() / "fuzz-plans.jsonl"
         path.write_text("\n".join(lines), encoding="utf-8", errors="surrogatepass")
         with contextlib.suppress(InvalidInput):
-            read_plans_file(path, "test-policy")
+            read_plans_file(fed(path), "test-policy")
 
 
 def _receipt() -> dict[str, Any]:
@@ -150,7 +150,7 @@ class TestReceipt:
     def test_verify_receipt_verifies_or_raises_receipt_invalid(self, value: Any) -> None:
         """verify_receipt never raises anything but ReceiptInvalid."""
         with contextlib.suppress(ReceiptInvalid):
-            verify_receipt(value)
+            verify_receipt(fed(value))
 
 
 def _manifest(records: Any) -> tuple[str, bytes]:
@@ -168,7 +168,7 @@ class TestManifest:
         """Undecompressable or uncompressed bytes raise UnsafePath."""
         for candidate in (blob, zstandard.ZstdCompressor().compress(blob)):
             with contextlib.suppress(UnsafePath):
-                decode_manifest(hashlib.sha256(blob).hexdigest(), candidate)
+                decode_manifest(hashlib.sha256(blob).hexdigest(), fed(candidate))
 
     @FUZZ
     @given(st.lists(json_values | mutated(VALID_RECORD), max_size=3))
@@ -176,7 +176,7 @@ class TestManifest:
         """A manifest that hashes to its id but holds odd records raises UnsafePath."""
         snapshot_id, blob = _manifest(records)
         with contextlib.suppress(UnsafePath):
-            decode_manifest(snapshot_id, blob)
+            decode_manifest(snapshot_id, fed(blob))
 
 
 def test_claim_base_is_valid(store: Store, snapshot_id: str) -> None:
