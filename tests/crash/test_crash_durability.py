@@ -14,7 +14,6 @@ import multiprocessing
 import os
 import random
 import signal
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -113,20 +112,20 @@ def crash_many(root: Path, url: str | None, operation: str) -> int:
 
 @pytest.mark.parametrize("operation", OPERATIONS)
 def test_sqlite_survives_sigkill(
-    tmp_path: Path, operation: str, record_property: Callable[[str, object], None]
+    tmp_path: Path, operation: str, request: pytest.FixtureRequest
 ) -> None:
     """SQLite (WAL): every seeded kill leaves an intact store holding every constraint."""
     killed = crash_many(tmp_path, None, operation)
-    record_property("crash_points", killed)
+    request.node.user_properties.append(("crash_points", killed))
     assert killed == KILLS_PER_OPERATION
 
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("operation", OPERATIONS)
 def test_postgres_survives_sigkill(
-    tmp_path: Path, pg_url: str, operation: str, record_property: Callable[[str, object], None]
+    tmp_path: Path, pg_url: str, operation: str, request: pytest.FixtureRequest
 ) -> None:
     """PostgreSQL (fresh schema): the same kills, the same constraints."""
     killed = crash_many(tmp_path, pg_url, operation)
-    record_property("crash_points", killed)
+    request.node.user_properties.append(("crash_points", killed))
     assert killed == KILLS_PER_OPERATION
