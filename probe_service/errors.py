@@ -11,6 +11,7 @@ Branches are grouped by what the caller does next::
     │   │   └── EvidenceMismatch      a receipt is not evidence for this claim/snapshot
     │   ├── PolicyError               policy file missing, unsafe or malformed
     │   ├── UnsafePath                a path escapes, links, or is not a regular file
+    │   │   └── LinkEscapes           a snapshot link points outside its tree (names it)
     │   ├── LimitExceeded             a size or count limit was crossed (names the limit)
     │   ├── NotFound                  an id that the store does not hold
     │   └── Conflict                  the request contradicts stored, immutable state
@@ -36,6 +37,7 @@ __all__ = [
     "InvalidInput",
     "InvalidPlan",
     "LimitExceeded",
+    "LinkEscapes",
     "NotFound",
     "PolicyError",
     "ProbeServiceError",
@@ -88,6 +90,17 @@ class UnsafePath(InvalidInput):
     """A path escapes its root, passes through a link, or is not a regular file."""
 
     code = "unsafe_path"
+
+
+class LinkEscapes(UnsafePath):
+    """A snapshot symlink is absolute or resolves outside the snapshot; ``path`` names it."""
+
+    code = "link_escapes"
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        #: The link's path inside the snapshot.
+        self.path = path
 
 
 class LimitExceeded(InvalidInput):

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..canonical import canonical_json, sha256_hex
 from ..errors import InvalidPlan, UnsafePath
 from ..relpaths import check_relative_path
+from ..sandbox.argsize import MAX_LAUNCH_ARG_BYTES, launch_arg_bytes
 
 __all__ = [
     "LIMITS",
@@ -31,6 +32,8 @@ class PlanLimits(BaseModel):
 
     max_args: int = 256
     max_arg_bytes: int = 4096
+    #: All arguments together, as quoted on the launch path (see sandbox/argsize.py).
+    max_launch_arg_bytes: int = MAX_LAUNCH_ARG_BYTES
     max_files: int = 64
     max_file_bytes: int = 1 << 20
     max_total_file_bytes: int = 4 << 20
@@ -259,6 +262,12 @@ def _check_limits(plan: Plan, limits: PlanLimits) -> None:
             raise InvalidPlan(f"args.{i}: contains a NUL byte")
         if _utf8_size(arg, f"args.{i}") > limits.max_arg_bytes:
             raise InvalidPlan(f"args.{i}: longer than the {limits.max_arg_bytes}-byte limit")
+    launch_bytes = launch_arg_bytes(plan.args)
+    if launch_bytes > limits.max_launch_arg_bytes:
+        raise InvalidPlan(
+            f"args: {launch_bytes} launch bytes (quoted) exceeds the "
+            f"{limits.max_launch_arg_bytes}-byte launch limit"
+        )
     groups: tuple[tuple[str, list[str | None]], ...] = (
         ("fixtures", [f.content for f in plan.fixtures]),
         ("interventions", [i.content for i in plan.interventions]),

@@ -8,15 +8,12 @@ every prerequisite failure ends ``inconclusive`` with a machine-readable reason.
 from __future__ import annotations
 
 import base64
+import logging
 import os
-import shutil
 import socket
-import stat
-import tempfile
 import uuid
 from collections.abc import Mapping
 from contextlib import ExitStack
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -24,10 +21,12 @@ from pydantic import BaseModel, ConfigDict
 from ..canonical import sha256_of_json
 from ..errors import (
     InfrastructureError,
+    LinkEscapes,
     PolicyError,
     ProbeServiceError,
     SandboxUnavailable,
 )
+from ..fstree import discard_tree
 from ..policies import (
     Policy,
     PolicyFile,
@@ -37,6 +36,7 @@ from ..policies import (
     policy_digest,
     resolve_executable,
 )
+from ..rundirs import make_run_dir
 from ..sandbox import SandboxResult, SandboxRuntime, locate_runtime, run_sandboxed
 from ..sandbox.limits import scratch_limits
 from ..sandbox.scratch import scratch_filesystem
@@ -58,6 +58,8 @@ __all__ = [
     "probe_run",
     "result_from_receipt",
 ]
+
+log = logging.getLogger(__name__)
 
 #: Bounded output returned to callers (the receipt commits to the full kept bytes' digest).
 MAX_RETURNED_OUTPUT = 64 * 1024
@@ -168,7 +170,13 @@ def probe_run(
         cached = find_reusable_receipt(store, key)
         if cached is not None:
             return result_from_receipt(run_id, cached, reused=True)
-    result, verdict = _execute(store, plan, policy, runtime)
+    try:
+        result, verdict = _execute(store, plan, policy, runtime)
+    except InfrastructureError:
+        raise  # the store may answer on a retry; that is not the probe's outcome
+    except Exception as exc:  # any defect still ends in a receipt
+        log.exception("run %s: unexpected error", run_id)
+        result, verdict = _refused("internal_error", f"{type(exc).__name__}: {exc}"), None
     return context.finish(store, result, verdict, runtime.digest, key)
 
 
@@ -213,17 +221,19 @@ def _execute(
     store: Store, plan: Plan, policy: Policy, runtime: SandboxRuntime
 ) -> tuple[SandboxResult, CheckVerdict | None]:
     """Run the probe in disposable directories, removed whatever happens."""
-    workdir = Path(tempfile.mkdtemp(prefix="byte-probe-run-"))
-    # Searchable, not listable: the probe's own uid must reach the snapshot and scratch
-    # (docs/ARCHITECTURE.md, "Containment").
-    workdir.chmod(0o711)
+    workdir = make_run_dir()
     snapshot_dir, scratch = workdir / "snapshot", workdir / "scratch"
     with ExitStack() as cleanup:
-        cleanup.callback(_remove_tree, workdir)
+        # Last out (after the scratch unmount): iterative and link-safe, for the probe
+        # shaped this tree (docs/ARCHITECTURE.md, "Host-side walks"); a failure is
+        # logged, never raised over the run's receipt.
+        cleanup.callback(discard_tree, workdir)
         try:
             snapshot_materialize(store, plan.snapshot_id, snapshot_dir)
         except InfrastructureError:
             raise  # the store may answer on a retry; that is not the probe's outcome
+        except LinkEscapes as exc:
+            return _refused("snapshot_link_escapes", str(exc)), None
         except ProbeServiceError as exc:
             return _refused("snapshot_unavailable", str(exc)), None
         try:
@@ -252,19 +262,6 @@ def _execute(
         if result.status == "ok":
             verdict = evaluate_check(plan, result.exit_code, result.stdout, scratch)
         return result, verdict
-
-
-def _remove_tree(path: Path) -> None:
-    """Remove a run's directories even where the probe left them read-only."""
-
-    def make_writable(func: Any, target: str, _exc: Any) -> None:
-        parent = os.path.dirname(target)
-        os.chmod(parent, stat.S_IRWXU)
-        if os.path.isdir(target) and not os.path.islink(target):
-            os.chmod(target, stat.S_IRWXU)
-        func(target)
-
-    shutil.rmtree(path, onerror=make_writable)
 
 
 class _RunContext:

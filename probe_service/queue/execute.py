@@ -20,6 +20,7 @@ from ..policies import load_policy_file, policy_file_path
 from ..sandbox import SandboxRuntime
 from ..store import Store
 from .runs import (
+    RunRow,
     claim_run,
     expired_runs,
     finish_run,
@@ -81,6 +82,20 @@ def execute_run(ctx: WorkerContext, run_id: str) -> str:
     if run.attempts > ctx.max_attempts:
         _abandon(ctx, run.run_id, run.plan_id, run.policy_id)
         return "worker_lost"
+    try:
+        return _run_claimed(ctx, run)
+    except InfrastructureError:
+        raise
+    except Exception as exc:  # a defect must still end the run with a receipt
+        log.exception("run %s: unexpected error", run_id)
+        detail = f"{type(exc).__name__}: {exc}"
+        _abandon(ctx, run_id, run.plan_id, run.policy_id, "internal_error", detail)
+        return "internal_error"
+
+
+def _run_claimed(ctx: WorkerContext, run: RunRow) -> str:
+    """Run a claimed run under its lease; return its outcome or the refusal's code."""
+    run_id = run.run_id
     with _heartbeat(ctx, run_id):
         try:
             result = probe_run(
@@ -118,9 +133,16 @@ def execute_run(ctx: WorkerContext, run_id: str) -> str:
     return result.outcome
 
 
-def _abandon(ctx: WorkerContext, run_id: str, plan_id: str, policy_id: str) -> None:
-    """End a run that kept losing its worker: an inconclusive ``worker_lost`` receipt."""
-    detail = f"worker lost {ctx.max_attempts} times"
+def _abandon(
+    ctx: WorkerContext,
+    run_id: str,
+    plan_id: str,
+    policy_id: str,
+    reason: str = "worker_lost",
+    detail: str = "",
+) -> None:
+    """End a run that never completed with an inconclusive receipt (``worker_lost`` by default)."""
+    detail = detail or f"worker lost {ctx.max_attempts} times"
     try:
         result = probe_abandon(
             ctx.store,
@@ -128,7 +150,7 @@ def _abandon(ctx: WorkerContext, run_id: str, plan_id: str, policy_id: str) -> N
             policy_id,
             policy_file=load_policy_file(policy_file_path()),
             run_id=run_id,
-            reason="worker_lost",
+            reason=reason,
             detail=detail,
             worker=ctx.owner,
         )
@@ -139,7 +161,7 @@ def _abandon(ctx: WorkerContext, run_id: str, plan_id: str, policy_id: str) -> N
             ctx.store,
             run_id,
             outcome="inconclusive",
-            reason="worker_lost",
+            reason=reason,
             receipt_sha256=None,
             action_key=None,
         )
@@ -148,7 +170,7 @@ def _abandon(ctx: WorkerContext, run_id: str, plan_id: str, policy_id: str) -> N
         ctx.store,
         run_id,
         outcome="inconclusive",
-        reason="worker_lost",
+        reason=reason,
         receipt_sha256=result.receipt_sha256,
         action_key=None,
     )

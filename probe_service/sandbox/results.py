@@ -35,8 +35,11 @@ Reason = Literal[
     "network_filter_failed",
     # Set by the plan runner and the queue around a sandbox run, never by the runner itself.
     "snapshot_unavailable",
+    "snapshot_link_escapes",
     "overlay_failed",
     "worker_lost",
+    # A defect caught by the plan runner or the worker: the run still ends with a receipt.
+    "internal_error",
 ]
 REASONS: tuple[str, ...] = Reason.__args__  # type: ignore[attr-defined]
 

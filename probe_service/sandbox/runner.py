@@ -12,7 +12,6 @@ import os
 import secrets
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from probe_service.errors import ProbeServiceError, SandboxUnavailable
+from probe_service.fstree import remove_tree
 from probe_service.policies.executables import (
     ExecutableChanged,
     ExecutableIdentity,
@@ -29,6 +29,8 @@ from probe_service.policies.executables import (
     resolve_executable,
 )
 from probe_service.policies.model import Policy, passed_environment
+from probe_service.rundirs import make_run_dir
+from probe_service.sandbox.argsize import MAX_LAUNCH_ARG_BYTES, launch_arg_bytes
 from probe_service.sandbox.canary import run_canary
 from probe_service.sandbox.gate import create_gate
 from probe_service.sandbox.identity import (
@@ -57,7 +59,6 @@ from probe_service.sandbox.scratch import (
 )
 from probe_service.sandbox.selfcheck import verify_limits
 from probe_service.sandbox.settings import RunPaths, build_settings, write_settings
-from probe_service.sandbox.trees import remove_tree
 
 __all__ = ["Refused", "run_canary", "run_sandboxed"]
 
@@ -110,6 +111,11 @@ def _prepare(
         [arg.encode("utf-8") for arg in args]
     except UnicodeEncodeError as exc:
         raise Refused("invalid_argument", "an argument is not valid UTF-8") from exc
+    if launch_arg_bytes(args) > MAX_LAUNCH_ARG_BYTES:
+        # Past it the launch fails with E2BIG: refuse, never report sandbox_failed.
+        raise Refused(
+            "invalid_argument", f"args exceed the {MAX_LAUNCH_ARG_BYTES}-byte launch limit"
+        )
     snapshot = _canonical_dir(snapshot_dir, "snapshot")
     if snapshot == scratch or snapshot in scratch.parents or scratch in snapshot.parents:
         # Overlap would make the source writable or the scratch read-only.
@@ -234,10 +240,8 @@ def _run_resources(policy: Policy, scratch_dir: Path) -> Iterator[_Resources]:
             verify_limits()
         except SandboxUnavailable as exc:
             raise Refused(exc.reason, str(exc)) from exc
-        run_dir = Path(tempfile.mkdtemp(prefix="byte-probe-run-"))
+        run_dir = make_run_dir()
         stack.callback(remove_tree, run_dir)
-        # Searchable, not listable: the probe uid reaches only the paths it is given.
-        run_dir.chmod(0o711)
         try:
             cgroup = create_run_cgroup(run_dir.name, limits)
         except SandboxUnavailable as exc:

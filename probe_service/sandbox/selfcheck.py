@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from probe_service.errors import SandboxUnavailable
+from probe_service.rundirs import sweep_stale_run_dirs
 from probe_service.sandbox.identity import PROBE_SLOTS, PROBE_UID_BASE
 from probe_service.sandbox.limits import RunCgroup, create_run_cgroup, sweep_stale_cgroups
 from probe_service.sandbox.results import LimitsApplied
@@ -135,6 +136,7 @@ def _verified_once() -> str:
     # At a process's first run: first clear what dead workers left, then attack the limits.
     sweep_stale_cgroups()
     sweep_stale_scratch()
+    sweep_stale_run_dirs()
     try:
         _check_cgroups()
         _check_tmpfs()
@@ -178,4 +180,3 @@ def describe_mechanism() -> list[str]:
         f"tmpfs scratch (size, nr_inodes): {verdict}"
     )
     return lines
-

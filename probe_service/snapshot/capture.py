@@ -18,7 +18,7 @@ from ..store import Store, append_event, utc_now
 from ..store.schema import snapshots
 from .blobwriter import BlobWriter
 from .enumerate import enumerate_paths
-from .manifest import encode_records, file_record, symlink_record
+from .manifest import check_snapshot_path, encode_records, file_record, symlink_record
 from .reader import FileStat, ReadBlob, read_file_blob, stat_key
 from .statcache import cache_key_for, is_racy, load_stat_cache, save_stat_cache
 
@@ -91,7 +91,8 @@ def snapshot_capture(
     """Capture ``root`` into ``store`` and return the snapshot id with its summary.
 
     Raises LimitExceeded (file or workspace limit), UnstableWorkingTree (the tree kept
-    moving), UnsafePath (unreadable root or non-UTF-8 name), StoreUnavailable. A refused
+    moving), UnsafePath (unreadable root, non-UTF-8 name, or a name materialize would
+    refuse, in the same words), StoreUnavailable. A refused
     capture writes no snapshot row and no event.
     """
     abs_root = os.path.abspath(root)
@@ -111,13 +112,13 @@ def snapshot_capture(
 
 def _capture_once(store: Store, abs_root: str, limits: CaptureLimits) -> CaptureResult:
     start_ns = time.time_ns()
-    before = _scan(abs_root, limits)
+    before = _scan(abs_root, limits, check_names=True)
     key = cache_key_for(abs_root)
     with store.reading() as conn:
         cache = load_stat_cache(conn, key)
     digests, to_read = _use_cache(before, cache, start_ns, limits)
     _read_and_store(store, abs_root, before, to_read, digests, limits)
-    after = _scan(abs_root, limits)
+    after = _scan(abs_root, limits, check_names=False)  # a new name is instability anyway
     _require_stable(before, after)
     snapshot_id, manifest = _encode_manifest(key, before, digests, reuse=not to_read)
     fresh = [
@@ -201,7 +202,7 @@ def _encode_manifest(
     return snapshot_id, manifest
 
 
-def _scan(abs_root: str, limits: CaptureLimits) -> _Scan:
+def _scan(abs_root: str, limits: CaptureLimits, *, check_names: bool) -> _Scan:
     """Enumerate and lstat every path; enforce the limits before reading any byte.
 
     Runs twice a capture (the second pass is the stabilization check), so it is the
@@ -209,6 +210,9 @@ def _scan(abs_root: str, limits: CaptureLimits) -> _Scan:
     """
     paths = enumerate_paths(Path(abs_root))
     _require_utf8_all(paths)
+    if check_names:
+        for rel in paths:
+            check_snapshot_path(rel)  # what materialize would refuse, refused now, same words
     stats: dict[str, FileStat] = {}
     targets: dict[str, str] = {}
     total = 0
@@ -219,6 +223,8 @@ def _scan(abs_root: str, limits: CaptureLimits) -> _Scan:
             st = lstat(prefix + rel)
         except FileNotFoundError:
             continue  # tracked by git but deleted in the work tree: not part of it
+        except OSError as exc:
+            raise UnsafePath(f"{rel}: cannot stat ({exc.strerror})") from exc
         mode = st.st_mode
         if is_reg(mode):
             size = st.st_size

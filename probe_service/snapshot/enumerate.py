@@ -12,6 +12,8 @@ import subprocess
 from pathlib import Path
 
 from ..errors import SandboxUnavailable, UnsafePath
+from ..relpaths import MAX_PATH_BYTES, MAX_PATH_DEPTH
+from .manifest import check_snapshot_path
 
 __all__ = ["SKIPPED_DIRS", "SYSTEM_BIN_DIRS", "enumerate_paths", "find_git_dir", "resolve_git"]
 
@@ -112,16 +114,23 @@ def _git_paths(root: Path) -> list[str]:
 
 
 def _walk_paths(root: Path) -> list[str]:
+    """Iterative walk, bounded: a directory at the depth limit is not entered if its
+    entries would break the limit (check_snapshot_path names the first one)."""
     found: list[str] = []
     stack = [""]
     while stack:
         rel_dir = stack.pop()
-        with os.scandir(os.path.join(root, rel_dir) if rel_dir else root) as it:
-            for entry in it:
-                rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-                if entry.is_dir(follow_symlinks=False):
-                    if entry.name not in SKIPPED_DIRS:
-                        stack.append(rel)
-                else:
-                    found.append(rel)
+        try:
+            with os.scandir(os.path.join(root, rel_dir) if rel_dir else root) as it:
+                entries = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in it]
+        except OSError as exc:
+            raise UnsafePath(f"{rel_dir or '.'}: cannot list ({exc.strerror})") from exc
+        for name, is_dir in entries:
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            if rel.count("/") >= MAX_PATH_DEPTH or len(rel) > MAX_PATH_BYTES:
+                check_snapshot_path(rel)  # raises: deeper or longer than a snapshot may be
+            if not is_dir:
+                found.append(rel)
+            elif name not in SKIPPED_DIRS:
+                stack.append(rel)
     return found

@@ -12,7 +12,7 @@ from ..canonical import canonical_json, sha256_hex
 from ..errors import UnsafePath
 from ..relpaths import check_relative_path
 
-__all__ = ["Entry", "Snapshot", "decode_manifest", "encode_manifest"]
+__all__ = ["Entry", "Snapshot", "check_snapshot_path", "decode_manifest", "encode_manifest"]
 
 
 class Entry(BaseModel):
@@ -57,6 +57,15 @@ class Snapshot(BaseModel):
         return {e.path: e for e in self.entries}
 
 
+def check_snapshot_path(path: str) -> None:
+    """Refuse a name no snapshot may hold; capture, show and materialize all ask this.
+
+    One function, one message: a name capture accepts is one materialize accepts.
+    Raises UnsafePath naming the path and the rule (or the depth/length limit).
+    """
+    check_relative_path(path, field="snapshot path")
+
+
 def file_record(path: str, executable: bool, digest: str, size: int) -> dict[str, Any]:
     """Return the manifest record of a regular file."""
     return {"path": path, "kind": "file", "executable": executable, "digest": digest, "size": size}
@@ -94,5 +103,5 @@ def decode_manifest(snapshot_id: str, blob: bytes) -> Snapshot:
     if sha256_hex(raw) != snapshot_id:
         raise UnsafePath(f"snapshot {snapshot_id}: manifest does not match its id")
     for entry in entries:
-        check_relative_path(entry.path, field=f"snapshot {snapshot_id} manifest path")
+        check_snapshot_path(entry.path)
     return Snapshot(snapshot_id=snapshot_id, entries=entries)

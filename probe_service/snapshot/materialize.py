@@ -10,11 +10,11 @@ from pathlib import Path
 from sqlalchemy import select
 
 from ..errors import NotFound, UnsafePath
-from ..relpaths import check_relative_path
 from ..store import Store
 from ..store.schema import snapshots
 from .blobs import decompress_blob, fetch_compressed
-from .manifest import Entry, Snapshot, decode_manifest
+from .links import check_links
+from .manifest import Entry, Snapshot, check_snapshot_path, decode_manifest
 
 __all__ = ["load_snapshot", "snapshot_materialize"]
 
@@ -47,7 +47,7 @@ def check_manifest_paths(entries: tuple[Entry, ...]) -> None:
     """
     seen: set[str] = set()
     for entry in entries:
-        check_relative_path(entry.path, field="manifest path")
+        check_snapshot_path(entry.path)
         if entry.path in seen:
             raise UnsafePath(f"{entry.path}: appears twice in the manifest")
         seen.add(entry.path)
@@ -62,11 +62,14 @@ def check_manifest_paths(entries: tuple[Entry, ...]) -> None:
 def snapshot_materialize(store: Store, snapshot_id: str, dest: Path) -> Snapshot:
     """Write snapshot ``snapshot_id`` into ``dest`` (absent or an empty directory).
 
-    Raises NotFound (no such snapshot or blob), UnsafePath (unsafe manifest path, a
-    destination that is not an empty directory, or a link met while writing).
+    Raises NotFound (no such snapshot or blob), LinkEscapes (a link that is absolute or
+    resolves outside the snapshot, named; nothing is written), UnsafePath (unsafe
+    manifest path, a destination that is not an empty directory, or a link met while
+    writing).
     """
     snapshot = load_snapshot(store, snapshot_id)
     check_manifest_paths(snapshot.entries)
+    check_links(snapshot.entries)
     root_fd = _open_empty_dest(dest)
     writer = _TreeWriter(root_fd)
     try:
@@ -133,16 +136,23 @@ class _TreeWriter:
         fd = self._dirs.get(rel_dir)
         if fd is not None:
             return fd
-        parent, _, name = rel_dir.rpartition("/")
-        parent_fd = self._dir_fd(parent)
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(name, 0o755, dir_fd=parent_fd)
-        try:
-            fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
-        except OSError as exc:
-            raise UnsafePath(f"{rel_dir}: not a plain directory ({exc.strerror})") from exc
-        self._dirs[rel_dir] = fd
-        return fd
+        # Iterative, not recursive: the manifest decides the depth (docs/ARCHITECTURE.md,
+        # "Host-side walks"); check_snapshot_path bounds it.
+        missing: list[str] = []
+        while rel_dir not in self._dirs:
+            missing.append(rel_dir)
+            rel_dir = rel_dir.rpartition("/")[0]
+        parent_fd = self._dirs[rel_dir]
+        for rel in reversed(missing):
+            name = rel.rpartition("/")[2]
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, 0o755, dir_fd=parent_fd)
+            try:
+                parent_fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+            except OSError as exc:
+                raise UnsafePath(f"{rel}: not a plain directory ({exc.strerror})") from exc
+            self._dirs[rel] = parent_fd
+        return parent_fd
 
     def make_parents(self, rel: str) -> None:
         """Create the directories above ``rel`` (done up front, before writers run)."""

@@ -59,7 +59,7 @@ def hostile(
 def test_repository_links_cannot_read_host_files(
     sqlite_store: Store, runtime: SandboxRuntime, hostile: tuple[str, Path], target: str
 ) -> None:
-    """`cat <link>` to the host secret, policy file or store never prints it or supports."""
+    """`cat <link>` to the host secret, policy file or store never runs: the link is refused."""
     snapshot_id, _ = hostile
     plan = plan_doc(
         snapshot_id=snapshot_id,
@@ -70,8 +70,9 @@ def test_repository_links_cannot_read_host_files(
     )
     plan_id = service.probe_plan(sqlite_store, plan).plan_id
     result = service.probe_run(sqlite_store, plan_id, "hostile", runtime=runtime)
-    assert result.status == "ok"
-    assert result.exit_code != 0
+    # Absolute links refuse the materialization, naming a link (tracker issue 10, item 6).
+    assert (result.status, result.reason) == ("inconclusive", "snapshot_link_escapes")
+    assert "has an absolute target" in result.receipt["operational"]["detail"]
     assert SECRET.decode() not in result.stdout + result.stderr
     assert b"SQLite format" not in (result.stdout + result.stderr).encode()
     assert result.outcome == "inconclusive"

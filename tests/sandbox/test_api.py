@@ -35,6 +35,8 @@ def test_reasons_are_the_documented_set() -> None:
         "sandbox_failed",
         "network_filter_failed",
         "snapshot_unavailable",
+        "snapshot_link_escapes",
         "overlay_failed",
         "worker_lost",
+        "internal_error",
     }

@@ -24,8 +24,12 @@ import pytest
 
 from probe_service.sandbox.runtime import find_system_tool
 
+# The attack fixtures of the host-walk, link and launch-size tests, and the queue's farm.
+from tests.queue.conftest import start_farm  # noqa: F401
+
 # The real-sandbox fixtures (a snapshot, a scratch directory, a runner) are the sandbox tests'.
 from tests.sandbox.conftest import run, scratch, snapshot  # noqa: F401
+from tests.security.attacks import policy_file, run_probe, run_tmp, small_snapshot  # noqa: F401
 
 HOST_SIDE = "198.51.100.1"
 TEST_HOST = "198.51.100.2"

@@ -1,0 +1,46 @@
+"""Per-run host directories: where they are made, and the sweep of dead workers' leftovers.
+
+docs/ARCHITECTURE.md, "Host-side walks": a run always removes its directory, but a
+worker killed with SIGKILL runs no ``finally``. Each run directory therefore names the
+process that made it (``byte-probe-run-<pid>-…``), and a worker process sweeps the
+directories of processes that are gone before its first run (after their scratch
+mounts were detached: the remover never crosses into another filesystem).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from probe_service.fstree import discard_tree
+
+__all__ = ["RUN_DIR_PREFIX", "make_run_dir", "sweep_stale_run_dirs"]
+
+RUN_DIR_PREFIX = "byte-probe-run-"
+_OWNED = re.compile(rf"^{RUN_DIR_PREFIX}(\d+)-")
+
+
+def make_run_dir() -> Path:
+    """Create a run directory in the temp dir: root-owned, searchable, not listable (0711).
+
+    The probe's own uid must pass through it to its snapshot and scratch
+    (docs/ARCHITECTURE.md, "Containment").
+    """
+    path = Path(tempfile.mkdtemp(prefix=f"{RUN_DIR_PREFIX}{os.getpid()}-"))
+    path.chmod(0o711)
+    return path
+
+
+def sweep_stale_run_dirs() -> int:
+    """Remove run directories whose creating process is gone; return how many."""
+    swept = 0
+    parent = Path(tempfile.gettempdir())
+    for entry in parent.iterdir():
+        match = _OWNED.match(entry.name)
+        if match is None or Path(f"/proc/{match.group(1)}").exists():
+            continue
+        if entry.is_dir() and not entry.is_symlink() and discard_tree(entry):
+            swept += 1
+    return swept
