@@ -12,6 +12,9 @@ Branches are grouped by what the caller does next::
     │   ├── PolicyError               policy file missing, unsafe or malformed
     │   ├── UnsafePath                a path escapes, links, or is not a regular file
     │   │   └── LinkEscapes           a snapshot link points outside its tree (names it)
+
+
+    │   ├── KeyFileError              a signing key file is unsafe, misplaced or malformed
     │   ├── LimitExceeded             a size or count limit was crossed (names the limit)
     │   ├── NotFound                  an id that the store does not hold
     │   └── Conflict                  the request contradicts stored, immutable state
@@ -20,7 +23,7 @@ Branches are grouped by what the caller does next::
     │   ├── StoreUnavailable          the database could not be reached or answered
     │   └── BrokerUnavailable         the queue broker could not be reached
     ├── SandboxUnavailable            a sandbox prerequisite is missing or unverified
-    └── ReceiptInvalid                a receipt does not match its commitment
+    └── ReceiptInvalid                a receipt does not match its commitment or signature
 
 Errors from libraries underneath (SQLAlchemy, Redis, subprocess) are translated
 once, at the edge that calls them, with ``raise Mapped(...) from exc``.
@@ -36,6 +39,7 @@ __all__ = [
     "InvalidClaim",
     "InvalidInput",
     "InvalidPlan",
+    "KeyFileError",
     "LimitExceeded",
     "LinkEscapes",
     "NotFound",
@@ -101,6 +105,12 @@ class LinkEscapes(UnsafePath):
         super().__init__(message)
         #: The link's path inside the snapshot.
         self.path = path
+
+
+class KeyFileError(InvalidInput):
+    """A key file is missing, unsafe (permissions, link, location) or not an Ed25519 key."""
+
+    code = "key_file_error"
 
 
 class LimitExceeded(InvalidInput):

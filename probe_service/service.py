@@ -6,9 +6,12 @@ pydantic models or JSON values, so an adapter never needs to know how an answer 
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import BaseModel, ConfigDict
 
 from . import ENGINE_VERSION
@@ -26,7 +29,14 @@ from .claims import (
     obligation_list,
     obligation_resolve,
 )
-from .errors import InfrastructureError, InvalidInput, PolicyError
+from .errors import (
+    InfrastructureError,
+    InvalidInput,
+    KeyFileError,
+    NotFound,
+    PolicyError,
+    ReceiptInvalid,
+)
 from .plans import (
     Plan,
     ProbeRunResult,
@@ -38,6 +48,15 @@ from .plans import (
     verify_receipt,
 )
 from .plans import probe_run as _probe_run
+from .plans.persist import load_envelope
+from .plans.signing import (
+    UNSIGNED,
+    VerifiedEnvelope,
+    configured_signing_key,
+    fingerprint_of,
+    load_public_key,
+    verify_envelope,
+)
 from .policies import load_policy_file, policy_file_path
 from .queue import ProbeQueue, batch_results, submit_plans, wait_batch
 from .sandbox import SandboxRuntime
@@ -56,6 +75,7 @@ __all__ = [
     "claim_show",
     "claim_supersede",
     "claim_withdraw",
+    "envelope_verify",
     "gate",
     "knowledge_brief",
     "knowledge_events",
@@ -67,12 +87,17 @@ __all__ = [
     "probe_plan",
     "probe_run",
     "probe_run_queued",
+    "receipt_export",
     "receipt_get",
     "receipt_verify",
+    "revoked_signing_keys",
+    "signature_requirement",
     "snapshot_capture",
     "snapshot_get",
     "snapshot_materialize",
 ]
+
+_FINGERPRINT = re.compile(r"^[0-9a-f]{64}$")
 
 #: The operation table of ARCHITECTURE.md, as exposed by this engine.
 OPERATIONS = (
@@ -102,8 +127,18 @@ class PlanCreated(BaseModel):
 
 
 def capabilities() -> dict[str, Any]:
-    """Describe this engine: version and operations (for host negotiation)."""
-    return {"engine_version": ENGINE_VERSION, "operations": list(OPERATIONS)}
+    """Describe this engine: version, operations and the fingerprint of the configured
+    signing key (``unsigned`` without one; docs/ARCHITECTURE.md, "Signed receipts")."""
+    try:
+        key = configured_signing_key()
+        signer = key.fingerprint if key else UNSIGNED
+    except KeyFileError as exc:
+        signer = f"refused: {exc}"
+    return {
+        "engine_version": ENGINE_VERSION,
+        "operations": list(OPERATIONS),
+        "signing_key": signer,
+    }
 
 
 def snapshot_get(store: Store, snapshot_id: str) -> Snapshot:
@@ -185,6 +220,7 @@ def probe_run(
         reuse=reuse,
         run_id=run_id,
         worker=worker,
+        signing_key=configured_signing_key(forbidden_roots=(store.root,)),
     )
 
 
@@ -196,6 +232,77 @@ def receipt_get(store: Store, receipt_or_run_id: str) -> dict[str, Any]:
 def receipt_verify(receipt: object) -> str:
     """Verify a receipt offline; return its sha; raises ReceiptInvalid naming the field."""
     return verify_receipt(receipt)
+
+
+def receipt_export(store: Store, receipt_or_run_id: str) -> dict[str, Any]:
+    """Return the DSSE envelope (in-toto statement) of a stored signed receipt.
+
+    Raises NotFound when the receipt is not stored or is unsigned.
+    """
+    return load_envelope(store, receipt_or_run_id)
+
+
+def revoked_signing_keys() -> tuple[str, ...]:
+    """Fingerprints the administrator's policy file revokes; none when there is no file.
+
+    Raises PolicyError when the file exists but is unsafe or malformed.
+    """
+    path = policy_file_path()
+    if not path.exists():
+        return ()
+    return load_policy_file(path).revoked_signing_keys
+
+
+def envelope_verify(envelope: object, key_files: list[Path]) -> VerifiedEnvelope:
+    """Verify a DSSE envelope offline against any of ``key_files`` (none: commitment and
+    statement only), with the policy file's revocations; raises ReceiptInvalid naming what
+    failed, KeyFileError for an unreadable key."""
+    keys = [load_public_key(path) for path in key_files]
+    return verify_envelope(envelope, keys, revoked_signing_keys())
+
+
+def signature_requirement(store: Store, accepted: Sequence[str]) -> Callable[[str], str | None]:
+    """For ``gate --require-signed``: a check of one receipt id that returns why it is not
+    signed by one of ``accepted`` (public key files or hex fingerprints), or None.
+
+    A key file verifies the stored envelope's signature; a bare fingerprint accepts an
+    envelope whose statement and commitment verify and whose keyid it names. A fingerprint
+    revoked in the policy file counts as unsigned (docs/ARCHITECTURE.md, "Signed receipts").
+    Raises KeyFileError for an unreadable key file, PolicyError for a bad policy file.
+    """
+    keys: list[Ed25519PublicKey] = []
+    fingerprints: set[str] = set()
+    for item in accepted:
+        if _FINGERPRINT.fullmatch(item):
+            fingerprints.add(item)
+        else:
+            key = load_public_key(Path(item))
+            keys.append(key)
+            fingerprints.add(fingerprint_of(key))
+    revoked = set(revoked_signing_keys())
+
+    def check(receipt_id: str) -> str | None:
+        try:
+            envelope = load_envelope(store, receipt_id)
+        except NotFound:
+            return "unsigned"
+        entries = envelope.get("signatures")
+        keyids = [e.get("keyid") for e in entries if isinstance(e, dict)] if entries else []
+        named = [k for k in keyids if isinstance(k, str)]
+        if any(k in revoked for k in named):
+            return f"signed by revoked key {', '.join(named)} (counts as unsigned)"
+        usable = [k for k in keys if fingerprint_of(k) in named]
+        try:
+            verified = verify_envelope(envelope, usable, revoked)
+        except ReceiptInvalid as exc:
+            return str(exc)
+        if verified.receipt_sha256 != receipt_id:
+            return "its envelope is for another receipt"
+        if verified.signer is None and not fingerprints & set(named):
+            return f"signed by {', '.join(named) or 'no key'}, not by a required key"
+        return None
+
+    return check
 
 
 def probe_run_queued(

@@ -202,7 +202,12 @@ def _evidence(
             f"evidence[{position}].receipt: receipt {ev.receipt} ran on snapshot "
             f"{facts.snapshot_id}, not on the claim's snapshot {tree.snapshot_id}"
         )
-    return EvidenceRecord(kind="receipt", receipt=ev.receipt, receipt_outcome=facts.outcome)
+    return EvidenceRecord(
+        kind="receipt",
+        receipt=ev.receipt,
+        receipt_outcome=facts.outcome,
+        receipt_signer=facts.signer,
+    )
 
 
 def _declared_plan(
@@ -274,7 +279,13 @@ def _assemble(
     }
     digest = digest_json(
         ClaimRecord(**fields, record_digest="").model_dump(
-            mode="json", exclude={"claim_id", "created_at", "record_digest"}
+            mode="json",
+            exclude={
+                "claim_id": True,
+                "created_at": True,
+                "record_digest": True,
+                "evidence": {"__all__": {"receipt_signer"}},
+            },
         )
     )
     return ClaimRecord(**fields, record_digest=digest)

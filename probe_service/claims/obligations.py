@@ -164,9 +164,11 @@ def obligation_resolve(
         before = found[0]
         if before.state == "resolved":
             raise Conflict(f"obligation {obligation_id} is already resolved ({before.resolution})")
+        signer = None
         if resolution == "rechecked" and receipt is not None:
             claim = load_claim(conn, before.claim_id)
-            _check_recheck(claim, before, receipt, receipts, _declared_shapes(conn, claim))
+            facts = _check_recheck(claim, before, receipt, receipts, _declared_shapes(conn, claim))
+            signer = facts.signer
         (after,) = resolve_in(
             conn,
             [before],
@@ -176,6 +178,7 @@ def obligation_resolve(
             resolved_by=resolved_by,
             receipt=receipt,
             successor_claim_id=successor_claim_id,
+            receipt_signer=signer,
         )
         _apply_side_effect(conn, before, resolution, rationale, successor_claim_id, interface)
     return after
@@ -202,9 +205,10 @@ def _check_recheck(
     receipt: str,
     receipts: ReceiptLookup,
     declared: set[str],
-) -> None:
+) -> ReceiptFacts:
     """A recheck counts only if it ran the claim's plan on the obligation's snapshot and
-    carries the claim's outcome; raise InvalidClaim or EvidenceMismatch otherwise."""
+    carries the claim's outcome; return its facts, raise InvalidClaim or EvidenceMismatch
+    otherwise."""
     facts = receipts(receipt)
     if facts is None:
         raise InvalidClaim(f"receipt: unknown receipt {receipt!r}")
@@ -226,6 +230,7 @@ def _check_recheck(
             f"{claim.claim_id}: create it, then resolve this obligation as superseded "
             "naming it as the successor"
         )
+    return facts
 
 
 def _claim_plans(claim: ClaimRecord, receipts: ReceiptLookup) -> set[str]:

@@ -18,6 +18,7 @@ from ..canonical import sha256_of_json
 from ..errors import NotFound
 from ..plans.persist import load_receipt
 from ..plans.receipts import verify_receipt
+from ..plans.signing import receipt_signer
 from ..store import Store
 from .records import Outcome
 
@@ -41,6 +42,9 @@ class ReceiptFacts:
     #: The plan without its snapshot: the same probe run on another snapshot has another
     #: plan id but the same shape, which is what a recheck must repeat.
     plan_shape: str | None = None
+    #: The fingerprint of the key that signed the receipt, or ``unsigned``
+    #: (docs/ARCHITECTURE.md, "Signed receipts").
+    signer: str = "unsigned"
 
 
 def plan_shape(plan: object) -> str | None:
@@ -81,6 +85,7 @@ def store_receipts(store: Store) -> ReceiptLookup:
             snapshot_id=snapshot,
             plan_id=plan,
             plan_shape=plan_shape(committed.get("plan")),
+            signer=receipt_signer(body),
         )
 
     return lookup

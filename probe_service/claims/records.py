@@ -96,6 +96,9 @@ class EvidenceRecord(_Frozen):
     #: For ``plan`` evidence: the declared plan's id.
     plan: str | None = None
     receipt_outcome: str | None = None
+    #: For ``receipt`` evidence: the signer's fingerprint or ``unsigned`` (committed in the
+    #: receipt itself, so left out of the claim's record digest).
+    receipt_signer: str | None = None
     path: str | None = None
     start: int | None = None
     end: int | None = None
@@ -161,6 +164,8 @@ class Obligation(_Frozen):
     resolution: str | None = None
     rationale: str | None = None
     receipt: str | None = None
+    #: For ``rechecked``: the fingerprint that signed its receipt, or ``unsigned``.
+    receipt_signer: str | None = None
     successor_claim_id: str | None = None
     resolved_at: str | None = None
     #: Which interface resolved it, and who (``byte-probe`` for automatic resolutions).
@@ -212,3 +217,6 @@ class GateResult(_Frozen):
     current_again: tuple[Obligation, ...] = ()
     #: True when no scope was given and the whole store was gated.
     whole_store: bool = False
+    #: With ``require_signed``: each receipt evidence the gate refused, naming claim,
+    #: receipt and why (unsigned, another key, revoked, bad signature); any fails the gate.
+    unsigned_evidence: tuple[str, ...] = ()

@@ -47,6 +47,7 @@ def list_in(
         r.resolution,
         r.rationale,
         r.receipt,
+        r.receipt_signer,
         r.successor_claim_id,
         r.resolved_at,
         r.interface,
@@ -78,6 +79,7 @@ def obligation_from_row(head: Any, row: Row[Any] | None) -> Obligation:
                 "resolution",
                 "rationale",
                 "receipt",
+                "receipt_signer",
                 "successor_claim_id",
                 "resolved_at",
                 "interface",
@@ -108,6 +110,7 @@ def resolve_in(
     resolved_by: str | None = None,
     receipt: str | None = None,
     successor_claim_id: str | None = None,
+    receipt_signer: str | None = None,
 ) -> list[Obligation]:
     """Append a resolution for each of ``open_rows`` with its audit entry and event."""
     done: list[Obligation] = []
@@ -118,6 +121,7 @@ def resolve_in(
                 resolution=resolution,
                 rationale=rationale,
                 receipt=receipt,
+                receipt_signer=receipt_signer,
                 successor_claim_id=successor_claim_id,
                 resolved_at=utc_now(),
                 interface=interface,

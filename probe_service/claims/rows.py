@@ -175,6 +175,7 @@ def _group(rows: Iterable[Row[Any]]) -> dict[str, list[EvidenceRecord]]:
                 kind=row.kind,
                 receipt=row.receipt,
                 receipt_outcome=row.receipt_outcome,
+                receipt_signer=row.receipt_signer,
                 path=row.path,
                 start=row.span_start,
                 end=row.span_end,

@@ -79,6 +79,8 @@ claim_evidence = Table(
     Column("text", Text, nullable=True),
     # added by 0005_trust: the plan a claim declares as its recheck
     Column("plan_id", String(_SHA), nullable=True),
+    # added by 0006_signatures: who signed the receipt (fingerprint or "unsigned")
+    Column("receipt_signer", String(_SHA), nullable=True),
 )
 
 claim_dependencies = Table(
@@ -174,6 +176,8 @@ obligation_resolutions = Table(
     # added by 0005_trust: who resolved it, through which interface
     Column("interface", String(32), nullable=True),
     Column("resolved_by", String(128), nullable=True),
+    # added by 0006_signatures: who signed a rechecked resolution's receipt
+    Column("receipt_signer", String(_SHA), nullable=True),
 )
 
 #: Append-only: triggers from the migration refuse UPDATE and DELETE.

@@ -27,6 +27,7 @@ import typer
 from pydantic import BaseModel
 
 from .. import claims as svc
+from .. import service
 from ..errors import InvalidClaim, ProbeServiceError
 from ..store import Store
 from .common import EXIT_INPUT, exit_code_for, open_cli_store, read_json_arg, report_error
@@ -340,16 +341,26 @@ def knowledge_record_answer_command(
 def gate_command(
     snapshot: Annotated[str, typer.Option("--snapshot", help="Snapshot to gate on.")],
     scope: ScopeOpt = None,
+    require_signed: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--require-signed",
+            help="Public key file or fingerprint; receipt evidence must be signed by one of "
+            "them (repeatable).",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
     root: RootOpt = Path("."),
 ) -> None:
     """Check every claim in scope (default: the whole store) on one snapshot; exit 1 while
-    an obligation on that snapshot in scope is open.
+    an obligation on that snapshot in scope is open, or (with --require-signed) while any
+    receipt evidence is not signed by one of the given keys.
 
-    Example: byte-probe gate --snapshot 3fa4... --scope payments --json
+    Example: byte-probe gate --snapshot 3fa4... --scope payments --require-signed key.pub.pem
     """
     with _cli_errors(as_json), _store(root) as store:
-        result = svc.gate(store, snapshot, scope=scope, interface="cli")
+        check = service.signature_requirement(store, require_signed) if require_signed else None
+        result = svc.gate(store, snapshot, scope=scope, interface="cli", require_signed=check)
     lines = [
         f"gate {'passed' if result.passed else 'closed'}: {result.checked} claim(s) checked, "
         f"{len(result.open_obligations)} open obligation(s)",
@@ -359,6 +370,7 @@ def gate_command(
     lines += [_obligation_line(o) for o in result.open_obligations]
     lines += [f"accepted risk (not checked): {_obligation_line(o)}" for o in result.accepted_risk]
     lines += [f"current again: {_obligation_line(o)}" for o in result.current_again]
+    lines += [f"not signed by a required key: {why}" for why in result.unsigned_evidence]
     _emit(result, as_json, "\n".join(lines))
     if not result.passed:
         raise typer.Exit(EXIT_GATE_CLOSED)

@@ -12,12 +12,12 @@ import typer
 from rich.table import Table
 
 from .. import service
-from ..errors import InvalidPlan, ReceiptInvalid
+from ..errors import InvalidInput, InvalidPlan, ReceiptInvalid
 from ..queue import REDIS_URL_ENV, ProbeQueue
 from .common import JsonOption, RootOption, console, emit_json, open_cli_store, read_json_arg
 
 plan_app = typer.Typer(help="Create and show immutable probe plans.", no_args_is_help=True)
-receipt_app = typer.Typer(help="Show and verify probe receipts.", no_args_is_help=True)
+receipt_app = typer.Typer(help="Show, export and verify probe receipts.", no_args_is_help=True)
 
 #: Exit codes of `run`, by outcome.
 RUN_EXIT = {"supports": 0, "refutes": 1, "inconclusive": 2}
@@ -128,18 +128,60 @@ def receipt_show(
     console.print(table)
 
 
+@receipt_app.command("export")
+def receipt_export(
+    receipt_id: Annotated[str, typer.Argument(help="Receipt sha256 or run id.")],
+    fmt: Annotated[
+        str, typer.Option("--format", help="Export format: intoto (a DSSE envelope).")
+    ] = "intoto",
+    out: Annotated[Path | None, typer.Option("--out", help="Write here instead of stdout.")] = None,
+    root: RootOption = Path("."),
+) -> None:
+    """Export a signed receipt as an in-toto statement in a DSSE envelope.
+
+    Example: byte-probe receipt export 4e0f… --format intoto --out receipt.intoto.json
+    """
+    if fmt != "intoto":
+        raise InvalidInput(f"--format: unknown format {fmt!r} (intoto)")
+    envelope = service.receipt_export(open_cli_store(root), receipt_id)
+    text = json.dumps(envelope, sort_keys=True, indent=2) + "\n"
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        out.write_text(text, encoding="utf-8")
+
+
 @receipt_app.command("verify")
 def receipt_verify(
-    file: Annotated[str, typer.Argument(help="Receipt JSON file, or - for stdin.")],
+    file: Annotated[str, typer.Argument(help="Receipt or DSSE envelope file, or - for stdin.")],
+    key: Annotated[
+        list[Path] | None,
+        typer.Option("--key", help="Public key (PEM) that may have signed it; repeatable."),
+    ] = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Verify a receipt offline; exit 1 naming the field that no longer matches.
+    """Verify a receipt offline; exit 1 naming what no longer matches.
 
-    Example: byte-probe receipt verify receipt.json
+    An envelope (`receipt export --format intoto`) is checked against --key: signature,
+    statement, subject and commitment. Without --key only the commitment is checked and
+    the result says "unsigned-verified only".
+
+    Example: byte-probe receipt verify receipt.intoto.json --key signing-key.pub.pem
     """
     document = read_json_arg(file, "receipt", InvalidPlan)
+    keys = list(key or [])
+    signer: str | None = None
     try:
-        sha = service.receipt_verify(document)
+        if isinstance(document, dict) and "payloadType" in document:
+            verified = service.envelope_verify(document, keys)
+            sha, signer = verified.receipt_sha256, verified.signer
+        elif keys:
+            raise ReceiptInvalid(
+                "signature: a receipt file carries no envelope; verify the file "
+                "`receipt export --format intoto` writes"
+            )
+        else:
+            sha = service.receipt_verify(document)
     except ReceiptInvalid as exc:  # a verdict on the receipt, not a usage error: exit 1
         message = " ".join(str(exc).split())
         sys.stderr.write(f"byte-probe: receipt invalid: {message}\n")
@@ -147,6 +189,8 @@ def receipt_verify(
             emit_json({"valid": False, "error": message})
         raise typer.Exit(1) from None
     if json_out:
-        emit_json({"valid": True, "receipt_sha256": sha})
+        emit_json({"valid": True, "receipt_sha256": sha, "signer": signer or "unsigned"})
+    elif signer is None:
+        typer.echo(f"receipt {sha} verifies: unsigned-verified only (commitment checked)")
     else:
-        console.print(f"receipt {sha} verifies")
+        typer.echo(f"receipt {sha} verifies: signed by {signer}")

@@ -5,17 +5,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Column, Connection, Table, select
 
 from ..canonical import canonical_json
 from ..errors import Conflict, NotFound
 from ..store import Store, append_event, insert_on_conflict, utc_now
 from .models import Plan, parse_plan, plan_id_of
-from .tables import plans, receipts
+from .tables import plans, receipt_signatures, receipts
 
 __all__ = [
     "find_reusable_receipt",
     "insert_plans",
+    "load_envelope",
     "load_plan",
     "load_receipt",
     "plan_row",
@@ -73,8 +74,15 @@ def load_plan(store: Store, plan_id: str) -> Plan:
     return plan
 
 
-def save_receipt(store: Store, run_id: str, receipt: dict[str, Any], reusable: bool) -> bool:
-    """Write a receipt and its ``probe`` event in one transaction, at most once per run.
+def save_receipt(
+    store: Store,
+    run_id: str,
+    receipt: dict[str, Any],
+    reusable: bool,
+    envelope: dict[str, Any] | None = None,
+) -> bool:
+    """Write a receipt, its DSSE ``envelope`` when signed, and its ``probe`` event in one
+    transaction, at most once per run.
 
     Returns False (and writes nothing) when this run already has a receipt.
     """
@@ -95,6 +103,16 @@ def save_receipt(store: Store, run_id: str, receipt: dict[str, Any], reusable: b
             receipts.c.receipt_sha256
         )
         written = conn.execute(stmt).first() is not None
+        if written and envelope is not None:
+            conn.execute(
+                receipt_signatures.insert().values(
+                    run_id=run_id,
+                    receipt_sha256=receipt["receipt_sha256"],
+                    keyid=envelope["signatures"][0]["keyid"],
+                    envelope=json.dumps(envelope, sort_keys=True),
+                    created_at=utc_now(),
+                )
+            )
         if written:
             append_event(
                 conn,
@@ -112,20 +130,37 @@ def save_receipt(store: Store, run_id: str, receipt: dict[str, Any], reusable: b
 
 def load_receipt(store: Store, receipt_or_run_id: str) -> dict[str, Any]:
     """Return a stored receipt by its ``receipt_sha256`` or by run id; NotFound otherwise."""
-    with store.reading() as conn:
-        body = conn.execute(
-            select(receipts.c.body)
-            .where(
-                (receipts.c.receipt_sha256 == receipt_or_run_id)
-                | (receipts.c.run_id == receipt_or_run_id)
-            )
-            .order_by(receipts.c.created_at)
-            .limit(1)
-        ).scalar()
+    body = _first_by_id(store, receipts, receipts.c.body, receipt_or_run_id)
     if body is None:
         raise NotFound(f"receipt {receipt_or_run_id}: not stored")
     result: dict[str, Any] = json.loads(body)
     return result
+
+
+def load_envelope(store: Store, receipt_or_run_id: str) -> dict[str, Any]:
+    """Return the DSSE envelope of a stored receipt (by receipt sha or run id).
+
+    Raises NotFound when the receipt is not stored or was not signed.
+    """
+    load_receipt(store, receipt_or_run_id)
+    sigs = receipt_signatures
+    body = _first_by_id(store, sigs, sigs.c.envelope, receipt_or_run_id)
+    if body is None:
+        raise NotFound(f"receipt {receipt_or_run_id}: unsigned (no envelope stored)")
+    result: dict[str, Any] = json.loads(body)
+    return result
+
+
+def _first_by_id(store: Store, table: Table, column: Column[str], ident: str) -> str | None:
+    """The oldest ``column`` of ``table`` whose receipt sha or run id is ``ident``."""
+    with store.reading() as conn:
+        value: str | None = conn.execute(
+            select(column)
+            .where((table.c.receipt_sha256 == ident) | (table.c.run_id == ident))
+            .order_by(table.c.created_at)
+            .limit(1)
+        ).scalar()
+    return value
 
 
 def find_reusable_receipt(store: Store, action_key: str) -> dict[str, Any] | None:

@@ -47,6 +47,7 @@ from .oracle import CheckVerdict, decide_outcome, evaluate_check
 from .overlay import apply_interventions, write_fixtures
 from .persist import find_reusable_receipt, load_plan, load_receipt, save_receipt
 from .receipts import RECEIPT_VERSION, build_receipt
+from .signing import UNSIGNED, SigningKey, sign_receipt
 
 __all__ = [
     "RUNNER_GENERATED",
@@ -146,8 +147,10 @@ def probe_run(
     reuse: bool = True,
     run_id: str | None = None,
     worker: str | None = None,
+    signing_key: SigningKey | None = None,
 ) -> ProbeRunResult:
-    """Run a stored plan under the exactly named policy and return its receipt.
+    """Run a stored plan under the exactly named policy and return its receipt, signed by
+    ``signing_key`` when one is given (docs/ARCHITECTURE.md, "Signed receipts").
 
     Raises NotFound (no such plan), PolicyError (policy id differs from the plan's or is
     not in the policy file). Sandbox, overlay and oracle failures never raise: they end
@@ -160,7 +163,9 @@ def probe_run(
         )
     policy = find_policy(policy_file, policy_id)
     run_id = run_id or uuid.uuid4().hex
-    context = _RunContext(plan_id, plan, policy, run_id, worker or socket.gethostname())
+    context = _RunContext(
+        plan_id, plan, policy, run_id, worker or socket.gethostname(), signing_key
+    )
     try:
         runtime = runtime or locate_runtime()
     except SandboxUnavailable as exc:
@@ -190,6 +195,7 @@ def probe_abandon(
     reason: str,
     detail: str,
     worker: str,
+    signing_key: SigningKey | None = None,
 ) -> ProbeRunResult:
     """Write the receipt of a run that never completed (e.g. ``worker_lost``): inconclusive.
 
@@ -197,7 +203,7 @@ def probe_abandon(
     """
     plan = load_plan(store, plan_id)
     policy = find_policy(policy_file, policy_id)
-    context = _RunContext(plan_id, plan, policy, run_id, worker)
+    context = _RunContext(plan_id, plan, policy, run_id, worker, signing_key)
     return context.finish(store, _refused(reason, detail), None, "not_run", "")
 
 
@@ -267,9 +273,17 @@ def _execute(
 class _RunContext:
     """The fixed facts of one run, and the one place its receipt is assembled."""
 
-    def __init__(self, plan_id: str, plan: Plan, policy: Policy, run_id: str, worker: str) -> None:
+    def __init__(
+        self,
+        plan_id: str,
+        plan: Plan,
+        policy: Policy,
+        run_id: str,
+        worker: str,
+        signing_key: SigningKey | None = None,
+    ) -> None:
         self.plan_id, self.plan, self.policy = plan_id, plan, policy
-        self.run_id, self.worker = run_id, worker
+        self.run_id, self.worker, self.signing_key = run_id, worker, signing_key
         self.started_at = utc_now()
 
     def finish(
@@ -303,6 +317,9 @@ class _RunContext:
             "outcome": decision.outcome,
             "reason": decision.reason,
             "elapsed_us": None if elapsed is None else round(elapsed * 1_000_000),
+            # Who signs this receipt, inside the commitment: a fingerprint, or "unsigned"
+            # (docs/ARCHITECTURE.md, "Signed receipts").
+            "signer": self.signing_key.fingerprint if self.signing_key else UNSIGNED,
         }
         operational: dict[str, Any] = {
             "run_id": self.run_id,
@@ -321,10 +338,11 @@ class _RunContext:
             if digest is not None:
                 operational[f"{stream}_b64"] = base64.b64encode(data).decode("ascii")
         receipt = build_receipt(committed, operational)
+        envelope = sign_receipt(receipt, self.signing_key) if self.signing_key else None
         # Only a probe that ran to completion with a decided outcome may answer a later
         # identical action (docs/ARCHITECTURE.md, "Trust rules").
         reusable = result.status == "ok" and decision.outcome != "inconclusive"
-        written = save_receipt(store, self.run_id, receipt, reusable=reusable)
+        written = save_receipt(store, self.run_id, receipt, reusable, envelope)
         if not written:  # a duplicate delivery: the first receipt of this run stands
             receipt = load_receipt(store, self.run_id)
         return result_from_receipt(self.run_id, receipt, reused=False)

@@ -13,6 +13,7 @@ __all__ = ["canonical_json", "policy_body", "policy_digest"]
 _SCHEMA_1_MEANING: dict[str, Any] = {
     "allowed_ports": list(DEFAULT_ALLOWED_PORTS),
     "scratch_inodes": None,
+    "revoked_signing_keys": [],
 }
 
 

@@ -76,6 +76,7 @@ ExecutableName = Annotated[str, AfterValidator(_check_executable_name)]
 Domain = Annotated[str, AfterValidator(_check_domain)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 EnvName = Annotated[str, Field(pattern=ENV_NAME_PATTERN)]
+Fingerprint = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
 
 class Policy(BaseModel):
@@ -111,6 +112,11 @@ class Policy(BaseModel):
         ge=MIN_SCRATCH_INODES,
         le=MAX_SCRATCH_INODES,
         description="Most files and directories scratch may hold (schema 2).",
+    )
+    #: Set from the file-level ``revoked_signing_keys`` (never per policy), so the
+    #: revocation list counts in every policy's digest.
+    revoked_signing_keys: tuple[Fingerprint, ...] = Field(
+        default=(), description="Copied from the file level; a policy may not name it."
     )
 
     @field_validator("executable_pins")
@@ -149,10 +155,38 @@ class PolicyFile(BaseModel):
 
     schema_version: Literal[1, 2] = Field(alias="schema")
     policies: tuple[Policy, ...]
+    #: Fingerprints of signing keys no longer trusted (schema 2): their receipts count as
+    #: unsigned (docs/ARCHITECTURE.md, "Signed receipts").
+    revoked_signing_keys: tuple[Fingerprint, ...] = Field(
+        default=(),
+        description="Hex SHA-256 fingerprints of revoked signing keys (schema 2).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _revocations_count_in_digests(cls, data: object) -> object:
+        # Every schema-2 key counts in the policy digest: each policy carries the list,
+        # which only the file level may name.
+        if not isinstance(data, dict) or not isinstance(data.get("policies"), list):
+            return data
+        for entry in data["policies"]:
+            if isinstance(entry, dict) and "revoked_signing_keys" in entry:
+                raise ValueError("revoked_signing_keys is a file-level key, not a policy's")
+        revoked = data.get("revoked_signing_keys")
+        if isinstance(revoked, list) and revoked and all(isinstance(r, str) for r in revoked):
+            kept = sorted(set(revoked))
+            policies = [
+                {**entry, "revoked_signing_keys": kept} if isinstance(entry, dict) else entry
+                for entry in data["policies"]
+            ]
+            data = {**data, "policies": policies}
+        return data
 
     @model_validator(mode="after")
     def _schema_1_names_no_new_keys(self) -> PolicyFile:
         if self.schema_version == 1:
+            if self.revoked_signing_keys:
+                raise ValueError("revoked_signing_keys needs schema 2")
             for policy in self.policies:
                 named = sorted(set(SCHEMA_2_KEYS) & policy.model_fields_set)
                 if named:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ..errors import InfrastructureError, ProbeServiceError
 from ..plans import probe_abandon, probe_run
+from ..plans.signing import configured_signing_key
 from ..policies import load_policy_file, policy_file_path
 from ..sandbox import SandboxRuntime
 from ..store import Store
@@ -107,6 +108,7 @@ def _run_claimed(ctx: WorkerContext, run: RunRow) -> str:
                 reuse=ctx.reuse and run.reuse,
                 run_id=run_id,
                 worker=ctx.owner,
+                signing_key=configured_signing_key(forbidden_roots=(ctx.store.root,)),
             )
         except InfrastructureError:
             raise
@@ -153,6 +155,7 @@ def _abandon(
             reason=reason,
             detail=detail,
             worker=ctx.owner,
+            signing_key=configured_signing_key(forbidden_roots=(ctx.store.root,)),
         )
     except InfrastructureError:
         raise

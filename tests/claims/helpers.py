@@ -6,6 +6,7 @@ from pathlib import Path
 
 from probe_service.plans.persist import save_receipt
 from probe_service.plans.receipts import COMMITTED_FIELDS, build_receipt
+from probe_service.plans.signing import SigningKey, sign_receipt
 from probe_service.snapshot import snapshot_capture
 from probe_service.store import Store
 
@@ -70,9 +71,10 @@ def stored_receipt(
     executable: str = "pytest",
     run_id: str = "run-1",
     plan: dict[str, object] | None = None,
+    signing_key: SigningKey | None = None,
 ) -> str:
     """Store a verified receipt that ran ``executable`` (or ``plan``, moved to
-    ``snapshot_id``) on ``snapshot_id``; its sha."""
+    ``snapshot_id``) on ``snapshot_id``, signed by ``signing_key`` if given; its sha."""
     committed: dict[str, object] = {field: f"{field}-value" for field in COMMITTED_FIELDS}
     base = plan or {"policy_id": "default", "executable": executable}
     plan = {**base, "snapshot_id": snapshot_id}
@@ -85,6 +87,9 @@ def stored_receipt(
         plan=plan,
         plan_id=f"plan-{executable}-{snapshot_id[:8]}",
     )
+    if signing_key is not None:
+        committed["signer"] = signing_key.fingerprint
     receipt = build_receipt(committed, {"worker": "test"})
-    save_receipt(store, run_id, receipt, reusable=False)
+    envelope = sign_receipt(receipt, signing_key) if signing_key else None
+    save_receipt(store, run_id, receipt, False, envelope)
     return str(receipt["receipt_sha256"])

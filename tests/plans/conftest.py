@@ -9,6 +9,16 @@ from typing import Any
 
 SNAPSHOT_ID = "a" * 64
 
+#: A minimal policy for runs that never launch a probe (refused or abandoned runs).
+TEST_POLICY: dict[str, Any] = {
+    "id": "test-policy",
+    "allowed_executables": ["python3"],
+    "timeout_seconds": 10,
+    "max_output_bytes": 1000,
+    "allowed_domains": [],
+    "environment": [],
+}
+
 TRUSTED_SOURCES = (
     "published_specification",
     "user_requirement",
