@@ -12,7 +12,7 @@ QUEUE_BENCH_PROBES ?= 1000
 EXPLORE_TESTS ?= tests/claims/test_state_machine.py tests/claims/test_globs.py \
 	tests/plans/test_models.py tests/plans/test_receipts.py tests/snapshot/test_materialize.py
 
-.PHONY: setup system-packages sandbox-runtime demo test explore lint typecheck check bench clean
+.PHONY: setup system-packages sandbox-runtime demo test quick security explore lint typecheck check bench clean
 
 setup: system-packages $(STAMP) sandbox-runtime
 	@$(PY) -m probe_service.sandbox
@@ -34,6 +34,14 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest
+
+# The quick loop: everything but the tests marked `slow` (attacks, farms, state machines, crashes).
+quick: setup
+	$(PY) -m pytest -m "not slow"
+
+# Containment suite, decoder fuzzers and crash injection, then one summary line (0 losses).
+security: setup
+	$(PY) scripts/security_summary.py
 
 # Randomized property/state-machine runs looking for new failures (CI stays derandomized).
 explore: setup

@@ -192,3 +192,42 @@ def _searchable_tmp_path(request: pytest.FixtureRequest) -> None:
     """Every test's tmp_path is searchable by the probe uids (see ``make_searchable``)."""
     if "tmp_path" in request.fixturenames:
         make_searchable(request.getfixturevalue("tmp_path"))
+
+
+#: Fixtures that reach a real service, and the marker each implies.
+_SERVICE_MARKERS = {
+    "runtime": "sandbox",
+    "postgres_base_url": "postgres",
+    "pg_url": "postgres",
+    "pg_store": "postgres",
+    "redis_url": "redis",
+    "redis_namespace": "redis",
+}
+
+#: Tests that take more than a few seconds or launch many probes: attacks, farms, state
+#: machines, crash injection, the walkthrough. `make quick` (`-m "not slow"`) leaves them out.
+SLOW_PATHS = (
+    "tests/security/",
+    "tests/crash/",
+    "tests/queue/test_reliability.py",
+    "tests/claims/test_state_machine.py",
+    "tests/sandbox/test_limits.py",
+    "tests/sandbox/test_network.py",
+    "tests/test_walkthrough.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test by the services its fixtures reach and, by path, whether it is slow."""
+    root = Path(str(config.rootpath))
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("any_store") == "postgresql":
+            fixtures.add("pg_store")
+        for fixture, marker in _SERVICE_MARKERS.items():
+            if fixture in fixtures:
+                item.add_marker(marker)
+        relative = Path(str(item.path)).relative_to(root).as_posix()
+        if relative.startswith(SLOW_PATHS):
+            item.add_marker("slow")

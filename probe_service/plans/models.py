@@ -201,7 +201,7 @@ def parse_plan(value: object, limits: PlanLimits = LIMITS) -> Plan:
         # Strict JSON-mode validation: arrays become tuples, but "1" never becomes 1.
         text = value if isinstance(value, str | bytes) else json.dumps(value)
         plan = Plan.model_validate_json(text)
-    except (ValidationError, TypeError, ValueError) as exc:
+    except (ValidationError, TypeError, ValueError, RecursionError) as exc:
         if not isinstance(exc, ValidationError):
             raise InvalidPlan(f"plan: not JSON ({exc})") from exc
         first = exc.errors()[0]
@@ -218,7 +218,7 @@ def _decoded(value: object) -> object:
         return value
     try:
         return json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):  # nesting deeper than the parser's stack
         return None
 
 

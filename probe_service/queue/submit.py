@@ -104,6 +104,8 @@ def _parse_line(line: str, policy_id: str) -> Plan | str:
         value = json.loads(line)
     except json.JSONDecodeError as exc:
         raise InvalidPlan(f"not JSON ({exc.msg})") from exc
+    except RecursionError as exc:
+        raise InvalidPlan("not JSON (nested too deeply)") from exc
     if isinstance(value, str):
         if not _PLAN_ID.match(value):
             raise InvalidPlan(f"{value!r} is not a plan id")
