@@ -130,6 +130,20 @@ def _redis() -> list[Check]:
     return [Check("redis", True, "answers PING")]
 
 
+def _signing_key() -> list[Check]:
+    from ..plans.signing import configured_signing_key, signing_key_path
+
+    try:
+        key = configured_signing_key()
+    except ProbeServiceError as exc:
+        fix = "chmod 600 the key file, or create one with `byte-probe key create`"
+        return [Check("signing key", False, str(exc), fix)]
+    if key is None:
+        detail = f"none at {signing_key_path(os.environ)}: receipts are unsigned"
+        return [Check("signing key", True, detail)]
+    return [Check("signing key", True, f"fingerprint {key.fingerprint}")]
+
+
 def run_checks(root: Path) -> list[Check]:
     """Every check, in order; a check that crashes is reported as failing, never raised."""
     checks: list[Check] = []
@@ -139,6 +153,7 @@ def run_checks(root: Path) -> list[Check]:
         ("cgroups", _cgroups),
         ("probe identity", _identity),
         ("policy file", _policy),
+        ("signing key", _signing_key),
         ("store", lambda: _store(root)),
         ("redis", _redis),
     ]

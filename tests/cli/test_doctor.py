@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from .conftest import CliRunner
 
 
@@ -29,3 +31,19 @@ class TestDoctor:
         (policy,) = [line for line in lines if "policy file" in line]
         assert policy.startswith("FAIL")
         assert "chmod 600" in policy
+
+    def test_signing_key_fingerprint_is_shown(
+        self, cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """With a configured key, doctor names its fingerprint; a loose key fails the line."""
+        code, out, _ = cli("key", "create", "--out", str(tmp_path / "keys"), "--json", root=False)
+        assert code == 0
+        created = json.loads(out)
+        monkeypatch.setenv("BYTE_PROBE_SIGNING_KEY", created["private_key"])
+        _, out, _ = cli("doctor", "--json")
+        (line,) = [c for c in json.loads(out)["checks"] if c["name"] == "signing key"]
+        assert (line["ok"], created["keyid"] in line["detail"]) == (True, True)
+        Path(created["private_key"]).chmod(0o644)
+        _, out, _ = cli("doctor", "--json")
+        (line,) = [c for c in json.loads(out)["checks"] if c["name"] == "signing key"]
+        assert line["ok"] is False
