@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 
 from probe_service.errors import SandboxUnavailable
 from probe_service.sandbox import PINNED_VERSION, SandboxRuntime, locate_runtime, run_sandboxed
+from probe_service.sandbox import runtime as runtime_module
 
 from .conftest import make_policy
 
@@ -86,3 +88,36 @@ def test_default_install_dir_honours_the_environment(
 
     monkeypatch.setenv("BYTE_PROBE_SANDBOX_DIR", str(tmp_path))
     assert default_install_dir() == tmp_path
+
+
+class TestStaging:
+    """A checkout the probe uids cannot reach (e.g. under /root) is staged and re-verified."""
+
+    @pytest.fixture
+    def private_install(self, runtime: SandboxRuntime, tmp_path: Path) -> Path:
+        private = tmp_path / "private"
+        private.mkdir(mode=0o700)
+        shutil.copytree(runtime.install_dir, private / "sandbox", symlinks=True)
+        return private / "sandbox"
+
+    @pytest.mark.skipif(os.geteuid() != 0, reason="staging is a root worker's")
+    def test_unreachable_install_is_staged_and_verified(
+        self, private_install: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The staged copy is outside the private dir and has the same digest."""
+        monkeypatch.setattr(runtime_module, "STAGING_DIR", tmp_path / "staging")
+        staged = locate_runtime(private_install)
+        assert staged.install_dir.parent == tmp_path / "staging"
+        assert staged.digest == locate_runtime().digest
+
+    @pytest.mark.skipif(os.geteuid() != 0, reason="staging is a root worker's")
+    def test_tampered_staged_copy_is_refused(
+        self, private_install: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A staged copy changed after staging fails verification, never runs."""
+        monkeypatch.setattr(runtime_module, "STAGING_DIR", tmp_path / "staging")
+        staged = locate_runtime(private_install)
+        (staged.install_dir / runtime_module.NET_GUARD).write_text("// tampered\n")
+        with pytest.raises(SandboxUnavailable) as caught:
+            locate_runtime(private_install)
+        assert caught.value.reason == "sandbox_unverified"
