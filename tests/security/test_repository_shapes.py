@@ -19,6 +19,7 @@ from sqlalchemy import func, insert, select
 from probe_service import service
 from probe_service.cli import main
 from probe_service.errors import UnsafePath
+from probe_service.fstree import remove_tree
 from probe_service.relpaths import MAX_PATH_DEPTH
 from probe_service.snapshot import Entry
 from probe_service.snapshot.manifest import encode_manifest
@@ -96,11 +97,15 @@ class TestDepth:
     ) -> None:
         """A file 1,000 directories deep: a typed refusal naming the limit, no crash, no row."""
         _deep_file(repo, 1000)
-        if use_git:
-            subprocess.run(["git", "init", "-q", str(repo)], check=True)
-        with pytest.raises(UnsafePath, match=f"over the limit of {MAX_PATH_DEPTH}"):
-            service.snapshot_capture(sqlite_store, repo)
-        assert _snapshot_rows(sqlite_store) == 0
+        try:
+            if use_git:
+                subprocess.run(["git", "init", "-q", str(repo)], check=True)
+            with pytest.raises(UnsafePath, match=f"over the limit of {MAX_PATH_DEPTH}"):
+                service.snapshot_capture(sqlite_store, repo)
+            assert _snapshot_rows(sqlite_store) == 0
+        finally:
+            # pytest's own clean-up of old temp dirs recurses; never leave it this depth.
+            remove_tree(repo / "d")
 
     def test_forged_deep_manifest_refused_by_materialize(
         self, sqlite_store: Store, tmp_path: Path
