@@ -1,7 +1,8 @@
 """``knowledge_query``: related claims of one scope by path and full-text match, each with
 its applicability rechecked against a target snapshot. Nothing is executed.
 
-Text matching is strict on purpose (seed 000: an unknown boundary differs from an empty
+Text matching is strict on purpose (docs/ARCHITECTURE.md, "Trust rules": an unknown
+boundary differs from an empty
 result): every significant word of the query must occur in the claim (SQLite FTS5 with the
 porter tokenizer; PostgreSQL ``to_tsvector('english', ...) @@ plainto_tsquery``). A query
 whose words do not all occur returns nothing rather than the least-bad match, and no query

@@ -1,6 +1,7 @@
 """Receipts: a SHA-256 commitment over everything a probe's outcome rests on.
 
-Borrowed from seed 002: the commitment verifies offline, and operational fields (run id,
+As docs/ARCHITECTURE.md, "Trust rules", says: the commitment verifies offline, and
+operational fields (run id,
 worker, timestamps, queue timings, the bounded output itself) sit outside it. The
 commitment is a consistency check, not a signature: compare ``receipt_sha256`` with the
 id the service reported to know the receipt is the one it wrote.

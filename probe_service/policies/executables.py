@@ -1,6 +1,6 @@
 """Resolve a policy-approved executable and capture its identity.
 
-seed 000, "Trusted probes" step 3: the executable comes only from an absolute
+docs/ARCHITECTURE.md, "Executables": the executable comes only from an absolute
 administrator pin or fixed system directories. Relative, repository-local,
 ambient-PATH and non-regular launchers are rejected; an outside-workspace link
 is canonicalized before its identity is captured.

@@ -1,6 +1,7 @@
 """Find, permission-check and parse the administrator policy file.
 
-seed 000: policies come only from ``~/.zyte/agent/probe-policies.json`` or the
+docs/ARCHITECTURE.md, "Trust rules": policies come only from
+``~/.zyte/agent/probe-policies.json`` or the
 path in ``BYTE_PROBE_POLICY_FILE`` -- never from a caller or the repository.
 """
 
@@ -52,7 +53,7 @@ def _read_checked(path: Path) -> bytes:
         os.close(fd)
         raise PolicyError(f"{path}: policy file is not a regular file")
     with os.fdopen(fd, "rb") as handle:
-        # seed 000: group- or world-writable policy files are rejected.
+        # docs/ARCHITECTURE.md, "Trust rules": group- or world-writable policy files are rejected.
         if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
             raise PolicyError(f"{path}: policy file is group- or world-writable")
         if info.st_size > MAX_POLICY_FILE_BYTES:

@@ -6,7 +6,7 @@ defaults (ports 80 and 443, no inode limit), so it may not name them.
 
 Every limit has a documented ceiling (``MAX_*`` below): a value above it is
 refused as absurd rather than silently clamped, because a typo in an
-administrator file should fail loudly (seed 000, "Trusted probes").
+administrator file should fail loudly (docs/ARCHITECTURE.md, "Trust rules").
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ _DOMAIN = re.compile(r"^(\*\.)?([a-z0-9-]+\.)+[a-z0-9-]+$")
 
 
 def _check_executable_name(name: str) -> str:
-    # seed 000: executables are allowlisted by bare name, never by a path.
+    # docs/ARCHITECTURE.md, "Executables": allowlisted by bare name, never by a path.
     if not _EXECUTABLE_NAME.fullmatch(name):
         raise ValueError(f"executable name must be a bare file name, got {name!r}")
     return name

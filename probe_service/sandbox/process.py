@@ -1,6 +1,6 @@
 """Run one argv with a wall-clock timeout and one shared stdout+stderr byte budget.
 
-seed 000: "Stdout and stderr are drained concurrently into one bounded
+docs/ARCHITECTURE.md, "Runner": "Stdout and stderr are drained concurrently into one bounded
 in-memory budget, and crossing it terminates the process group." The
 runtime's own exit status is not trusted for this: srt exits 0 when its child
 dies of SIGTERM, so timeout and output_limit are decided here.

@@ -1,6 +1,7 @@
 """Locate and verify the pinned Anthropic Sandbox Runtime install.
 
-seed 000: probes start only "through the verified Anthropic Sandbox Runtime
+docs/ARCHITECTURE.md, "Trust rules": probes start only "through the verified
+Anthropic Sandbox Runtime
 0.0.55 layout". Verification = Node from fixed system dirs, the installed
 package version, and a SHA-256 over the whole installed ``node_modules`` tree
 (the runtime *and* every dependency its CLI imports: commander, shell-quote,
@@ -169,7 +170,7 @@ def _required_tool(name: str) -> Path:
 
 
 def _check_platform() -> bool:
-    # seed 000: supported hosts are Linux and macOS; Windows returns unsupported.
+    # docs/ARCHITECTURE.md, "Runner": Linux and macOS are supported; Windows is unsupported.
     if sys.platform.startswith("linux"):
         return True
     if sys.platform == "darwin":

@@ -118,7 +118,7 @@ def build_settings(
         "network": {
             "allowedDomains": list(policy.allowed_domains),
             "deniedDomains": [],
-            # seed 000: the domain list is enforcement, never a prompt hint.
+            # docs/ARCHITECTURE.md, "Network": the domain list is enforcement, never a prompt hint.
             "strictAllowlist": True,
             "allowLocalBinding": False,
             "allowAllUnixSockets": False,
@@ -127,7 +127,7 @@ def build_settings(
             # (docs/ARCHITECTURE.md, "Network").
         },
         "filesystem": {
-            # seed 000: a root read deny with narrow allow-backs.
+            # docs/ARCHITECTURE.md, "Trust rules": a root read deny with narrow allow-backs.
             "denyRead": ["/", *HIDDEN_SYS_PATHS],
             "allowRead": _read_backs(runtime, paths, executable),
             "allowWrite": [str(paths.scratch)],

@@ -31,7 +31,7 @@ _FILE_COST_BYTES = 16 * 1024
 
 @dataclass(frozen=True)
 class CaptureLimits:
-    """Fixed limits of one capture (seed 000: 64 MiB a file, 256 MiB a workspace)."""
+    """Fixed limits of one capture: 64 MiB a file, 256 MiB a workspace."""
 
     max_file_bytes: int = 64 * MiB
     max_total_bytes: int = 256 * MiB
