@@ -132,12 +132,19 @@ class RunCgroup:
                 found.update(int(pid) for pid in text.split())
         return found
 
+    def memory_kills(self) -> int:
+        """How many probe processes the kernel killed at the memory limit."""
+        return _counter(self.probe_dirs[0] / "memory.oom_control", "oom_kill")
+
+    def forks_refused(self) -> int:
+        """How many forks of the probe the kernel refused at the task limit."""
+        return _counter(self.probe_dirs[1] / "pids.events", "max")
+
     def limit_hit(self) -> str | None:
         """Return the probe limit the kernel had to enforce (``memory``/``processes``), if any."""
-        memory_dir, pids_dir = self.probe_dirs
-        if _counter(memory_dir / "memory.oom_control", "oom_kill") > 0:
+        if self.memory_kills() > 0:
             return "memory"
-        if _counter(pids_dir / "pids.events", "max") > 0:
+        if self.forks_refused() > 0:
             return "processes"
         return None
 

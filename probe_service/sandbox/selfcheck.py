@@ -73,29 +73,20 @@ def _check_cgroups() -> None:
     cgroup = create_run_cgroup("selfcheck", _probe_limits())
     try:
         _run_in_probe_group(cgroup, [sys.executable, "-c", _ALLOCATE])
-        if cgroup.limit_hit() != "memory":
+        if cgroup.memory_kills() == 0:
             raise SandboxUnavailable(
                 f"limits: a process allocating 160 MiB under a {_MEMORY_LIMIT}-byte cgroup "
                 "memory limit was not killed",
                 reason="limits_unverified",
             )
         _run_in_probe_group(cgroup, ["/bin/sh", "-c", _FORKS])
-        if cgroup.limit_hit() not in ("memory", "processes") or not _forks_refused(cgroup):
+        if cgroup.forks_refused() == 0:
             raise SandboxUnavailable(
                 f"limits: 12 forks under a cgroup pids limit of {_TASK_LIMIT} all succeeded",
                 reason="limits_unverified",
             )
     finally:
         cgroup.remove()
-
-
-def _forks_refused(cgroup: RunCgroup) -> bool:
-    events = cgroup.probe_dirs[1] / "pids.events"
-    for line in events.read_text(encoding="ascii").splitlines():
-        key, _, value = line.partition(" ")
-        if key == "max":
-            return int(value) > 0
-    return False
 
 
 def _check_tmpfs() -> None:
