@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..plans.output import kept_output
+from ..plans.phases import phase_seconds
 from ..safe_text import excerpt, json_output, untrusted
 
 __all__ = ["output_json", "print_receipt"]
@@ -39,6 +40,12 @@ def _timings(committed: dict[str, Any], operational: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _phases(receipt: dict[str, Any]) -> str:
+    # Only known phase names and non-negative numbers survive phase_seconds: a stored
+    # receipt's operational part is not committed, so it is read as untrusted data.
+    return ", ".join(f"{name} {value:.3f}s" for name, value in phase_seconds(receipt).items())
+
+
 def print_receipt(
     console: Console, receipt: dict[str, Any], title: str, extra: dict[str, str] | None = None
 ) -> None:
@@ -57,6 +64,9 @@ def print_receipt(
     timings = _timings(committed, operational)
     if timings:
         rows.append(("timings", timings))
+    phases = _phases(receipt)
+    if phases:
+        rows.append(("phases", phases))
     for key in ("plan_id", "snapshot_id", "policy_id"):
         rows.append((key, committed.get(key)))
     rows.append(("receipt", receipt.get("receipt_sha256")))

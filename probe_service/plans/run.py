@@ -11,9 +11,11 @@ import base64
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Mapping
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -46,6 +48,7 @@ from .models import Plan
 from .oracle import CheckVerdict, decide_outcome, evaluate_check
 from .overlay import apply_interventions, write_fixtures
 from .persist import find_reusable_receipt, load_plan, load_receipt, save_receipt
+from .phases import PhaseClock
 from .receipts import RECEIPT_VERSION, build_receipt
 from .signing import UNSIGNED, SigningKey, sign_receipt
 
@@ -148,9 +151,11 @@ def probe_run(
     run_id: str | None = None,
     worker: str | None = None,
     signing_key: SigningKey | None = None,
+    queued_seconds: float | None = None,
 ) -> ProbeRunResult:
     """Run a stored plan under the exactly named policy and return its receipt, signed by
     ``signing_key`` when one is given (docs/ARCHITECTURE.md, "Signed receipts").
+    ``queued_seconds`` (submission to claim) goes into the receipt's phase timings.
 
     Raises NotFound (no such plan), PolicyError (policy id differs from the plan's or is
     not in the policy file). Sandbox, overlay and oracle failures never raise: they end
@@ -166,6 +171,7 @@ def probe_run(
     context = _RunContext(
         plan_id, plan, policy, run_id, worker or socket.gethostname(), signing_key
     )
+    context.clock = PhaseClock(queued_seconds)  # the run's own clock starts at its claim
     try:
         runtime = runtime or locate_runtime()
     except SandboxUnavailable as exc:
@@ -176,7 +182,7 @@ def probe_run(
         if cached is not None:
             return result_from_receipt(run_id, cached, reused=True)
     try:
-        result, verdict = _execute(store, plan, policy, runtime)
+        result, verdict = _execute(store, plan, policy, runtime, context.clock)
     except InfrastructureError:
         raise  # the store may answer on a retry; that is not the probe's outcome
     except Exception as exc:  # any defect still ends in a receipt
@@ -224,50 +230,67 @@ def _refused(reason: str, detail: str) -> SandboxResult:
 
 
 def _execute(
-    store: Store, plan: Plan, policy: Policy, runtime: SandboxRuntime
+    store: Store, plan: Plan, policy: Policy, runtime: SandboxRuntime, clock: PhaseClock
 ) -> tuple[SandboxResult, CheckVerdict | None]:
     """Run the probe in disposable directories, removed whatever happens."""
     workdir = make_run_dir()
-    snapshot_dir, scratch = workdir / "snapshot", workdir / "scratch"
     with ExitStack() as cleanup:
         # Last out (after the scratch unmount): iterative and link-safe, for the probe
         # shaped this tree (docs/ARCHITECTURE.md, "Host-side walks"); a failure is
         # logged, never raised over the run's receipt.
         cleanup.callback(discard_tree, workdir)
-        try:
-            snapshot_materialize(store, plan.snapshot_id, snapshot_dir)
-        except InfrastructureError:
-            raise  # the store may answer on a retry; that is not the probe's outcome
-        except LinkEscapes as exc:
-            return _refused("snapshot_link_escapes", str(exc)), None
-        except ProbeServiceError as exc:
-            return _refused("snapshot_unavailable", str(exc)), None
-        try:
-            scratch.mkdir()
-            # Scratch is a size- and inode-limited filesystem before anything is written
-            # to it, so fixtures count against the same limit (docs/ARCHITECTURE.md, Limits).
-            cleanup.enter_context(scratch_filesystem(scratch, scratch_limits(policy)))
-        except SandboxUnavailable as exc:
-            return _refused("limits_unenforceable", str(exc)), None
-        try:
-            write_fixtures(scratch, plan.fixtures)
-            apply_interventions(snapshot_dir, plan.interventions)
-        except (ProbeServiceError, OSError) as exc:
-            return _refused("overlay_failed", str(exc)), None
+        with clock.timing("materialize"):
+            refused = _materialize(store, plan, policy, workdir, cleanup)
+        if refused is not None:
+            return refused, None
+        scratch = workdir / "scratch"
         result = run_sandboxed(
             policy=policy,
             executable=plan.executable,
             args=plan.args,
-            snapshot_dir=snapshot_dir,
+            snapshot_dir=workdir / "snapshot",
             scratch_dir=scratch,
             cwd=plan.cwd,
             runtime=runtime,
             extra_forbidden_roots=(store.root,),
         )
+        clock.merge(result.phases)
         verdict = None
         if result.status == "ok":
-            verdict = evaluate_check(plan, result.exit_code, result.stdout, scratch)
+            with clock.timing("evaluate"):
+                verdict = evaluate_check(plan, result.exit_code, result.stdout, scratch)
         return result, verdict
+
+
+def _materialize(
+    store: Store, plan: Plan, policy: Policy, workdir: Path, cleanup: ExitStack
+) -> SandboxResult | None:
+    """Materialize the snapshot, mount scratch, write fixtures and interventions.
+
+    Returns the refusal when one of them fails; raises InfrastructureError for the store.
+    """
+    snapshot_dir, scratch = workdir / "snapshot", workdir / "scratch"
+    try:
+        snapshot_materialize(store, plan.snapshot_id, snapshot_dir)
+    except InfrastructureError:
+        raise  # the store may answer on a retry; that is not the probe's outcome
+    except LinkEscapes as exc:
+        return _refused("snapshot_link_escapes", str(exc))
+    except ProbeServiceError as exc:
+        return _refused("snapshot_unavailable", str(exc))
+    try:
+        scratch.mkdir()
+        # Scratch is a size- and inode-limited filesystem before anything is written
+        # to it, so fixtures count against the same limit (docs/ARCHITECTURE.md, Limits).
+        cleanup.enter_context(scratch_filesystem(scratch, scratch_limits(policy)))
+    except SandboxUnavailable as exc:
+        return _refused("limits_unenforceable", str(exc))
+    try:
+        write_fixtures(scratch, plan.fixtures)
+        apply_interventions(snapshot_dir, plan.interventions)
+    except (ProbeServiceError, OSError) as exc:
+        return _refused("overlay_failed", str(exc))
+    return None
 
 
 class _RunContext:
@@ -285,6 +308,7 @@ class _RunContext:
         self.plan_id, self.plan, self.policy = plan_id, plan, policy
         self.run_id, self.worker, self.signing_key = run_id, worker, signing_key
         self.started_at = utc_now()
+        self.clock = PhaseClock()
 
     def finish(
         self,
@@ -294,6 +318,7 @@ class _RunContext:
         sandbox_digest: str,
         action_key: str,
     ) -> ProbeRunResult:
+        assembling = time.monotonic()
         runner_reason = None if result.status == "ok" else (result.reason or result.status)
         decision = decide_outcome(self.plan, runner_reason, verdict)
         elapsed = result.probe_elapsed_seconds
@@ -337,6 +362,10 @@ class _RunContext:
         ):
             if digest is not None:
                 operational[f"{stream}_b64"] = base64.b64encode(data).decode("ascii")
+        # "write" is the receipt's assembly (fields, digests, signature) up to its one
+        # transaction; the transaction cannot time itself inside the body it writes.
+        self.clock.add("write", time.monotonic() - assembling)
+        operational["phases"] = self.clock.as_operational()
         receipt = build_receipt(committed, operational)
         envelope = sign_receipt(receipt, self.signing_key) if self.signing_key else None
         # Only a probe that ran to completion with a decided outcome may answer a later

@@ -109,6 +109,7 @@ def _run_claimed(ctx: WorkerContext, run: RunRow) -> str:
                 run_id=run_id,
                 worker=ctx.owner,
                 signing_key=configured_signing_key(forbidden_roots=(ctx.store.root,)),
+                queued_seconds=run.queued_seconds,
             )
         except InfrastructureError:
             raise

@@ -21,6 +21,7 @@ from prometheus_client.registry import CollectorRegistry
 from sqlalchemy import func, select
 
 from ..errors import ProbeServiceError
+from ..plans.phases import PHASES, phase_seconds
 from ..plans.tables import receipts
 from ..store import Store
 from .broker import ProbeQueue
@@ -34,10 +35,32 @@ HISTOGRAM_WINDOW = 10_000
 BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
 
 
-def _histogram(name: str, doc: str, values: list[float]) -> HistogramMetricFamily:
-    buckets = [(str(b), sum(1 for v in values if v <= b)) for b in BUCKETS_S]
+#: Phases are short (a materialization of a small tree takes milliseconds): finer buckets.
+PHASE_BUCKETS_S = (0.001, 0.005, 0.01, 0.025, 0.05, *BUCKETS_S)
+
+
+def _buckets(values: list[float], bounds: tuple[float, ...]) -> list[tuple[str, float]]:
+    buckets: list[tuple[str, float]] = [(str(b), sum(1 for v in values if v <= b)) for b in bounds]
     buckets.append(("+Inf", len(values)))
-    return HistogramMetricFamily(name, doc, buckets=buckets, sum_value=sum(values))
+    return buckets
+
+
+def _histogram(name: str, doc: str, values: list[float]) -> HistogramMetricFamily:
+    return HistogramMetricFamily(
+        name, doc, buckets=_buckets(values, BUCKETS_S), sum_value=sum(values)
+    )
+
+
+def _phase_histogram(receipts_by_phase: dict[str, list[float]]) -> HistogramMetricFamily:
+    family = HistogramMetricFamily(
+        "byte_probe_phase_seconds",
+        "Seconds per phase of a run (the receipts' operational phase timings)",
+        labels=["phase"],
+    )
+    for phase in PHASES:
+        values = receipts_by_phase.get(phase, [])
+        family.add_metric([phase], _buckets(values, PHASE_BUCKETS_S), sum(values))
+    return family
 
 
 class StoreCollector:
@@ -98,11 +121,16 @@ class StoreCollector:
         yield done
         yield canary
         durations = []
+        by_phase: dict[str, list[float]] = {}
         for body in bodies:
-            elapsed = json.loads(body)["committed"].get("elapsed_us")
+            receipt = json.loads(body)
+            elapsed = receipt["committed"].get("elapsed_us")
             if elapsed is not None:
                 durations.append(elapsed / 1e6)
+            for phase, seconds in phase_seconds(receipt).items():
+                by_phase.setdefault(phase, []).append(seconds)
         yield _histogram("byte_probe_duration_seconds", "Probe wall time in the sandbox", durations)
+        yield _phase_histogram(by_phase)
         yield _histogram(
             "byte_probe_submit_to_receipt_seconds",
             "Time from submission to a finished run",

@@ -50,6 +50,8 @@ class RunRow:
     attempts: int
     #: False when the submitter asked for a fresh execution (``--no-reuse``).
     reuse: bool = True
+    #: Seconds from submission to this claim (the receipt's ``queued`` phase).
+    queued_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,9 @@ def claim_run(
         return Claim(None, "lost_race")
     attempts = row.attempts + int(count_attempt)
     reuse = row.reuse is not False
-    return Claim(RunRow(run_id, row.plan_id, row.policy_id, "running", attempts, reuse), "claimed")
+    queued = None if row.submitted_ms is None else (now - row.submitted_ms) / 1000
+    claimed_row = RunRow(run_id, row.plan_id, row.policy_id, "running", attempts, reuse, queued)
+    return Claim(claimed_row, "claimed")
 
 
 def renew_lease(store: Store, run_id: str, owner: str, lease_ms: int) -> bool:

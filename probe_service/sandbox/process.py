@@ -69,6 +69,8 @@ class Bounded:
     stderr: bytes
     elapsed_seconds: float
     start_detail: str = ""
+    #: Spawn to start marker (the sandbox's own start-up); None without a marker.
+    launch_seconds: float | None = None
 
 
 #: Bound on the sandbox's own start-up (Node, bubblewrap, the gate), separate from the probe's.
@@ -231,4 +233,5 @@ def run_bounded(
         stderr=bytes(drain.err),
         elapsed_seconds=time.monotonic() - (drain.started_at or started),
         start_detail=start_detail or _startup_detail(status, startup_seconds),
+        launch_seconds=None if drain.started_at is None else drain.started_at - started,
     )

@@ -86,3 +86,6 @@ class SandboxResult(BaseModel):
     elapsed_seconds: float = 0.0
     #: Wall time of the probe launch alone, time.monotonic; None if it never launched.
     probe_elapsed_seconds: float | None = None
+    #: Seconds per phase the runner saw (``canary``, ``launch``, ``execute``): operational,
+    #: never committed (docs/ARCHITECTURE.md, "Phase timings").
+    phases: dict[str, float] = {}

@@ -301,6 +301,13 @@ def _finish(outcome: Bounded, launch: Launch, res: _Resources) -> dict[str, obje
     return fields
 
 
+def _probe_phases(outcome: Bounded) -> dict[str, float]:
+    """Start-up (spawn to marker) and the probe's own time, when the marker arrived."""
+    if outcome.launch_seconds is None:
+        return {}
+    return {"launch": outcome.launch_seconds, "execute": outcome.elapsed_seconds}
+
+
 def _check_reachable(prepared: _Prepared, res: _Resources) -> None:
     uid, gid = res.identity.uid, res.identity.gid
     try:
@@ -316,6 +323,7 @@ def _execute(
     runtime: SandboxRuntime,
     request: tuple[str, Sequence[str], Path, Path, str, Sequence[Path]],
     base: dict[str, object],
+    phases: dict[str, float],
 ) -> SandboxResult:
     executable, args, snapshot_dir, scratch_dir, cwd, forbidden = request
     with _run_resources(policy, scratch_dir) as res:
@@ -328,9 +336,11 @@ def _execute(
         _check_reachable(prepared, res)
         gate = create_gate(res.run_dir / "tmp", res.cgroup, res.identity.uid, res.identity.gid)
         allowed = [prepared.paths.snapshot, prepared.paths.scratch, prepared.paths.runtime_tmp]
+        canary_started = time.monotonic()
         verdict = run_canary(
             launch, allowed, res.cgroup, expected_uid=res.identity.uid, on_start=gate.release
         )
+        phases["canary"] = time.monotonic() - canary_started
         if not verdict.held:
             raise Refused(verdict.reason or "canary_readable", verdict.detail)
         try:
@@ -349,6 +359,7 @@ def _execute(
             start_marker=launch.nonce.encode("ascii"),
             on_start=gate.release,
         )
+        phases.update(_probe_phases(outcome))
         return SandboxResult.model_validate({**base, **_finish(outcome, launch, res)})
 
 
@@ -368,13 +379,14 @@ def run_sandboxed(
     Every prerequisite failure returns ``status="inconclusive"`` with a reason.
     """
     started = time.monotonic()
-    base: dict[str, object] = {"sandbox_digest": runtime.digest}
+    phases: dict[str, float] = {}
+    base: dict[str, object] = {"sandbox_digest": runtime.digest, "phases": phases}
     try:
         if not sys.platform.startswith("linux") and sys.platform != "darwin":
             raise Refused("unsupported", f"platform {sys.platform!r} is not supported")
         verify_unchanged(runtime)
         request = (executable, args, snapshot_dir, scratch_dir, cwd, extra_forbidden_roots)
-        result = _execute(policy, runtime, request, base)
+        result = _execute(policy, runtime, request, base, phases)
     except Refused as exc:
         result = SandboxResult.model_validate(
             {**base, "status": "inconclusive", "reason": exc.reason, "detail": str(exc)}

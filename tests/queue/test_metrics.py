@@ -95,3 +95,12 @@ class TestStoreCollector:
         metrics = list(StoreCollector(unreachable, None).collect())
         unreachable.close()
         assert [(m.name, m.samples[0].value) for m in metrics] == [("byte_probe_up", 0)]
+
+
+class TestPhaseHistograms:
+    def test_every_phase_of_the_executed_run_is_exported(self, scraped: dict[str, Metric]) -> None:
+        """The one queued, executed run contributes one value to each phase's histogram."""
+        metric = scraped["byte_probe_phase_seconds"]
+        for phase in ("queued", "materialize", "canary", "launch", "execute", "evaluate", "write"):
+            assert _value(metric, "byte_probe_phase_seconds_count", phase=phase) == 1, phase
+            assert _value(metric, "byte_probe_phase_seconds_bucket", phase=phase, le="+Inf") == 1
