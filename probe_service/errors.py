@@ -24,6 +24,8 @@ Branches are grouped by what the caller does next::
     │   ├── StoreUnavailable          the database could not be reached or answered
     │   └── BrokerUnavailable         the queue broker could not be reached
     ├── SandboxUnavailable            a sandbox prerequisite is missing or unverified
+    │   └── LauncherUnavailable       the persistent launcher failed: use the CLI path
+    │                                 (sandbox/helper.py; never seen outside the runner)
     └── ReceiptInvalid                a receipt does not match its commitment or signature
 
 Errors from libraries underneath (SQLAlchemy, Redis, subprocess) are translated

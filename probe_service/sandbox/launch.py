@@ -15,7 +15,7 @@ active with exactly those ports (docs/ARCHITECTURE.md, "Network").
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,6 +67,14 @@ class Launch:
     host_prefix: tuple[str, ...] = ()
     #: FIFO the in-sandbox shell waits on until the runner moved it into the probe group.
     gate_path: Path | None = None
+    #: Wraps one command through the persistent launcher; None means the srt CLI
+    #: (docs/ARCHITECTURE.md, "Persistent launcher"). Raises ``OSError`` when it cannot.
+    wrapper: Callable[[str], list[str]] | None = None
+
+    @property
+    def mode(self) -> str:
+        """``helper`` (the persistent launcher) or ``cli`` (one srt process per command)."""
+        return "cli" if self.wrapper is None else "helper"
 
     @property
     def unguarded_marker(self) -> str:
@@ -76,6 +84,8 @@ class Launch:
     def argv(self, executable: str, args: Sequence[str]) -> list[str]:
         """Return the host argv that runs ``executable args`` under these exact settings."""
         command = build_command(self, executable, args)
+        if self.wrapper is not None:
+            return [*self.host_prefix, *self.wrapper(command)]
         return [
             *self.host_prefix,
             str(self.node_path),

@@ -89,3 +89,5 @@ class SandboxResult(BaseModel):
     #: Seconds per phase the runner saw (``canary``, ``launch``, ``execute``): operational,
     #: never committed (docs/ARCHITECTURE.md, "Phase timings").
     phases: dict[str, float] = {}
+    #: ``helper`` (the persistent launcher) or ``cli`` (srt per command) when it launched.
+    launcher: str | None = None

@@ -8,6 +8,7 @@ So this module converts every refusal into a result and never raises for them.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import secrets
 import signal
@@ -17,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from probe_service.errors import ProbeServiceError, SandboxUnavailable
 from probe_service.fstree import remove_tree
@@ -32,14 +34,20 @@ from probe_service.policies.model import Policy, passed_environment
 from probe_service.rundirs import make_run_dir
 from probe_service.sandbox.argsize import MAX_LAUNCH_ARG_BYTES, launch_arg_bytes
 from probe_service.sandbox.canary import run_canary
-from probe_service.sandbox.gate import create_gate
+from probe_service.sandbox.gate import StartGate, create_gate
+from probe_service.sandbox.helper import (
+    LauncherPool,
+    LauncherUnavailable,
+    default_launchers,
+    helper_launch,
+)
 from probe_service.sandbox.identity import (
     ProbeIdentity,
     acquire_identity,
     check_reachable,
     launcher_prefix,
 )
-from probe_service.sandbox.launch import Launch, build_launch
+from probe_service.sandbox.launch import NET_GUARD_PORTS_ENV, Launch, build_launch
 from probe_service.sandbox.limits import (
     RunCgroup,
     create_run_cgroup,
@@ -61,6 +69,8 @@ from probe_service.sandbox.selfcheck import verify_limits
 from probe_service.sandbox.settings import RunPaths, build_settings, write_settings
 
 __all__ = ["Refused", "run_canary", "run_sandboxed"]
+
+log = logging.getLogger(__name__)
 
 
 class Refused(ProbeServiceError):
@@ -162,7 +172,7 @@ class _Resources:
 
 def _make_launch(
     policy: Policy, runtime: SandboxRuntime, prepared: _Prepared, res: _Resources
-) -> tuple[Launch, str]:
+) -> tuple[Launch, str, dict[str, Any]]:
     settings = build_settings(policy, runtime, prepared.paths, Path(prepared.executable.path))
     settings_path = res.run_dir / "settings.json"
     digest = write_settings(settings, settings_path)
@@ -187,7 +197,7 @@ def _make_launch(
         host_prefix=host_prefix,
         gate_path=gate,
     )
-    return launch, digest
+    return launch, digest, settings
 
 
 def _chown_tree(root: Path, uid: int, gid: int) -> None:
@@ -324,6 +334,7 @@ def _execute(
     request: tuple[str, Sequence[str], Path, Path, str, Sequence[Path]],
     base: dict[str, object],
     phases: dict[str, float],
+    launchers: LauncherPool,
 ) -> SandboxResult:
     executable, args, snapshot_dir, scratch_dir, cwd, forbidden = request
     with _run_resources(policy, scratch_dir) as res:
@@ -331,36 +342,64 @@ def _execute(
         dirs = (snapshot_dir, res.scratch, res.run_dir)
         prepared = _prepare(policy, executable, args, dirs, cwd, forbidden)
         base["executable"] = prepared.executable
-        launch, base["settings_digest"] = _make_launch(policy, runtime, prepared, res)
+        launch, base["settings_digest"], settings = _make_launch(policy, runtime, prepared, res)
         _chown_tree(res.scratch, res.identity.uid, res.identity.gid)
         _check_reachable(prepared, res)
         gate = create_gate(res.run_dir / "tmp", res.cgroup, res.identity.uid, res.identity.gid)
-        allowed = [prepared.paths.snapshot, prepared.paths.scratch, prepared.paths.runtime_tmp]
-        canary_started = time.monotonic()
-        verdict = run_canary(
-            launch, allowed, res.cgroup, expected_uid=res.identity.uid, on_start=gate.release
-        )
-        phases["canary"] = time.monotonic() - canary_started
-        if not verdict.held:
-            raise Refused(verdict.reason or "canary_readable", verdict.detail)
-        try:
-            # docs/ARCHITECTURE.md, "Executables": recheck identity immediately before launch.
-            recheck_identity(prepared.executable)
-        except ExecutableChanged as exc:
-            raise Refused("executable_changed", str(exc)) from exc
-        outcome = run_bounded(
-            launch.argv(prepared.executable.path, args),
-            env=launch.runtime_env,
-            cwd=launch.cwd,
-            timeout_seconds=policy.timeout_seconds,
-            budget=policy.max_output_bytes,
-            skip_stdout_prefix=len(launch.nonce),
-            cgroup=res.cgroup,
-            start_marker=launch.nonce.encode("ascii"),
-            on_start=gate.release,
-        )
-        phases.update(_probe_phases(outcome))
-        return SandboxResult.model_validate({**base, **_finish(outcome, launch, res)})
+        ports = launch.runtime_env[NET_GUARD_PORTS_ENV]
+        helper = launchers.helper_for(runtime, settings, ports)
+        if helper is not None:
+            helped, wraps = helper_launch(launch, settings, prepared.paths, helper)
+            try:
+                return _canary_then_probe(policy, helped, (prepared, res, gate), args, base, phases)
+            except LauncherUnavailable as exc:
+                # Fall back to the CLI path, canaried again from the start; never unsandboxed.
+                log.warning("%s; this run falls back to the CLI path", exc)
+                launchers.discard(helper)
+            finally:
+                for _ in range(wraps[0]):
+                    helper.command_done()
+        return _canary_then_probe(policy, launch, (prepared, res, gate), args, base, phases)
+
+
+def _canary_then_probe(
+    policy: Policy,
+    launch: Launch,
+    run: tuple[_Prepared, _Resources, StartGate],
+    args: Sequence[str],
+    base: dict[str, object],
+    phases: dict[str, float],
+) -> SandboxResult:
+    """The canary, then the probe, both through ``launch``; raises ``Refused`` and
+    ``LauncherUnavailable`` (the caller falls back to the CLI path)."""
+    prepared, res, gate = run
+    allowed = [prepared.paths.snapshot, prepared.paths.scratch, prepared.paths.runtime_tmp]
+    canary_started = time.monotonic()
+    verdict = run_canary(
+        launch, allowed, res.cgroup, expected_uid=res.identity.uid, on_start=gate.release
+    )
+    phases["canary"] = time.monotonic() - canary_started
+    if not verdict.held:
+        raise Refused(verdict.reason or "canary_readable", verdict.detail)
+    try:
+        # docs/ARCHITECTURE.md, "Executables": recheck identity immediately before launch.
+        recheck_identity(prepared.executable)
+    except ExecutableChanged as exc:
+        raise Refused("executable_changed", str(exc)) from exc
+    outcome = run_bounded(
+        launch.argv(prepared.executable.path, args),
+        env=launch.runtime_env,
+        cwd=launch.cwd,
+        timeout_seconds=policy.timeout_seconds,
+        budget=policy.max_output_bytes,
+        skip_stdout_prefix=len(launch.nonce),
+        cgroup=res.cgroup,
+        start_marker=launch.nonce.encode("ascii"),
+        on_start=gate.release,
+    )
+    phases.update(_probe_phases(outcome))
+    base["launcher"] = launch.mode
+    return SandboxResult.model_validate({**base, **_finish(outcome, launch, res)})
 
 
 def run_sandboxed(
@@ -373,10 +412,13 @@ def run_sandboxed(
     cwd: str = ".",
     runtime: SandboxRuntime,
     extra_forbidden_roots: Sequence[Path] = (),
+    launchers: LauncherPool | None = None,
 ) -> SandboxResult:
     """Run ``executable args`` under ``policy`` in the sandbox; never raises for refusals.
 
-    Every prerequisite failure returns ``status="inconclusive"`` with a reason.
+    Every prerequisite failure returns ``status="inconclusive"`` with a reason. Commands
+    are wrapped by a persistent launcher from ``launchers`` (the process's pool unless
+    given) when one serves the run, else by the srt CLI.
     """
     started = time.monotonic()
     phases: dict[str, float] = {}
@@ -386,7 +428,8 @@ def run_sandboxed(
             raise Refused("unsupported", f"platform {sys.platform!r} is not supported")
         verify_unchanged(runtime)
         request = (executable, args, snapshot_dir, scratch_dir, cwd, extra_forbidden_roots)
-        result = _execute(policy, runtime, request, base, phases)
+        pool = launchers if launchers is not None else default_launchers()
+        result = _execute(policy, runtime, request, base, phases, pool)
     except Refused as exc:
         result = SandboxResult.model_validate(
             {**base, "status": "inconclusive", "reason": exc.reason, "detail": str(exc)}

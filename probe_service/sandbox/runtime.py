@@ -6,7 +6,8 @@ Anthropic Sandbox Runtime
 package version, and a SHA-256 over the whole installed ``node_modules`` tree
 (the runtime *and* every dependency its CLI imports: commander, shell-quote,
 zod, node-forge, @pondwader/socks5-server) plus our own files that run in the
-same trusted process (``net-guard.cjs``, docs/ARCHITECTURE.md "Network"),
+same trusted process (``net-guard.cjs``, docs/ARCHITECTURE.md "Network"; ``launcher.mjs``,
+"Persistent launcher"),
 equal to ``sandbox/runtime.sha256``.
 """
 
@@ -47,7 +48,9 @@ DIGEST_FILE = "runtime.sha256"
 #: Our network guard, preloaded into the runtime's Node process (docs/ARCHITECTURE.md, "Network").
 NET_GUARD = "net-guard.cjs"
 #: Files of ours beside ``node_modules`` that run inside the trusted launcher.
-_OWN_FILES = (NET_GUARD,)
+#: Our persistent launcher (docs/ARCHITECTURE.md, "Persistent launcher").
+LAUNCHER = "launcher.mjs"
+_OWN_FILES = (NET_GUARD, LAUNCHER)
 # npm's hidden lockfile is bookkeeping of the npm client, not code the runtime runs.
 _EXCLUDED = frozenset({"node_modules/.package-lock.json"})
 # The runtime ships apply-seccomp for these machines (generate-seccomp-filter.js).
@@ -271,7 +274,7 @@ if __name__ == "__main__":  # pragma: no cover - maintenance entry point
     target = Path(sys.argv[1]) if len(sys.argv) > 1 else default_install_dir()
     value, _ = runtime_tree_digest(target)
     (target / DIGEST_FILE).write_text(
-        f"{value}  {NET_GUARD} and node_modules "
+        f"{value}  {', '.join(_OWN_FILES)} and node_modules "
         "(every file and link except node_modules/.package-lock.json)\n",
         encoding="utf-8",
     )

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from probe_service.sandbox import SandboxRuntime
 from probe_service.sandbox.canary import identity_problems, run_canary
+from probe_service.sandbox.helper import LauncherHelper, helper_launch
 from probe_service.sandbox.identity import ProbeIdentity, acquire_identity, launcher_prefix
 from probe_service.sandbox.launch import Launch, build_launch
 from probe_service.sandbox.runtime import find_system_tool
@@ -61,22 +64,34 @@ def _launch(
     )
 
 
-def _write_settings(runtime: SandboxRuntime, tmp_path: Path, launch: Launch) -> None:
-    paths = RunPaths(
-        tmp_path / "snap", tmp_path / "scratch", tmp_path / "rt-home", tmp_path / "rt-tmp"
-    )
-    settings = build_settings(make_policy(), runtime, paths, Path("/usr/bin/cat"))
+def _write_settings(runtime: SandboxRuntime, tmp_path: Path, launch: Launch) -> dict[str, Any]:
+    settings = build_settings(make_policy(), runtime, _paths(tmp_path), Path("/usr/bin/cat"))
     write_settings(settings, launch.settings_path)
     launch.settings_path.chmod(0o644)
+    return settings
 
 
+def _paths(tmp_path: Path) -> RunPaths:
+    return RunPaths(
+        tmp_path / "snap", tmp_path / "scratch", tmp_path / "rt-home", tmp_path / "rt-tmp"
+    )
+
+
+@pytest.mark.parametrize("mode", ["helper", "cli"])
 def test_canary_holds_with_generated_settings(
-    runtime: SandboxRuntime, tmp_path: Path, identity: ProbeIdentity
+    runtime: SandboxRuntime, tmp_path: Path, identity: ProbeIdentity, mode: str
 ) -> None:
-    """With our settings and the slot identity, the secret stays hidden and the identity holds."""
+    """With our settings and the slot identity, the secret stays hidden and the identity
+    holds, through the persistent launcher and through the CLI."""
     launch = _launch(runtime, tmp_path, tmp_path / "settings.json", identity)
-    _write_settings(runtime, tmp_path, launch)
-    verdict = run_canary(launch, expected_uid=identity.uid)
+    settings = _write_settings(runtime, tmp_path, launch)
+    with contextlib.ExitStack() as stack:
+        if mode == "helper":
+            helper = LauncherHelper(runtime, settings, "80,443")
+            stack.callback(helper.close)
+            launch, _ = helper_launch(launch, settings, _paths(tmp_path), helper)
+        assert launch.mode == mode
+        verdict = run_canary(launch, expected_uid=identity.uid)
     assert (verdict.held, verdict.reason, verdict.detail) == (True, None, "")
 
 

@@ -35,7 +35,8 @@ class TestStartupBound:
             f"sleep 3; printf %s {MARKER.decode()}; exit 0", timeout=2, startup=60
         )
         assert status == "ok"
-        assert launch is not None and launch >= 3
+        assert launch is not None
+        assert launch >= 3
 
     def test_startup_past_its_bound_is_start_timeout(self) -> None:
         """A sandbox that never prints its marker ends start_timeout, with its own detail."""

@@ -26,6 +26,7 @@ from probe_service import service
 from probe_service.policies import POLICY_FILE_ENV, Policy
 from probe_service.sandbox import SandboxResult, SandboxRuntime, run_sandboxed
 from probe_service.sandbox import runner as runner_module
+from probe_service.sandbox.helper import LauncherPool
 from probe_service.sandbox.identity import PROBE_UID_BASE
 from probe_service.store import Store
 
@@ -73,6 +74,21 @@ def attack(runtime: SandboxRuntime, tmp_path: Path) -> Any:
     return _attack
 
 
+@pytest.fixture(params=["helper", "cli"])
+def attack_both(request: pytest.FixtureRequest, attack: Any) -> Iterator[Any]:
+    """``attack`` through the persistent launcher and through the CLI fallback path."""
+    mode = request.param
+    pool = LauncherPool(enabled=mode == "helper")
+
+    def _attack(*args: Any, **kw: Any) -> SandboxResult:
+        result: SandboxResult = attack(*args, launchers=pool, **kw)
+        assert result.launcher == mode, result.detail
+        return result
+
+    yield _attack
+    pool.close()
+
+
 def _sysctl_values() -> dict[str, bytes]:
     values = {}
     for name in SYSCTLS:
@@ -82,7 +98,7 @@ def _sysctl_values() -> dict[str, bytes]:
 
 
 class TestHostRoot:
-    def test_no_sysctl_can_be_opened_for_writing(self, attack: Any) -> None:
+    def test_no_sysctl_can_be_opened_for_writing(self, attack_both: Any) -> None:
         """F1: every sysctl the first version could open for writing is denied; none changes."""
         before = _sysctl_values()
         opens = "; ".join(
@@ -90,7 +106,7 @@ class TestHostRoot:
             for name in SYSCTLS
         )
         writes = "echo pwned > /proc/sys/kernel/domainname; hostname pwned; echo done"
-        result = attack("sh", f"{opens}; {writes}")
+        result = attack_both("sh", f"{opens}; {writes}")
         assert result.status == "ok", result.detail
         assert b"OPEN" not in result.stdout
         assert result.stdout.endswith(b"done\n")
@@ -113,13 +129,13 @@ class TestHostRoot:
         assert not marker.exists()
         assert _sysctl_values() == before
 
-    def test_probe_is_an_unprivileged_uid_in_its_own_namespaces(self, attack: Any) -> None:
+    def test_probe_is_an_unprivileged_uid_in_its_own_namespaces(self, attack_both: Any) -> None:
         """The probe's uid maps to its slot uid only, and no namespace is the worker's."""
         script = (
             "cat /proc/self/uid_map; id -u; "
             "for ns in user ipc uts cgroup net mnt pid; do readlink /proc/self/ns/$ns; done"
         )
-        result = attack("sh", script)
+        result = attack_both("sh", script)
         lines = result.stdout.decode().splitlines()
         inside, outside, count = lines[0].split()
         assert inside == outside == lines[1]
@@ -207,10 +223,10 @@ class TestSharedNamespaces:
         attack("python3", "import socket\ntry:\n socket.sethostname('pwned')\nexcept OSError: pass")
         assert Path("/proc/sys/kernel/hostname").read_bytes() == before
 
-    def test_firmware_and_cgroup_trees_are_hidden(self, attack: Any) -> None:
+    def test_firmware_and_cgroup_trees_are_hidden(self, attack_both: Any) -> None:
         """F12, F13: /sys/firmware and /sys/fs/cgroup are empty; no run's cgroup is named."""
         script = "ls -A /sys/firmware /sys/fs/cgroup; cat /proc/self/cgroup"
-        result = attack("sh", script)
+        result = attack_both("sh", script)
         assert b"byte-probe-" not in result.stdout
         assert b"acpi" not in result.stdout
         assert b"memory" not in result.stdout.split(b"\n")[0]
@@ -250,29 +266,29 @@ class TestLimits:
         assert result.stdout.split()[:2] == [b"stopped", str(errno.ENOSPC).encode()]
         assert (result.status, result.reason) == ("inconclusive", "scratch_limit")
 
-    def test_memory_limit_is_the_policys_number(self, attack: Any) -> None:
+    def test_memory_limit_is_the_policys_number(self, attack_both: Any) -> None:
         """F9: 300 MiB under 256 MiB is killed (memory_limit); 160 MiB under 256 MiB is not."""
         policy = make_policy(memory_bytes=256 << 20, timeout_seconds=60)
-        hog = attack("python3", "b = b'x' * (300 << 20)\nprint('SURVIVED')", policy=policy)
+        hog = attack_both("python3", "b = b'x' * (300 << 20)\nprint('SURVIVED')", policy=policy)
         assert b"SURVIVED" not in hog.stdout
         assert (hog.status, hog.reason) == ("inconclusive", "memory_limit")
         assert hog.limits is not None
         assert hog.limits.memory_bytes == 256 << 20
         # The launcher's own memory is outside the probe group: the policy number is the
         # probe's, so a probe well under it is not killed by the launcher's overhead.
-        fits = attack("python3", "b = b'x' * (160 << 20)\nprint('SURVIVED')", policy=policy)
+        fits = attack_both("python3", "b = b'x' * (160 << 20)\nprint('SURVIVED')", policy=policy)
         assert (fits.status, fits.stdout) == ("ok", b"SURVIVED\n")
 
-    def test_process_limit_is_the_policys_number(self, attack: Any) -> None:
+    def test_process_limit_is_the_policys_number(self, attack_both: Any) -> None:
         """F14: 47 processes under 32 are refused (process_limit); 24 under 32 run."""
         policy = make_policy(max_processes=32)
         storm = "i=0; while [ $i -lt 46 ]; do sleep 30 & i=$((i+1)); done; echo spawned"
-        result = attack("sh", storm, policy=policy)
+        result = attack_both("sh", storm, policy=policy)
         assert (result.status, result.reason) == ("inconclusive", "process_limit")
         assert result.limits is not None
         assert result.limits.max_processes == 32
         calm = "i=0; while [ $i -lt 24 ]; do sleep 1 & i=$((i+1)); done; wait; echo spawned"
-        ok = attack("sh", calm, policy=policy)
+        ok = attack_both("sh", calm, policy=policy)
         assert (ok.status, ok.stdout) == ("ok", b"spawned\n")
 
     def test_cpu_limit_kill_is_inconclusive(self, attack: Any) -> None:
