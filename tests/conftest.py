@@ -22,6 +22,8 @@ from sqlalchemy import create_engine, text
 
 from probe_service.errors import SandboxUnavailable
 from probe_service.sandbox import SandboxRuntime, locate_runtime
+from probe_service.sandbox.helper import close_default_launchers
+from probe_service.snapshot.warm import close_default_snapshot_cache
 from probe_service.store import Store, open_store
 
 # Hypothesis profiles: CI must give the same verdict on every run, so with ``CI`` set the
@@ -185,6 +187,14 @@ def make_searchable(path: Path) -> None:
             break
         if current.stat().st_uid == os.geteuid():
             current.chmod(current.stat().st_mode | 0o111)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_launchers() -> Iterator[None]:
+    """The process's persistent launchers are stopped when the session ends."""
+    yield
+    close_default_launchers()
+    close_default_snapshot_cache()
 
 
 @pytest.fixture(autouse=True)

@@ -42,7 +42,7 @@ from ..rundirs import make_run_dir
 from ..sandbox import SandboxResult, SandboxRuntime, locate_runtime, run_sandboxed
 from ..sandbox.limits import scratch_limits
 from ..sandbox.scratch import scratch_filesystem
-from ..snapshot import snapshot_materialize
+from ..snapshot.warm import default_snapshot_cache
 from ..store import Store, utc_now
 from .models import Plan
 from .oracle import CheckVerdict, decide_outcome, evaluate_check
@@ -271,7 +271,10 @@ def _materialize(
     """
     snapshot_dir, scratch = workdir / "snapshot", workdir / "scratch"
     try:
-        snapshot_materialize(store, plan.snapshot_id, snapshot_dir)
+        # A warm tree when this worker holds one (docs/ARCHITECTURE.md, "Warm snapshots").
+        cache = default_snapshot_cache()
+        cache.materialize(store, plan.snapshot_id, snapshot_dir)
+        cleanup.callback(cache.release, snapshot_dir)
     except InfrastructureError:
         raise  # the store may answer on a retry; that is not the probe's outcome
     except LinkEscapes as exc:
@@ -353,6 +356,8 @@ class _RunContext:
             "finished_at": utc_now(),
             "wall_seconds": result.elapsed_seconds,
             "detail": result.detail,
+            # Which launcher wrapped the canary and the probe: "helper" or "cli".
+            "launcher": result.launcher,
         }
         # Kept output must hash to its committed digest (verify_receipt checks it); a run
         # that never launched commits no digest, so it keeps no output either.

@@ -27,6 +27,7 @@ from probe_service.errors import SandboxUnavailable
 __all__ = [
     "DEFAULT_SCRATCH_BYTES",
     "DEFAULT_SCRATCH_INODES",
+    "OVERLAY_SOURCE_PREFIX",
     "SOURCE_PREFIX",
     "ScratchLimits",
     "is_scratch_mount",
@@ -42,6 +43,9 @@ DEFAULT_SCRATCH_BYTES = 256 * 1024 * 1024
 #: Applied when a policy sets no ``scratch_inodes``.
 DEFAULT_SCRATCH_INODES = 16_384
 SOURCE_PREFIX = "byte-probe-scratch-"
+#: Source name of a run's warm-snapshot overlay (docs/ARCHITECTURE.md, "Warm snapshots").
+OVERLAY_SOURCE_PREFIX = "byte-probe-snapshot-"
+_OURS = {"tmpfs": SOURCE_PREFIX, "overlay": OVERLAY_SOURCE_PREFIX}
 _MS_NOSUID, _MS_NODEV = 2, 4
 _MNT_DETACH = 2
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
@@ -124,12 +128,14 @@ def scratch_exhausted(path: Path) -> str | None:
 
 
 def sweep_stale_scratch() -> int:
-    """Detach scratch mounts whose worker process is gone; return how many."""
+    """Detach scratch and snapshot-overlay mounts whose worker process is gone; return how
+    many."""
     swept = 0
     for point, fstype, source in _mountinfo():
-        if fstype != "tmpfs" or not source.startswith(SOURCE_PREFIX):
+        prefix = _OURS.get(fstype)
+        if prefix is None or not source.startswith(prefix):
             continue
-        pid = source[len(SOURCE_PREFIX) :]
+        pid = source[len(prefix) :]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
             with contextlib.suppress(OSError):
                 unmount_scratch(Path(point))

@@ -1,0 +1,222 @@
+"""Warm snapshots: a per-worker cache of materialized trees, laid under each run.
+
+docs/ARCHITECTURE.md, "Warm snapshots": each worker process keeps the snapshots it
+materialized in a private directory (root-owned, 0700), bounded by bytes with LRU
+eviction. A run's disposable tree is an overlay mount whose lower layer is the cached
+tree and whose upper layer is new and the run's own, so interventions (which unlink and
+create, ``plans.overlay``) land in that run's upper layer and never touch a cached inode.
+Where an overlay cannot be mounted (not root, no overlayfs) the tree is a fresh directory
+tree of hard links to the cached files instead: root-owned 0644/0755 files that no probe
+uid can write, mounted read-only in the sandbox besides.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import ctypes.util
+import logging
+import os
+import tempfile
+import threading
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UnsafePath
+from ..fstree import discard_tree
+from ..rundirs import RUN_DIR_PREFIX
+from ..sandbox.scratch import OVERLAY_SOURCE_PREFIX
+from ..store import Store
+from .manifest import Snapshot
+from .materialize import snapshot_materialize
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "DEFAULT_CACHE_BYTES",
+    "SnapshotCache",
+    "close_default_snapshot_cache",
+    "default_snapshot_cache",
+    "link_tree",
+]
+
+#: The default bound of one worker's cache (file bytes of the cached trees).
+DEFAULT_CACHE_BYTES = 512 << 20
+_MNT_DETACH = 2
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def _mount_overlay(lower: Path, dest: Path) -> bool:
+    """Mount ``lower`` read-only under a new upper layer at ``dest``; False if impossible."""
+    upper, work = dest.parent / f".{dest.name}-upper", dest.parent / f".{dest.name}-work"
+    for path in (lower, upper, work):
+        if any(c in str(path) for c in ",:\\"):  # would split the option string
+            return False
+    for path in (dest, upper, work):
+        os.mkdir(path, 0o755)
+    options = f"lowerdir={lower},upperdir={upper},workdir={work}"
+    source = f"{OVERLAY_SOURCE_PREFIX}{os.getpid()}"
+    if _libc.mount(source.encode(), str(dest).encode(), b"overlay", 0, options.encode()) != 0:
+        for path in (dest, upper, work):
+            os.rmdir(path)
+        return False
+    return True
+
+
+def _unmount_overlay(dest: Path) -> None:
+    if os.path.ismount(dest) and _libc.umount2(str(dest).encode(), _MNT_DETACH) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"umount {dest}: {os.strerror(errno)}")
+
+
+@dataclass(frozen=True)
+class _Cached:
+    path: Path
+    snapshot: Snapshot
+    size: int
+
+
+def link_tree(source: Path, dest: Path) -> None:
+    """Recreate ``source`` under the new directory ``dest``: new directories, hard links to
+    its files, copies of its links. Iterative; never follows a link. Raises ``OSError``."""
+    os.mkdir(dest, 0o755)
+    pending = [(source, dest)]
+    while pending:
+        src_dir, dst_dir = pending.pop()
+        with os.scandir(src_dir) as entries:
+            for entry in entries:
+                target = dst_dir / entry.name
+                if entry.is_symlink():
+                    os.symlink(os.readlink(entry.path), target)
+                elif entry.is_dir(follow_symlinks=False):
+                    os.mkdir(target, 0o755)
+                    pending.append((Path(entry.path), target))
+                else:
+                    os.link(entry.path, target, follow_symlinks=False)
+
+
+class SnapshotCache:
+    """One worker's warm snapshots, keyed by store and snapshot id, bounded by bytes."""
+
+    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES, root: Path | None = None) -> None:
+        # Named like a run directory, so the sweep of a dead worker's run directories
+        # removes its cache too (docs/ARCHITECTURE.md, "Host-side walks").
+        self.root = root or Path(
+            tempfile.mkdtemp(prefix=f"{RUN_DIR_PREFIX}{os.getpid()}-snapcache-")
+        )
+        self.root.mkdir(mode=0o700, exist_ok=True)
+        self.root.chmod(0o700)
+        self.max_bytes = max_bytes
+        #: Overlay mounts when possible (root with overlayfs), else hard-linked trees.
+        self.use_overlay = os.geteuid() == 0
+        self._entries: OrderedDict[tuple[str, str], _Cached] = OrderedDict()
+        self._lock = threading.Lock()
+        # Which cached tree each run's tree lies on, and trees evicted while in use: a
+        # mounted lower layer is removed only once its last run released it.
+        self._in_use: dict[Path, Path] = {}
+        self._evicted: set[Path] = set()
+
+    @property
+    def cached_bytes(self) -> int:
+        """File bytes currently held."""
+        return sum(entry.size for entry in self._entries.values())
+
+    def __contains__(self, key: tuple[str, str]) -> bool:
+        return key in self._entries
+
+    def materialize(self, store: Store, snapshot_id: str, dest: Path) -> Snapshot:
+        """Give ``dest`` (absent) the snapshot's tree, from the cache when it holds it; the
+        caller calls ``unmount_overlay(dest)`` when the run is over.
+
+        Raises what ``snapshot_materialize`` raises (nothing is cached then), and
+        UnsafePath when the tree cannot be laid into ``dest``.
+        """
+        key = (store.url or str(store.root), snapshot_id)
+        # One lock: a cached tree is never evicted while it is being linked.
+        with self._lock:
+            cached = self._entries.get(key)
+            if cached is None:
+                cached = self._fill(store, snapshot_id, key)
+                if cached is None:  # larger than the whole cache: cold, uncached
+                    return snapshot_materialize(store, snapshot_id, dest)
+            else:
+                self._entries.move_to_end(key)
+            try:
+                if not (self.use_overlay and _mount_overlay(cached.path, dest)):
+                    link_tree(cached.path, dest)
+            except OSError as exc:
+                raise UnsafePath(f"{dest}: cannot link the cached snapshot ({exc})") from exc
+            self._in_use[dest] = cached.path
+            return cached.snapshot
+
+    def release(self, dest: Path) -> None:
+        """The run on ``dest`` is over: detach its overlay. A failure is logged, never
+        raised over the run's receipt (docs/ARCHITECTURE.md, "Host-side walks")."""
+        try:
+            _unmount_overlay(dest)
+        except OSError as exc:
+            log.warning("%s", exc)
+        with self._lock:
+            cached = self._in_use.pop(dest, None)
+            if cached in self._evicted and cached not in self._in_use.values():
+                self._evicted.discard(cached)
+                discard_tree(cached)
+
+    def _fill(self, store: Store, snapshot_id: str, key: tuple[str, str]) -> _Cached | None:
+        filling = self.root / f".filling-{uuid.uuid4().hex}"
+        try:
+            snapshot = snapshot_materialize(store, snapshot_id, filling)
+        except BaseException:
+            discard_tree(filling)
+            raise
+        size = sum(entry.size for entry in snapshot.entries if entry.kind == "file")
+        if size > self.max_bytes:
+            discard_tree(filling)
+            return None
+        final = self.root / f"{snapshot_id}-{uuid.uuid4().hex[:8]}"
+        filling.rename(final)
+        cached = _Cached(final, snapshot, size)
+        self._entries[key] = cached
+        while self.cached_bytes > self.max_bytes:
+            _, evicted = self._entries.popitem(last=False)
+            if evicted.path in self._in_use.values():
+                self._evicted.add(evicted.path)  # removed when its last run releases it
+            else:
+                discard_tree(evicted.path)
+        return cached
+
+    def close(self) -> None:
+        """Remove every cached tree and the cache directory."""
+        with self._lock:
+            for dest in list(self._in_use):
+                with contextlib.suppress(OSError):
+                    _unmount_overlay(dest)
+            self._in_use.clear()
+            self._entries.clear()
+            discard_tree(self.root)
+
+
+_default: SnapshotCache | None = None
+_default_lock = threading.Lock()
+
+
+def default_snapshot_cache() -> SnapshotCache:
+    """The process's cache (one per worker process, like its launchers); tests reset it."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = SnapshotCache()
+            atexit.register(close_default_snapshot_cache)
+        return _default
+
+
+def close_default_snapshot_cache() -> None:
+    """Remove the process's cache and forget it."""
+    global _default
+    with _default_lock:
+        cache, _default = _default, None
+    if cache is not None:
+        cache.close()
