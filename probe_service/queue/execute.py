@@ -9,9 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import InfrastructureError, ProbeServiceError
@@ -20,13 +18,13 @@ from ..plans.signing import configured_signing_key
 from ..policies import load_policy_file, policy_file_path
 from ..sandbox import SandboxRuntime
 from ..store import Store
+from .leases import LeaseKeeper
 from .runs import (
     RunRow,
     claim_run,
     expired_runs,
     finish_run,
     mark_enqueued,
-    renew_lease,
     requeue_run,
     stale_queued_runs,
 )
@@ -47,27 +45,11 @@ class WorkerContext:
     max_attempts: int = 3
     resend_after_ms: int = 300_000
     reuse: bool = True
+    #: Renews the leases of the runs this context is running, from one shared thread.
+    leases: LeaseKeeper = field(init=False)
 
-
-@contextmanager
-def _heartbeat(ctx: WorkerContext, run_id: str) -> Iterator[None]:
-    """Renew the run's lease every third of its length while the probe runs."""
-    stop = threading.Event()
-
-    def beat() -> None:
-        while not stop.wait(ctx.lease_ms / 3000):
-            try:
-                renew_lease(ctx.store, run_id, ctx.owner, ctx.lease_ms)
-            except InfrastructureError:
-                log.warning("run %s: lease renewal failed; will retry", run_id)
-
-    thread = threading.Thread(target=beat, name=f"lease-{run_id[:8]}", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
+    def __post_init__(self) -> None:
+        self.leases = LeaseKeeper(self.store, self.owner, self.lease_ms)
 
 
 def execute_run(ctx: WorkerContext, run_id: str) -> str:
@@ -97,7 +79,7 @@ def execute_run(ctx: WorkerContext, run_id: str) -> str:
 def _run_claimed(ctx: WorkerContext, run: RunRow) -> str:
     """Run a claimed run under its lease; return its outcome or the refusal's code."""
     run_id = run.run_id
-    with _heartbeat(ctx, run_id):
+    with ctx.leases.holding(run_id):
         try:
             result = probe_run(
                 ctx.store,
