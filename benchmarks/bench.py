@@ -1,0 +1,549 @@
+"""`make bench`: every benchmark side by side in one run, as ONE table of ratios.
+
+Each ratio is baseline time / our time (higher is better), except the per-probe overhead,
+which is our time / baseline time (lower is better). Writes benchmarks/results/bench.json
+and benchmarks/results/bench.png. Needs root (probes run as slot uids), PostgreSQL
+(``PROBE_TEST_DATABASE_URL``) and Redis (``PROBE_TEST_REDIS_URL``).
+
+    PYTHONPATH=$PWD python benchmarks/bench.py            # full (~10,000-file trees)
+    PYTHONPATH=$PWD python benchmarks/bench.py --quick    # smaller N, a couple of minutes
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import claims_bench
+import queue_bench
+from standin import patched_sandbox
+
+from probe_service.claims import change_analyze
+from probe_service.policies import Policy
+from probe_service.queue import ProbeQueue, WorkerContext, batch_counts, execute_run, submit_plans
+from probe_service.queue.inline import run_inline
+from probe_service.sandbox import SandboxRuntime, locate_runtime, run_sandboxed
+from probe_service.sandbox.helper import LauncherPool
+from probe_service.snapshot import snapshot_capture, snapshot_materialize
+from probe_service.snapshot.warm import SnapshotCache
+from probe_service.store import Store, open_store
+
+RESULTS = Path(__file__).resolve().parent / "results"
+BWRAP_BASELINE = (
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--unshare-pid",
+    "--unshare-net",
+)
+TRUE_POLICY = Policy.model_validate(
+    {
+        "id": queue_bench.POLICY_ID,
+        "allowed_executables": ["true"],
+        "timeout_seconds": 30,
+        "max_output_bytes": 10_000,
+        "allowed_domains": [],
+        "environment": ["PATH"],
+    }
+)
+
+
+@dataclass
+class Row:
+    """One line of the table."""
+
+    name: str
+    ours: float
+    baseline: float
+    unit: str
+    baseline_name: str
+    #: "lower" for overhead (ours/baseline), else baseline/ours.
+    better: str = "higher"
+    goal: float | None = None
+
+    @property
+    def ratio(self) -> float:
+        if self.better == "lower":
+            return self.ours / self.baseline
+        return self.baseline / self.ours
+
+    @property
+    def met(self) -> str:
+        if self.goal is None:
+            return ""
+        ok = self.ratio <= self.goal if self.better == "lower" else self.ratio >= self.goal
+        return "yes" if ok else "NO"
+
+
+def median_of(
+    fn: Callable[[], object], repeat: int, setup: Callable[[], object] | None = None
+) -> float:
+    samples = []
+    for _ in range(repeat):
+        if setup is not None:
+            setup()
+        started = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+def run(argv: list[str], **kw: object) -> None:
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)  # type: ignore[call-overload]
+
+
+# -- per-probe overhead and bulk throughput ------------------------------------------------
+
+
+def overhead_rows(runtime: SandboxRuntime, base: Path, repeat: int) -> list[Row]:
+    """Canary + probe of /bin/true (persistent launcher, and CLI path) vs two srt launches."""
+    work = base / "overhead"
+    (work / "snap").mkdir(parents=True)
+    work.chmod(0o711)
+    settings = work / "srt.json"
+    settings.write_text(
+        json.dumps(
+            {
+                "network": {"allowedDomains": [], "deniedDomains": []},
+                "filesystem": {"denyRead": [], "allowWrite": [], "denyWrite": []},
+            }
+        )
+    )
+    srt = [str(runtime.node_path), str(runtime.cli_path), "-s", str(settings), "--", "/bin/true"]
+    counter = iter(range(10_000))
+
+    def ours(pool: LauncherPool) -> Callable[[], None]:
+        def once() -> None:
+            scratch = work / f"scratch{next(counter)}"
+            scratch.mkdir()
+            result = run_sandboxed(
+                policy=TRUE_POLICY,
+                executable="true",
+                args=[],
+                snapshot_dir=work / "snap",
+                scratch_dir=scratch,
+                runtime=runtime,
+                launchers=pool,
+            )
+            assert result.status == "ok", result.detail
+
+        return once
+
+    def plain_srt_twice() -> None:
+        for _ in range(2):
+            run(srt, cwd=work / "snap")
+
+    helper_pool, cli_pool = LauncherPool(), LauncherPool(enabled=False)
+    try:
+        ours(helper_pool)()  # warm-up: helper start, page cache, limit verification
+        plain_srt_twice()
+        baseline = median_of(plain_srt_twice, repeat)
+        helped = median_of(ours(helper_pool), repeat)
+        cli = median_of(ours(cli_pool), repeat)
+    finally:
+        helper_pool.close()
+    name = "two plain srt launches"
+    return [
+        Row("overhead: canary+probe of /bin/true", helped, baseline, "s", name, "lower", 0.15),
+        Row("overhead, CLI fallback path", cli, baseline, "s", name, "lower", None),
+    ]
+
+
+def bwrap_ceiling(runtime: SandboxRuntime, probes: int) -> float:
+    """Seconds for ``probes`` probes of two bare bubblewrap launches each, on two lanes."""
+    argv = [str(runtime.bwrap_path), *BWRAP_BASELINE, "/bin/true"]
+
+    def probe(_: int) -> None:
+        run(argv)
+        run(argv)
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=2) as lanes:
+        list(lanes.map(probe, range(probes)))
+    return time.perf_counter() - started
+
+
+def write_policy(directory: Path) -> Path:
+    return queue_bench.write_policy(directory)
+
+
+def bulk_rows(
+    runtime: SandboxRuntime, base: Path, probes: int, db_url: str, redis_url: str
+) -> list[Row]:
+    """Trivial probes embedded (two lanes) and through Redis (two worker processes)."""
+    root = base / "bulk"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "hello.txt").write_text("hello\n")
+    policy = write_policy(root)
+    ceiling = bwrap_ceiling(runtime, probes)
+
+    store = open_store(root)
+    snapshot_id = snapshot_capture(store, root / "src").snapshot_id
+    ids = submit_plans(
+        store, None, queue_bench.true_plans(snapshot_id, "embedded", probes), queue_bench.POLICY_ID
+    ).run_ids
+    started = time.perf_counter()
+    outcomes = run_inline(store, ids, threads=2)
+    embedded = time.perf_counter() - started
+    store.close()
+    assert outcomes.count("supports") == probes, outcomes[:5]
+
+    namespace = f"bench-{uuid.uuid4().hex[:12]}"
+    queue_bench.THREADS = 1  # two worker processes, one lane each
+    with queue_bench.fresh_schema(db_url) as pg_url:
+        store = open_store(root, pg_url)
+        snapshot_id = snapshot_capture(store, root / "src").snapshot_id
+        env = {
+            **os.environ,
+            "PROBE_REDIS_URL": redis_url,
+            "PROBE_REDIS_NAMESPACE": namespace,
+            "PROBE_DATABASE_URL": pg_url,
+            "BYTE_PROBE_POLICY_FILE": str(policy),
+        }
+        queue = ProbeQueue(redis_url, namespace=namespace)
+        farm, _ = queue_bench.start_workers(env, root)
+        try:
+            items = queue_bench.true_plans(snapshot_id, "redis", probes)
+            started = time.perf_counter()
+            batch = submit_plans(store, queue, items, queue_bench.POLICY_ID).batch_id
+            while batch_counts(store, batch).get("done", 0) < probes:
+                time.sleep(0.05)
+            redis_s = time.perf_counter() - started
+        finally:
+            queue_bench.stop_workers(farm)
+            queue.close()
+            store.close()
+    queue_bench.drop_namespace(redis_url, namespace)
+    name = "2 bare bwrap launches/probe, 2 lanes"
+    return [
+        Row(f"bulk embedded, 2 lanes ({probes} probes)", embedded, ceiling, "s", name, goal=0.5),
+        Row(f"bulk Redis, 2 worker processes ({probes})", redis_s, ceiling, "s", name, goal=0.5),
+    ]
+
+
+# -- snapshots -----------------------------------------------------------------------------
+
+
+def build_tree(root: Path, files: int) -> None:
+    rng = random.Random(11)
+    for i in range(files):
+        directory = root / f"pkg{i % 100:02d}" / f"mod{i % 7}"
+        directory.mkdir(parents=True, exist_ok=True)
+        size = rng.choice((300, 1_500, 4_000, 12_000))
+        (directory / f"f{i}.py").write_bytes(rng.randbytes(size // 2).hex().encode()[:size])
+
+
+def git(repo: Path, *args: str, **env: str) -> None:
+    run(["git", "-C", str(repo), *args], env={**os.environ, **env})
+
+
+def snapshot_rows(base: Path, files: int, repeat: int) -> list[Row]:
+    """Capture, materialize (cold, warm), recapture against git in the same run."""
+    tree = base / "tree"
+    tree.mkdir()
+    build_tree(tree, files)
+    time.sleep(2.2)  # out of the racy-timestamp window, for git and for our stat cache
+    repos: list[Path] = []
+
+    def fresh_repo() -> None:
+        repos.append(Path(tempfile.mkdtemp(dir=base)))
+        run(["git", "init", "-q", str(repos[-1])])
+
+    git_env = {
+        "GIT_AUTHOR_NAME": "b",
+        "GIT_AUTHOR_EMAIL": "b@b",
+        "GIT_COMMITTER_NAME": "b",
+        "GIT_COMMITTER_EMAIL": "b@b",
+    }
+
+    def git_add_fresh() -> None:
+        run(["git", f"--git-dir={repos[-1]}/.git", f"--work-tree={tree}", "add", "-A"])
+
+    git_add = median_of(git_add_fresh, repeat, fresh_repo)
+    stores: list[Path] = []
+
+    def fresh_store() -> None:
+        stores.append(Path(tempfile.mkdtemp(dir=base)))
+
+    capture = median_of(lambda: snapshot_capture(open_store(stores[-1]), tree), repeat, fresh_store)
+    store = open_store(stores[-1])
+    snapshot_id = snapshot_capture(store, tree).snapshot_id
+
+    repo = repos[-1]
+    run(
+        ["git", f"--git-dir={repo}/.git", f"--work-tree={tree}", "commit", "-qm", "t"],
+        env={**os.environ, **git_env},
+    )
+    recapture = median_of(lambda: snapshot_capture(store, tree), repeat)
+    git_refresh = median_of(git_add_fresh, repeat)
+
+    outs: list[Path] = []
+
+    def fresh_out() -> None:
+        outs.append(Path(tempfile.mkdtemp(dir=base)) / "o")
+
+    def checkout() -> None:
+        outs[-1].mkdir()
+        index = outs[-1].parent / "index"
+        run(
+            [
+                "git",
+                f"--git-dir={repo}/.git",
+                f"--work-tree={outs[-1]}",
+                "checkout",
+                "-f",
+                "HEAD",
+                "--",
+                ".",
+            ],
+            env={**os.environ, "GIT_INDEX_FILE": str(index)},
+        )
+
+    git_checkout = median_of(checkout, repeat, fresh_out)
+    cold = median_of(lambda: snapshot_materialize(store, snapshot_id, outs[-1]), repeat, fresh_out)
+    cache = SnapshotCache(max_bytes=1 << 30, root=base / "cache")
+    cache.materialize(store, snapshot_id, base / "fill")
+    warm = median_of(lambda: cache.materialize(store, snapshot_id, outs[-1]), repeat, fresh_out)
+    cache.close()
+    store.close()
+    return [
+        Row(f"capture ({files} files)", capture, git_add, "s", "git add -A, fresh repo", goal=2.0),
+        Row("materialize, cold", cold, git_checkout, "s", "git checkout into empty dir", goal=1.0),
+        Row(
+            "materialize, warm (hard links)",
+            warm,
+            git_checkout,
+            "s",
+            "git checkout into empty dir",
+            goal=1.0,
+        ),
+        Row(
+            "recapture, unchanged tree",
+            recapture,
+            git_refresh,
+            "s",
+            "git add -A, unchanged tree",
+            goal=1 / 3,
+        ),
+    ]
+
+
+# -- claims, CLI ---------------------------------------------------------------------------
+
+
+def analyze_row(base: Path, files: int, claims: int) -> Row:
+    root, state = base / "claims-repo", base / "claims-state"
+    root.mkdir()
+    state.mkdir()
+    store = open_store(state)
+    paths = claims_bench.build_repo(root, files)
+    before = snapshot_capture(store, root).snapshot_id
+    ids = claims_bench.create_claims(store, before, paths, claims)
+    for path in random.Random(7).sample(paths, 10):
+        (root / path).write_text("def changed():\n    return legacy_parse()\n")
+    after = snapshot_capture(store, root).snapshot_id
+    started = time.perf_counter()
+    change_analyze(store, before, after)
+    ours = time.perf_counter() - started
+    started = time.perf_counter()
+    claims_bench.brute_force_recompute(store, ids, after)
+    brute = time.perf_counter() - started
+    store.close()
+    return Row(
+        f"change analyze ({claims} claims)", ours, brute, "s", "brute-force recompute", goal=20.0
+    )
+
+
+def cli_row(repeat: int) -> Row:
+    cli = median_of(lambda: run([sys.executable, "-m", "probe_service.cli", "--help"]), repeat)
+    bare = median_of(lambda: run([sys.executable, "-c", "pass"]), repeat)
+    return Row("CLI start-up (--help)", cli, bare, "s", "python -c pass")
+
+
+# -- the store path around the sandbox ------------------------------------------------------
+
+
+def store_rates(
+    base: Path, db_url: str, runs: int, threads: list[int]
+) -> dict[str, dict[int, float]]:
+    """Runs/s of claim → load → materialize → receipt → finish with the stand-in sandbox."""
+    rates: dict[str, dict[int, float]] = {"sqlite": {}, "postgresql": {}}
+    runtime = locate_runtime()
+    src = base / "store-src"
+    src.mkdir()
+    (src / "a.txt").write_text("a\n")
+    write_policy(base)
+    for backend in rates:
+        for count in threads:
+            root = Path(tempfile.mkdtemp(dir=base))
+            if backend == "sqlite":
+                store = open_store(root)
+                rates[backend][count] = _store_rate(store, runtime, src, runs, count)
+                store.close()
+                continue
+            with queue_bench.fresh_schema(db_url) as url:
+                store = open_store(root, url)
+                rates[backend][count] = _store_rate(store, runtime, src, runs, count)
+                store.close()
+    return rates
+
+
+def _store_rate(store: Store, runtime: SandboxRuntime, src: Path, runs: int, threads: int) -> float:
+    snapshot_id = snapshot_capture(store, src).snapshot_id
+    items = queue_bench.true_plans(snapshot_id, f"store{threads}", runs)
+    ids = submit_plans(store, None, items, queue_bench.POLICY_ID).run_ids
+    ctx = WorkerContext(store=store, runtime=runtime)
+    with patched_sandbox():
+        execute_run(ctx, ids[0])  # warm-up: connections, caches
+        started = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            outcomes = list(pool.map(lambda run_id: execute_run(ctx, run_id), ids[1:]))
+        elapsed = time.perf_counter() - started
+    assert all(o == "supports" for o in outcomes), outcomes[:3]
+    return (runs - 1) / elapsed
+
+
+# -- output ---------------------------------------------------------------------------------
+
+
+def machine() -> str:
+    model = ""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (
+        f"{model or platform.machine()}, {os.cpu_count()} cores, {mem:.0f} GiB, "
+        f"{platform.system()} {platform.release()}, Python {platform.python_version()}"
+    )
+
+
+def print_table(rows: list[Row], rates: dict[str, dict[int, float]], note: str) -> None:
+    print(f"\nmachine: {note}")
+    print("ratio = baseline/ours (higher is better); overhead rows: ours/baseline (lower)")
+    header = (
+        f"{'measurement':44} {'ours':>9} {'baseline':>9} {'ratio':>7} {'goal':>7} met  baseline"
+    )
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        goal = (
+            ""
+            if row.goal is None
+            else (f"<={row.goal:.2f}" if row.better == "lower" else f">={row.goal:.2f}")
+        )
+        print(
+            f"{row.name:44} {row.ours:8.3f}s {row.baseline:8.3f}s {row.ratio:7.2f} "
+            f"{goal:>7} {row.met:>3}  {row.baseline_name}"
+        )
+    for backend, by_threads in rates.items():
+        figures = ", ".join(f"{n} thr {rate:6.1f}/s" for n, rate in by_threads.items())
+        print(f"store path, stand-in sandbox, {backend:10}: {figures}")
+    pg8 = rates.get("postgresql", {}).get(8)
+    if pg8 is not None:
+        print(
+            f"store path PostgreSQL 8 threads vs goal 500 runs/s: {pg8 / 500:.2f}x "
+            f"({'met' if pg8 >= 500 else 'NOT met'})"
+        )
+
+
+def draw_chart(rows: list[Row], rates: dict[str, dict[int, float]], target: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(14, 6), gridspec_kw={"width_ratios": [3, 2]})
+    names = [r.name for r in rows][::-1]
+    ratios = [r.ratio for r in rows][::-1]
+    colors = [
+        "tab:green" if r.met == "yes" else "tab:red" if r.met == "NO" else "tab:gray" for r in rows
+    ][::-1]
+    left.barh(names, ratios, color=colors)
+    for i, row in enumerate(rows[::-1]):
+        if row.goal is not None:
+            left.plot([row.goal, row.goal], [i - 0.4, i + 0.4], color="black")
+    left.set_xscale("log")
+    left.set_xlabel("ratio (baseline/ours; overhead: ours/baseline) — black: goal")
+    left.set_title("byte-probe vs baselines, same run")
+    for backend, by_threads in rates.items():
+        right.plot(list(by_threads), list(by_threads.values()), marker="o", label=backend)
+    right.axhline(500, color="black", linestyle="--", label="goal (PostgreSQL, 8 threads)")
+    right.set_xscale("log", base=2)
+    right.set_xlabel("threads")
+    right.set_ylabel("runs/s (stand-in sandbox)")
+    right.set_title("store path around the sandbox")
+    right.legend()
+    fig.tight_layout()
+    fig.savefig(target, dpi=100)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="Smaller N everywhere.")
+    parser.add_argument("--probes", type=int, help="Trivial probes per bulk measurement.")
+    parser.add_argument("--files", type=int, help="Files in the snapshot tree.")
+    args = parser.parse_args()
+    quick = args.quick
+    probes = args.probes or (20 if quick else 100)
+    files = args.files or (2_000 if quick else 10_000)
+    repeat = 3 if quick else 5
+    threads = [1, 8] if quick else [1, 2, 4, 8, 16]
+    store_runs = 200 if quick else 1000
+    db_url = os.environ.get("PROBE_TEST_DATABASE_URL", queue_bench.DEFAULT_DB)
+    redis_url = os.environ.get("PROBE_TEST_REDIS_URL", queue_bench.DEFAULT_REDIS)
+    runtime = locate_runtime()
+    base = Path(tempfile.mkdtemp(prefix="byte-probe-bench-"))
+    base.chmod(0o711)
+    try:
+        rows = overhead_rows(runtime, base, repeat * 2)
+        rows += bulk_rows(runtime, base, probes, db_url, redis_url)
+        rows += snapshot_rows(base, files, repeat)
+        rows.append(analyze_row(base, files // 2, files // 2))
+        rows.append(cli_row(repeat))
+        rates = store_rates(base, db_url, store_runs, threads)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    note = machine()
+    print_table(rows, rates, note)
+    RESULTS.mkdir(exist_ok=True)
+    document = {
+        "machine": note,
+        "quick": quick,
+        "parameters": {
+            "probes": probes,
+            "files": files,
+            "repeat": repeat,
+            "store_runs": store_runs,
+        },
+        "rows": [{**asdict(r), "ratio": r.ratio, "met": r.met} for r in rows],
+        "store_path_runs_per_s": rates,
+    }
+    (RESULTS / "bench.json").write_text(json.dumps(document, indent=2) + "\n")
+    draw_chart(rows, rates, RESULTS / "bench.png")
+    print(f"wrote {RESULTS / 'bench.json'} and {RESULTS / 'bench.png'}")
+
+
+if __name__ == "__main__":
+    main()
