@@ -330,7 +330,7 @@ def snapshot_rows(base: Path, files: int, repeat: int) -> list[Row]:
         Row(f"capture ({files} files)", capture, git_add, "s", "git add -A, fresh repo", goal=2.0),
         Row("materialize, cold", cold, git_checkout, "s", "git checkout into empty dir", goal=1.0),
         Row(
-            "materialize, warm (hard links)",
+            "materialize, warm (overlay)",
             warm,
             git_checkout,
             "s",

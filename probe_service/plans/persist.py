@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import Column, Connection, Table, select
@@ -80,9 +81,11 @@ def save_receipt(
     receipt: dict[str, Any],
     reusable: bool,
     envelope: dict[str, Any] | None = None,
+    also: Callable[[Connection], None] | None = None,
 ) -> bool:
     """Write a receipt, its DSSE ``envelope`` when signed, and its ``probe`` event in one
-    transaction, at most once per run.
+    transaction, at most once per run; ``also`` writes more in that same transaction (the
+    queue marks its run done there) when the receipt is new.
 
     Returns False (and writes nothing) when this run already has a receipt.
     """
@@ -125,6 +128,8 @@ def save_receipt(
                     "reason": committed["reason"],
                 },
             )
+        if written and also is not None:
+            also(conn)
     return written
 
 

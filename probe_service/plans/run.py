@@ -13,12 +13,13 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+from sqlalchemy import Connection
 
 from ..canonical import sha256_of_json
 from ..errors import (
@@ -64,6 +65,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: Runs inside the transaction that writes a new receipt: ``(connection, receipt)``.
+ReceiptHook = Callable[[Connection, dict[str, Any]], None]
 
 #: Bounded output returned to callers (the receipt commits to the full kept bytes' digest).
 MAX_RETURNED_OUTPUT = 64 * 1024
@@ -152,10 +156,13 @@ def probe_run(
     worker: str | None = None,
     signing_key: SigningKey | None = None,
     queued_seconds: float | None = None,
+    on_written: ReceiptHook | None = None,
 ) -> ProbeRunResult:
     """Run a stored plan under the exactly named policy and return its receipt, signed by
     ``signing_key`` when one is given (docs/ARCHITECTURE.md, "Signed receipts").
-    ``queued_seconds`` (submission to claim) goes into the receipt's phase timings.
+    ``queued_seconds`` (submission to claim) goes into the receipt's phase timings;
+    ``on_written(conn, receipt)`` runs inside the receipt's own transaction when this run
+    wrote a new receipt (the queue finishes its run there: one transaction, not two).
 
     Raises NotFound (no such plan), PolicyError (policy id differs from the plan's or is
     not in the policy file). Sandbox, overlay and oracle failures never raise: they end
@@ -172,6 +179,7 @@ def probe_run(
         plan_id, plan, policy, run_id, worker or socket.gethostname(), signing_key
     )
     context.clock = PhaseClock(queued_seconds)  # the run's own clock starts at its claim
+    context.on_written = on_written
     try:
         runtime = runtime or locate_runtime()
     except SandboxUnavailable as exc:
@@ -312,6 +320,7 @@ class _RunContext:
         self.run_id, self.worker, self.signing_key = run_id, worker, signing_key
         self.started_at = utc_now()
         self.clock = PhaseClock()
+        self.on_written: ReceiptHook | None = None
 
     def finish(
         self,
@@ -376,7 +385,9 @@ class _RunContext:
         # Only a probe that ran to completion with a decided outcome may answer a later
         # identical action (docs/ARCHITECTURE.md, "Trust rules").
         reusable = result.status == "ok" and decision.outcome != "inconclusive"
-        written = save_receipt(store, self.run_id, receipt, reusable, envelope)
+        hook = self.on_written
+        also = None if hook is None else (lambda conn: hook(conn, receipt))
+        written = save_receipt(store, self.run_id, receipt, reusable, envelope, also)
         if not written:  # a duplicate delivery: the first receipt of this run stands
             receipt = load_receipt(store, self.run_id)
         return result_from_receipt(self.run_id, receipt, reused=False)

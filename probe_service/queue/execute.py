@@ -11,6 +11,9 @@ import os
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection
 
 from ..errors import InfrastructureError, ProbeServiceError
 from ..plans import probe_abandon, probe_run
@@ -24,6 +27,7 @@ from .runs import (
     claim_run,
     expired_runs,
     finish_run,
+    finish_run_in,
     mark_enqueued,
     requeue_run,
     stale_queued_runs,
@@ -79,6 +83,22 @@ def execute_run(ctx: WorkerContext, run_id: str) -> str:
 def _run_claimed(ctx: WorkerContext, run: RunRow) -> str:
     """Run a claimed run under its lease; return its outcome or the refusal's code."""
     run_id = run.run_id
+    finished_with_receipt = []
+
+    def finish_in_receipt_transaction(conn: Connection, receipt: dict[str, Any]) -> None:
+        committed = receipt["committed"]
+        finished_with_receipt.append(
+            finish_run_in(
+                conn,
+                run_id,
+                outcome=committed["outcome"],
+                reason=committed["reason"],
+                receipt_sha256=receipt["receipt_sha256"],
+                action_key=committed.get("action_key") or None,
+                reused=False,
+            )
+        )
+
     with ctx.leases.holding(run_id):
         try:
             result = probe_run(
@@ -92,6 +112,7 @@ def _run_claimed(ctx: WorkerContext, run: RunRow) -> str:
                 worker=ctx.owner,
                 signing_key=configured_signing_key(forbidden_roots=(ctx.store.root,)),
                 queued_seconds=run.queued_seconds,
+                on_written=finish_in_receipt_transaction,
             )
         except InfrastructureError:
             raise
@@ -105,6 +126,8 @@ def _run_claimed(ctx: WorkerContext, run: RunRow) -> str:
                 action_key=None,
             )
             return exc.code
+    if finished_with_receipt:  # marked done in the receipt's own transaction
+        return result.outcome
     committed = result.receipt["committed"]
     finish_run(
         ctx.store,

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy import Connection, and_, func, insert, or_, select, update
 
 from ..store import Store
 from .tables import runs
@@ -25,6 +25,7 @@ __all__ = [
     "create_runs",
     "expired_runs",
     "finish_run",
+    "finish_run_in",
     "mark_enqueued",
     "new_run_rows",
     "now_ms",
@@ -172,24 +173,46 @@ def finish_run(
 ) -> bool:
     """Mark a run done (once); False when it was already done."""
     with store.transaction() as conn:
-        return (
-            conn.execute(
-                update(runs)
-                .where(runs.c.run_id == run_id, runs.c.state != "done")
-                .values(
-                    state="done",
-                    outcome=outcome,
-                    reason=reason,
-                    receipt_sha256=receipt_sha256,
-                    action_key=action_key,
-                    reused=reused,
-                    lease_owner=None,
-                    lease_expires_ms=None,
-                    finished_ms=now_ms(),
-                )
-            ).rowcount
-            == 1
+        return finish_run_in(
+            conn,
+            run_id,
+            outcome=outcome,
+            reason=reason,
+            receipt_sha256=receipt_sha256,
+            action_key=action_key,
+            reused=reused,
         )
+
+
+def finish_run_in(
+    conn: Connection,
+    run_id: str,
+    *,
+    outcome: str,
+    reason: str,
+    receipt_sha256: str | None,
+    action_key: str | None,
+    reused: bool | None = None,
+) -> bool:
+    """``finish_run`` inside the caller's transaction (the receipt's own, on the lean path)."""
+    return (
+        conn.execute(
+            update(runs)
+            .where(runs.c.run_id == run_id, runs.c.state != "done")
+            .values(
+                state="done",
+                outcome=outcome,
+                reason=reason,
+                receipt_sha256=receipt_sha256,
+                action_key=action_key,
+                reused=reused,
+                lease_owner=None,
+                lease_expires_ms=None,
+                finished_ms=now_ms(),
+            )
+        ).rowcount
+        == 1
+    )
 
 
 def requeue_run(store: Store, run_id: str) -> bool:
