@@ -9,6 +9,7 @@ so validation, error codes and the interface label are the same everywhere.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import typing
 from collections.abc import Callable, Iterator
@@ -90,7 +91,12 @@ class Operation:
         return self.response_adapter.dump_python(result, mode="json")
 
     def schemas(self) -> dict[str, Any]:
-        """Request and response JSON Schemas."""
+        """Request and response JSON Schemas (a fresh copy of the ones built once)."""
+        return copy.deepcopy(self._schemas)
+
+    @cached_property
+    def _schemas(self) -> dict[str, Any]:
+        # Built once per process: the long-lived faces answer capabilities many times.
         return {
             "request": self.request.model_json_schema(),
             "response": self.response_adapter.json_schema(mode="serialization"),
