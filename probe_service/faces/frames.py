@@ -122,6 +122,7 @@ def internal_frame(request_id: RequestId, exc: BaseException) -> dict[str, Any]:
 
 def encode_frame(frame: dict[str, Any]) -> bytes:
     """One response line: ASCII JSON (lone surrogates escaped), no NaN, a newline."""
-    return json.dumps(frame, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode(
-        "ascii"
-    ) + b"\n"
+    return (
+        json.dumps(frame, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+        + b"\n"
+    )

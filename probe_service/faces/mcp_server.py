@@ -70,7 +70,9 @@ def _error_result(code: str, message: str) -> types.CallToolResult:
     )
 
 
-def tool_result(svc: ProbeService, tool: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+def tool_result(
+    svc: ProbeService, tool: str, arguments: dict[str, Any] | None
+) -> types.CallToolResult:
     """Run one tool call: the one place a ProbeServiceError becomes an MCP tool error
     (``isError`` with the error's code and message); a bug becomes code ``internal``."""
     try:

@@ -74,7 +74,9 @@ class HostDriver:
 
     def request(self, op: str, params: object = None) -> dict[str, Any]:
         self.next_id += 1
-        frame = self.send_line(json.dumps({"id": self.next_id, "op": op, "params": params}).encode())
+        frame = self.send_line(
+            json.dumps({"id": self.next_id, "op": op, "params": params}).encode()
+        )
         assert frame["id"] == self.next_id
         return frame
 
@@ -123,11 +125,13 @@ def open_mcp(root: Path) -> Iterator[McpDriver]:
         args=cli_argv("mcp", "--root", str(root))[1:],
         env=dict(os.environ),
     )
-    with start_blocking_portal() as portal:
-        with portal.wrap_async_context_manager(stdio_client(params)) as (read, write):
-            with portal.wrap_async_context_manager(ClientSession(read, write)) as session:
-                portal.call(session.initialize)
-                yield McpDriver(portal, session)
+    with (
+        start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(stdio_client(params)) as (read, write),
+        portal.wrap_async_context_manager(ClientSession(read, write)) as session,
+    ):
+        portal.call(session.initialize)
+        yield McpDriver(portal, session)
 
 
 @contextlib.contextmanager

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from probe_service.faces.frames import MAX_LINE_BYTES
-from probe_service.faces.host import NdjsonHost, claimed_stdio, read_lines
+from probe_service.faces.host import NdjsonHost, read_lines
 from probe_service.service import ProbeService, operations
 
 from .drivers import cli_argv, open_host
@@ -46,7 +46,8 @@ class TestCommand:
         assert done.returncode == 0, done.stderr
         assert done.stdout.count(b"\n") == 1
         (frame,) = frames(done.stdout)
-        assert frame["id"] == 1 and frame["ok"] is True
+        assert frame["id"] == 1
+        assert frame["ok"] is True
         listed = [op["name"] for op in frame["result"]["operations"]]
         assert listed == [op.name for op in operations("host")]
         assert frame["result"]["interface"] == "host"
@@ -74,7 +75,8 @@ class TestCommand:
         assert {f["error"]["code"] for f in got[:-1]} == {"invalid_input"}
         messages = [f["error"]["message"] for f in got[:-1]]
         for message, field in zip(
-            messages, ["line", "line", "op", "op", "plan_id", "params", "policy", "id", "line"],
+            messages,
+            ["line", "line", "op", "op", "plan_id", "params", "policy", "id", "line"],
             strict=True,
         ):
             assert field in message
@@ -88,7 +90,8 @@ class TestCommand:
         assert first["id"] is None
         assert first["error"]["code"] == "limit_exceeded"
         assert str(MAX_LINE_BYTES) in first["error"]["message"]
-        assert second["id"] == 2 and second["ok"] is True
+        assert second["id"] == 2
+        assert second["ok"] is True
 
     def test_admin_operation_is_unknown_on_the_host(self, tmp_path: Path) -> None:
         """policy_check (it reads a path) is not an operation of the host."""

@@ -27,9 +27,7 @@ DEADLOCK_GUARD_S = 120
 
 
 class TestTools:
-    def test_client_lists_every_mcp_operation_with_its_request_schema(
-        self, tmp_path: Path
-    ) -> None:
+    def test_client_lists_every_mcp_operation_with_its_request_schema(self, tmp_path: Path) -> None:
         """An MCP client started as ``byte-probe mcp`` lists one byte_* tool per operation
         of the mcp face, with the request model's schema and the table's description."""
         with open_mcp(tmp_path) as client:
@@ -59,7 +57,8 @@ class TestTools:
         with ProbeService.open(tmp_path, interface="mcp") as svc:
             result = tool_result(svc, "byte_policy_check", {"file": "/etc/shadow"})
             unprefixed = tool_result(svc, "capabilities", None)
-        assert result.is_error and unprefixed.is_error
+        assert result.is_error
+        assert unprefixed.is_error
         assert "unknown operation 'policy_check'" in result.structured_content["error"]["message"]
         assert unprefixed.structured_content["error"]["message"].startswith("name:")
 

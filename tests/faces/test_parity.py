@@ -105,7 +105,9 @@ def scenario(face: Driver, repo: Path) -> list[tuple[str, Any]]:
 
 
 _TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
-_VOLATILE = re.compile(r"(elapsed|wall_|_at$|^at$|created|duration|timing|_ms$|_us$|_s$|worker|run_id)")
+_VOLATILE = re.compile(
+    r"(elapsed|wall_|_at$|^at$|created|duration|timing|_ms$|_us$|_s$|worker|run_id)"
+)
 
 
 def normalize(value: Any, ids: dict[str, str], key: str = "") -> Any:

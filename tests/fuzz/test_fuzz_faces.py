@@ -100,7 +100,8 @@ class TestRequestDecoder:
             assert decoded.error.code in {"invalid_input", "limit_exceeded"}
         else:
             assert isinstance(decoded, HostRequest)
-            assert isinstance(decoded.op, str) and decoded.op
+            assert isinstance(decoded.op, str)
+            assert decoded.op
         assert decoded.id is None or isinstance(decoded.id, str | int)
 
 
