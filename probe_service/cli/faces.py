@@ -62,12 +62,15 @@ def mcp(
     Example: byte-probe mcp --root /srv/probe    (or: byte-probe mcp --http --port 8765)
     """
     from ..faces import mcp_server
+    from ..faces.host import claimed_stdio
     from ..service import ProbeService
 
     _log_to_stderr("mcp")
     if http:
         mcp_server.check_bind(bind, allow_remote=allow_remote)
-    with ProbeService.open(root, interface="mcp") as svc:
+    with claimed_stdio():  # whatever opening the store prints must not reach the wire
+        svc = ProbeService.open(root, interface="mcp")
+    with svc:
         if http:
             mcp_server.serve_http(svc, bind, port, allow_remote=allow_remote)
         else:

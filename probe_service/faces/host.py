@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from typing import IO, Any
 
 from ..errors import LimitExceeded, ProbeServiceError
-from ..service import ProbeService
+from ..service import ProbeService, operations
 from .frames import (
     MAX_LINE_BYTES,
     HostRequest,
@@ -84,6 +84,7 @@ class NdjsonHost:
         self._slots = threading.BoundedSemaphore(long_running + long_waiting)
         self._limit = long_running + long_waiting
         self._out_broken = False
+        self._long_ops = frozenset(op.name for op in operations(svc.interface) if op.long_running)
 
     def serve(self, stream: IO[bytes]) -> None:
         """Answer every line of ``stream`` until EOF, then wait for the long operations."""
@@ -96,31 +97,25 @@ class NdjsonHost:
     def handle_line(self, line: bytes | None) -> None:
         """Answer one line (None: an oversized one): in line, or later from the pool."""
         decoded = oversized() if line is None else decode_request(line)
-        if isinstance(decoded, Refused):
-            self._write(error_frame(decoded.id, decoded.error))
-            return
-        try:
-            long_running = self.svc.operation(decoded.op).long_running
-        except ProbeServiceError as exc:
-            self._write(error_frame(decoded.id, exc))
-            return
-        if not long_running:
+        if not (isinstance(decoded, HostRequest) and decoded.op in self._long_ops):
             self._write(self.answer(decoded))
         elif self._slots.acquire(blocking=False):
             self._pool.submit(self._answer_long, decoded)
         else:
             busy = LimitExceeded(f"op: {self._limit} long operations are already in flight")
-            self._write(error_frame(decoded.id, busy))
+            self._write(self.answer(Refused(decoded.id, busy)))
 
-    def answer(self, request: HostRequest) -> dict[str, Any]:
+    def answer(self, request: HostRequest | Refused) -> dict[str, Any]:
         """The response to one request: the one place a ProbeServiceError becomes an
         error frame, and a bug becomes code ``internal`` (its trace goes to stderr)."""
         try:
+            if isinstance(request, Refused):
+                raise request.error
             return ok_frame(request.id, self.svc.call(request.op, request.params))
         except ProbeServiceError as exc:
             return error_frame(request.id, exc)
         except Exception as exc:
-            log.exception("internal error answering request %r (%s)", request.id, request.op)
+            log.exception("internal error answering request %r", request.id)
             return internal_frame(request.id, exc)
 
     def _answer_long(self, request: HostRequest) -> None:
