@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from probe_service.policies import POLICY_FILE_ENV
+from probe_service.sandbox import SandboxRuntime
 
 from .drivers import FACES, Driver, open_face
 
@@ -130,9 +131,11 @@ def normalize(value: Any, ids: dict[str, str], key: str = "") -> Any:
 
 
 def test_one_scenario_same_results_on_every_face(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runtime: SandboxRuntime
 ) -> None:
     """The Python API, the NDJSON host and the MCP server give the same results."""
+    # ``runtime`` fails the test with the reason when the pinned runtime is missing; the
+    # faces locate the same runtime themselves.
     monkeypatch.setenv(POLICY_FILE_ENV, str(write_policy(tmp_path / "policies.json")))
     results: dict[str, list[tuple[str, Any]]] = {}
     for face in FACES:
