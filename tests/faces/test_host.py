@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +17,8 @@ from probe_service.faces.frames import MAX_LINE_BYTES
 from probe_service.faces.host import NdjsonHost, read_lines
 from probe_service.service import ProbeService, operations
 
+from .blocking import DEADLOCK_GUARD_S, BlockingService
 from .drivers import cli_argv, open_host
-
-#: A guard against a deadlock, never a timing assertion: how long a test waits at most.
-DEADLOCK_GUARD_S = 120
 
 
 def run_host(root: Path, stdin: bytes) -> subprocess.CompletedProcess[bytes]:
@@ -127,21 +124,6 @@ class TestCommand:
         assert len(pids) == 1
 
 
-class _BlockingService(ProbeService):
-    """A real session whose long operation waits until the test releases it: stands in
-    for a slow sandboxed run, which cannot be made to take a chosen time."""
-
-    release = threading.Event()
-
-    def call(self, name: str, params: object = None) -> Any:
-        if name == "snapshot_capture":
-            assert self.release.wait(DEADLOCK_GUARD_S)
-            return {"captured": True}
-        if name == "knowledge_brief":
-            raise RuntimeError("a bug with a secret /etc/x in it")
-        return super().call(name, params)
-
-
 class _Recorder(io.RawIOBase):
     """Collects response lines; releases the blocked operation on a chosen id."""
 
@@ -156,16 +138,16 @@ class _Recorder(io.RawIOBase):
         frame = json.loads(bytes(data))
         self.lines.append(frame)
         if frame["id"] == self.release_on:
-            _BlockingService.release.set()
+            BlockingService.release.set()
         return len(data)
 
 
 @pytest.fixture
 def blocking(tmp_path: Path) -> Any:
-    _BlockingService.release.clear()
-    svc = _BlockingService.open(tmp_path, interface="host")
+    BlockingService.reset()
+    svc = BlockingService.open(tmp_path, interface="host")
     yield svc
-    _BlockingService.release.set()
+    BlockingService.release.set()
     svc.close()
 
 

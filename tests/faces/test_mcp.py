@@ -13,17 +13,16 @@ from pathlib import Path
 
 import anyio
 import pytest
+from mcp.client import Client
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from probe_service.errors import InvalidInput
-from probe_service.faces.mcp_server import check_bind, tool_result
+from probe_service.faces.mcp_server import build_server, check_bind, tool_result
 from probe_service.service import ProbeService, operations
 
+from .blocking import DEADLOCK_GUARD_S, BlockingService
 from .drivers import cli_argv, open_mcp
-
-#: A guard against a hung server, never a timing assertion.
-DEADLOCK_GUARD_S = 120
 
 
 class TestTools:
@@ -70,6 +69,42 @@ class TestTools:
         assert result.is_error
         assert result.structured_content["error"]["code"] == "invalid_input"
         assert "policy: Extra inputs" in result.structured_content["error"]["message"]
+
+
+class TestConcurrency:
+    def test_long_tool_runs_off_the_event_loop(self, tmp_path: Path) -> None:
+        """While byte_snapshot_capture is still running, another tool call is answered."""
+        BlockingService.reset()
+        svc = BlockingService.open(tmp_path, interface="mcp")
+
+        async def scenario() -> tuple[bool, bool, bool]:
+            async with (
+                Client(build_server(svc)) as client,
+                anyio.create_task_group() as tg,
+            ):
+                capture: list[bool] = []
+
+                async def run_capture() -> None:
+                    result = await client.call_tool("byte_snapshot_capture", {"root": "/x"})
+                    capture.append(result.is_error)
+
+                tg.start_soon(run_capture)
+                assert await anyio.to_thread.run_sync(
+                    BlockingService.started.wait, DEADLOCK_GUARD_S
+                )
+                events = await client.call_tool("byte_knowledge_events", {})
+                answered_while_blocked = not BlockingService.release.is_set()
+                BlockingService.release.set()
+            return answered_while_blocked, events.is_error, capture == [False]
+
+        try:
+            answered_while_blocked, events_failed, capture_ok = anyio.run(scenario)
+        finally:
+            BlockingService.release.set()
+            svc.close()
+        assert answered_while_blocked
+        assert not events_failed
+        assert capture_ok
 
 
 class TestBind:
