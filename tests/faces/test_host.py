@@ -155,6 +155,33 @@ def _lines(*requests: dict[str, Any]) -> io.BytesIO:
     return io.BytesIO(b"".join(json.dumps(r).encode() + b"\n" for r in requests))
 
 
+def test_host_serves_a_postgresql_store_from_the_environment(tmp_path: Path, pg_url: str) -> None:
+    """With PROBE_DATABASE_URL set the host opens that store: a capture (on the pool) and
+    a read in line both land in PostgreSQL."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.py").write_text("x = 1\n", encoding="utf-8")
+    lines = [
+        {"id": 1, "op": "snapshot_capture", "params": {"root": str(repo)}},
+        {"id": 2, "op": "capabilities"},
+    ]
+    done = subprocess.run(
+        cli_argv("host", "--root", str(tmp_path)),
+        input=b"".join(json.dumps(line).encode() + b"\n" for line in lines),
+        capture_output=True,
+        timeout=DEADLOCK_GUARD_S,
+        check=False,
+        env={**os.environ, "PROBE_DATABASE_URL": pg_url},
+    )
+    by_id = {f["id"]: f for f in frames(done.stdout)}
+    assert by_id[1]["ok"] is True, by_id[1]
+    assert by_id[2]["ok"] is True
+    assert not (tmp_path / ".zyte").exists()  # the embedded store was never opened
+    with ProbeService.open(tmp_path, database_url=pg_url) as svc:
+        snapshot = svc.call("snapshot_get", {"snapshot_id": by_id[1]["result"]["snapshot_id"]})
+    assert [entry["path"] for entry in snapshot["entries"]] == ["a.py"]
+
+
 class TestConcurrency:
     def test_long_operation_does_not_block_short_ones(self, blocking: ProbeService) -> None:
         """A capture still running does not hold up a later short request; its response
