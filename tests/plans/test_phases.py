@@ -74,7 +74,8 @@ class TestReceiptPhases:
         print_receipt(Console(file=out, width=200, color_system=None), receipt, "receipt x")
         text = out.getvalue()
         assert "canary 0.250s, execute 1.500s" in text
-        assert "\x1b" not in text and "pwned" not in text
+        assert "\x1b" not in text
+        assert "pwned" not in text
 
     def test_phase_values_are_finite(self) -> None:
         """A clock's phases are finite, non-negative numbers (JSON has no NaN)."""
