@@ -66,6 +66,24 @@ def network_key(settings: Mapping[str, Any]) -> str:
     return canonical_json({k: v for k, v in settings.items() if k != "filesystem"}).decode()
 
 
+#: Where a root worker's helpers live: fixed (never the temp dir a caller may change),
+#: on a tmpfs that a reboot clears.
+LAUNCHER_BASE = Path("/run/byte-probe/launchers")
+
+
+def _launcher_base() -> Path:
+    """The directory holding the helpers' homes; dead workers' homes are removed."""
+    if os.geteuid() != 0:
+        return Path(tempfile.gettempdir())
+    LAUNCHER_BASE.mkdir(mode=0o711, parents=True, exist_ok=True)
+    LAUNCHER_BASE.chmod(0o711)
+    for entry in LAUNCHER_BASE.iterdir():
+        pid = entry.name.partition("-")[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(entry, ignore_errors=True)
+    return LAUNCHER_BASE
+
+
 class LauncherHelper:
     """One running ``launcher.mjs``; requests are serialized by a lock."""
 
@@ -77,7 +95,7 @@ class LauncherHelper:
         # Root-owned and searchable (not listable) by the probe uids: bubblewrap, started as
         # the slot uid, binds the bridge sockets from here; umask 077 keeps those sockets
         # unconnectable by any probe uid (docs/ARCHITECTURE.md, "Persistent launcher").
-        self.home = Path(tempfile.mkdtemp(prefix="byte-probe-launcher-"))
+        self.home = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=_launcher_base()))
         self.home.chmod(0o711)
         env = {
             "PATH": "/usr/bin:/bin",
@@ -186,6 +204,8 @@ class LauncherHelper:
 
     def command_done(self) -> None:
         """Let the runtime clean up after one wrapped command; a failure is only logged."""
+        if not self.alive:
+            return  # a stopped helper took its runtime state with it
         try:
             self.request({"op": "done"})
         except LauncherUnavailable as exc:

@@ -79,6 +79,22 @@ class _Cached:
     size: int
 
 
+#: Where a root worker keeps its cache: fixed, so a temp-dir change never strands it.
+CACHE_BASE = Path("/var/lib/byte-probe/snapshots")
+
+
+def _cache_base() -> Path:
+    """The directory holding every worker's cache; dead workers' caches are removed."""
+    if os.geteuid() != 0:
+        return Path(tempfile.gettempdir())
+    CACHE_BASE.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for entry in CACHE_BASE.iterdir():
+        pid = entry.name.partition("-")[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            discard_tree(entry)
+    return CACHE_BASE
+
+
 def link_tree(source: Path, dest: Path) -> None:
     """Recreate ``source`` under the new directory ``dest``: new directories, hard links to
     its files, copies of its links. Iterative; never follows a link. Raises ``OSError``."""
@@ -102,11 +118,13 @@ class SnapshotCache:
     """One worker's warm snapshots, keyed by store and snapshot id, bounded by bytes."""
 
     def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES, root: Path | None = None) -> None:
-        # Named like a run directory, so the sweep of a dead worker's run directories
-        # removes its cache too (docs/ARCHITECTURE.md, "Host-side walks").
-        self.root = root or Path(
-            tempfile.mkdtemp(prefix=f"{RUN_DIR_PREFIX}{os.getpid()}-snapcache-")
-        )
+        # Named by the worker's pid, so a later worker removes a dead one's cache
+        # (docs/ARCHITECTURE.md, "Host-side walks").
+        if root is None:
+            base = _cache_base()
+            prefix = f"{os.getpid()}-" if base == CACHE_BASE else f"{RUN_DIR_PREFIX}{os.getpid()}-"
+            root = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+        self.root = root
         self.root.mkdir(mode=0o700, exist_ok=True)
         self.root.chmod(0o700)
         self.max_bytes = max_bytes
@@ -145,8 +163,12 @@ class SnapshotCache:
             else:
                 self._entries.move_to_end(key)
             try:
-                if not (self.use_overlay and _mount_overlay(cached.path, dest)):
+                if self.use_overlay and _mount_overlay(cached.path, dest):
+                    pass
+                elif os.stat(cached.path).st_dev == os.stat(dest.parent).st_dev:
                     link_tree(cached.path, dest)
+                else:  # hard links cannot cross filesystems: a cold tree instead
+                    return snapshot_materialize(store, snapshot_id, dest)
             except OSError as exc:
                 raise UnsafePath(f"{dest}: cannot link the cached snapshot ({exc})") from exc
             self._in_use[dest] = cached.path

@@ -115,6 +115,8 @@ def normalize(value: Any, ids: dict[str, str], key: str = "") -> Any:
     """Ids become ``<id N>`` in order of first appearance (so equal ids stay equal);
     timestamps, timings and worker names become placeholders; the interface label is
     the face's name and is dropped."""
+    if key == "phases" and isinstance(value, dict):  # per-phase timings: names, not values
+        return {k: f"<{k}>" for k in sorted(value)}
     if isinstance(value, dict):
         return {
             k: normalize(v, ids, k) for k, v in sorted(value.items()) if k not in ("interface",)
