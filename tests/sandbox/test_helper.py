@@ -121,10 +121,11 @@ class TestHelperFailures:
     ) -> None:
         """A helper that stops answering (SIGSTOP) is given up after its bound; the run
         still runs sandboxed through the CLI."""
-        monkeypatch.setattr(helper_module, "REPLY_SECONDS", 1.0)
         run("sh", ID_AND_HELLO, launchers=pool)
         stopped = _only_helper(pool)
         os.kill(stopped.process.pid, signal.SIGSTOP)
+        # Shortened only now: the first run's answers were not under test.
+        monkeypatch.setattr(helper_module, "REPLY_SECONDS", 1.0)
         again = tmp_path / "scratch-again"
         again.mkdir()
         result = run("sh", ID_AND_HELLO, launchers=pool, scratch_dir=again)
