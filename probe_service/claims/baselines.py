@@ -79,6 +79,10 @@ def compute_baseline(
         match_count=len(result.matches),
         complete=result.complete,
         truncated=result.truncated,
+        # docs/ARCHITECTURE.md, "TypeScript boundary": compiler claims retain the consumer
+        # locations and the worker's fingerprints.
+        matches=result.matches if result.boundary is not None else None,
+        boundary=result.boundary,
     )
 
 
