@@ -240,7 +240,12 @@ function loadProjects(conf, found, report) {
     const { parseHost } = makeHosts(conf, {});
     const read = ts.readConfigFile(configPath, (p) => conf.readFile(p));
     if (read.error) {
+      // Still read the sources beside it (an inferred project), so what can be found is
+      // found; the configuration error keeps the result incomplete.
       report.configErrors.push(`${rel}: ${flatten(read.error)}`);
+      const dir = path.dirname(configPath) + path.sep;
+      const fileNames = found.sources.filter((f) => f.startsWith(dir));
+      projects.push({ config: rel, fileNames, options: INFERRED_OPTIONS });
       continue;
     }
     const parsed = ts.parseJsonConfigFileContent(

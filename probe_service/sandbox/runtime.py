@@ -270,7 +270,7 @@ def verify_fingerprints(
     fingerprints: tuple[_Fingerprint, ...],
     own_files: tuple[str, ...] = _OWN_FILES,
 ) -> None:
-    """Confirm the stat fingerprints of a verified tree still hold; raises ``SandboxUnavailable``."""
+    """Confirm a verified tree's stat fingerprints still hold; raises ``SandboxUnavailable``."""
     current: list[_Fingerprint] = []
     for rel, full in _walk(install_dir, own_files):
         info = _lstat(full)

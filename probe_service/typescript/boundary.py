@@ -131,7 +131,10 @@ def _from_answer(
     base: dict[str, Any], answer: WorkerAnswer, request: tuple[str, str | None, int]
 ) -> BoundaryResult:
     data = answer.data
-    if data.get("adapter") != ADAPTER_VERSION or data.get("typescript_version") != PINNED_TYPESCRIPT:
+    if (
+        data.get("adapter") != ADAPTER_VERSION
+        or data.get("typescript_version") != PINNED_TYPESCRIPT
+    ):
         raise _Mismatch(f"adapter {data.get('adapter')!r} / {data.get('typescript_version')!r}")
     if data.get("symbol") != request[0] or data.get("file") != request[1]:
         raise _Mismatch("the answer names another symbol or file than was asked")

@@ -171,4 +171,3 @@ def span_matches(files: dict[str, bytes], path: str, start: int, end: int, sha25
     if data is None or not 0 <= start < end <= len(data):
         return False
     return digest_bytes(data[start:end]) == sha256
-
