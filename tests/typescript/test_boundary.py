@@ -100,9 +100,7 @@ class TestThirdPartyPackages:
         assert result.unavailable_packages == ("dayjs",)
         assert _sites(result) == [("src/checkout.ts", "call"), ("src/checkout.ts", "import")]
 
-    def test_unresolved_dependency_of_the_symbol_fails_closed(
-        self, boundary_of: Boundary
-    ) -> None:
+    def test_unresolved_dependency_of_the_symbol_fails_closed(self, boundary_of: Boundary) -> None:
         """The same package in the declaration's own import closure makes it incomplete."""
         result = boundary_of("unrelated_package", "formatReceiptDate")
         assert result.status == "incomplete"

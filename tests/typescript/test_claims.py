@@ -146,4 +146,3 @@ def test_fingerprint_covers_typescript_inputs_only() -> None:
     ]:
         digest = typescript_domain("**", TreeView.from_files({**TREE, **extra})).content_digest
         assert (digest != base) is moves, extra
-
