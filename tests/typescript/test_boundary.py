@@ -117,7 +117,8 @@ class TestApplicability:
             False,
             True,
         )
-        assert result.complete and not result.consumers
+        assert result.complete
+        assert not result.consumers
 
     def test_requested_declaration_missing_fails_closed(self, boundary_of: Boundary) -> None:
         """A symbol with no declaration in a TypeScript repository is incomplete, never an

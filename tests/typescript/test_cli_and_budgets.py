@@ -26,11 +26,14 @@ def _capture_cli(capsys: pytest.CaptureFixture[str], repo: Path) -> str:
 def test_cli_boundary_json(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, runtime: SandboxRuntime
 ) -> None:
-    """`ts boundary --json` prints the boundary and exits 0 for a complete one."""
+    """`ts boundary --json` prints the snapshot's boundary and exits 0 for a complete one; a
+    consumer written into the working tree after the capture is not seen (the worker reads
+    the snapshot's materialization, never the working tree)."""
     del runtime  # marks the test `sandbox`; the CLI locates the runtime itself
     repo = tmp_path / "shop"
     shutil.copytree(FIXTURES / "new_consumer", repo)
     snapshot = _capture_cli(capsys, repo)
+    (repo / "src" / "late.ts").write_text('import { chargeCard } from "./payments";\n')
     args = ["ts", "boundary", "--snapshot", snapshot[:12], "--symbol", "chargeCard"]
     code = main([*args, "--file", "src/payments.ts", "--root", str(repo), "--json"])
     out = json.loads(capsys.readouterr().out)

@@ -65,7 +65,7 @@ class TestInstall:
         shutil.copytree(default_worker_dir(), copy, symlinks=True)
         with (copy / target).open("a", encoding="utf-8") as handle:
             handle.write("\n// changed\n")
-        with pytest.raises(SandboxUnavailable, match="differs from worker.sha256") as caught:
+        with pytest.raises(SandboxUnavailable, match=r"differs from worker\.sha256") as caught:
             locate_worker(copy)
         assert caught.value.reason == "sandbox_unverified"
 
@@ -91,7 +91,7 @@ class TestBuiltInProfile:
         document = {"schema": 1, "policies": [{**TEST_POLICY, "id": "builtin.anything"}]}
         path.write_text(json.dumps(document))
         path.chmod(0o600)
-        with pytest.raises(PolicyError, match="builtin.anything"):
+        with pytest.raises(PolicyError, match=r"builtin\.anything"):
             load_policy_file(path)
 
     def test_find_policy_never_returns_it(self) -> None:
