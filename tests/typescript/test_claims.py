@@ -10,11 +10,13 @@ import pytest
 
 from probe_service.claims import change_analyze, claim_check, claim_create
 from probe_service.claims.applicability import check_dependency
-from probe_service.claims.models import TypeScriptBoundaryQuery
+from probe_service.claims.baselines import compute_baseline
+from probe_service.claims.models import Dependency, TypeScriptBoundaryQuery
 from probe_service.claims.queries import ANALYZER_VERSION, typescript_domain
 from probe_service.claims.receipts import no_receipts
 from probe_service.claims.records import QueryBaseline
 from probe_service.claims.views import TreeView
+from probe_service.errors import InvalidClaim
 from probe_service.sandbox import SandboxRuntime
 from probe_service.snapshot import snapshot_capture
 from probe_service.store import Store
@@ -146,3 +148,20 @@ def test_fingerprint_covers_typescript_inputs_only() -> None:
     ]:
         digest = typescript_domain("**", TreeView.from_files({**TREE, **extra})).content_digest
         assert (digest != base) is moves, extra
+
+
+def test_claim_on_an_incomplete_boundary_is_refused_at_birth() -> None:
+    """A query_set on a boundary that is not complete (here: over the input cap, so the
+    worker never starts) is refused unless explicitly allowed, then stale from birth."""
+    files = {f"src/f{i}.ts": b"export {}\n" for i in range(10_001)}
+    tree = TreeView.from_files(files)
+    dependency = Dependency.model_validate(DEPENDENCY)
+    with pytest.raises(
+        InvalidClaim, match=r"dependencies\[0\]\.query_set: the result is incomplete"
+    ):
+        compute_baseline(0, dependency, tree)
+    baseline = compute_baseline(0, dependency, tree, allow_incomplete=True)
+    assert isinstance(baseline, QueryBaseline)
+    assert baseline.boundary is not None
+    assert baseline.boundary["status"] == "unavailable"
+    assert check_dependency(0, baseline, tree).state == "needs_recheck"
