@@ -79,3 +79,20 @@ def test_output_over_the_shared_budget_is_unavailable(
     assert result.unknowns == (
         f"output_budget: {MAX_OUTPUT_BYTES // (1024 * 1024)} MiB stdout+stderr budget crossed",
     )
+
+
+@pytest.mark.slow
+def test_heap_ceiling_is_unavailable(
+    sqlite_store: Store, tmp_path: Path, runtime: SandboxRuntime
+) -> None:
+    """60 MiB of TypeScript (inside the input cap) exhausts the 384 MiB V8 heap: the answer
+    is unavailable (heap_budget), never a partial boundary."""
+    repo = tmp_path / "huge"
+    (repo / "src").mkdir(parents=True)
+    (repo / "tsconfig.json").write_text('{"include": ["src"]}\n')
+    with (repo / "src" / "big.ts").open("w", encoding="utf-8") as handle:
+        for i in range(1_500_000):
+            handle.write(f"export const v{i} = [{i}, {i}];\n")
+    snapshot = snapshot_capture(sqlite_store, repo).snapshot_id
+    result = typescript_boundary(sqlite_store, snapshot, "v1", runtime=runtime)
+    assert (result.status, result.reason, result.complete) == ("unavailable", "heap_budget", False)
