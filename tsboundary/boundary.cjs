@@ -145,6 +145,21 @@ class Confinement {
     }
   }
 
+  entries(p) {
+    if (!this.allowed(p)) return { files: [], directories: [] };
+    const files = [];
+    const directories = [];
+    try {
+      for (const e of fs.readdirSync(p, { withFileTypes: true })) {
+        if (e.isFile()) files.push(e.name);
+        else if (e.isDirectory()) directories.push(e.name);
+      }
+    } catch {
+      // absent or unreadable: nothing listed
+    }
+    return { files: files.sort(), directories: directories.sort() };
+  }
+
   realpath(p) {
     if (!this.allowed(p)) return p;
     try {
@@ -216,9 +231,13 @@ function makeHosts(conf, options) {
     useCaseSensitiveFileNames: true,
     fileExists: confined.fileExists,
     readFile: confined.readFile,
+    // The compiler's own matcher over a confined listing: an `include` reaching outside
+    // the materialization lists nothing there and counts as an outside read.
     readDirectory(root, extensions, excludes, includes, depth) {
-      if (!conf.allowed(root)) return [];
-      return ts.sys.readDirectory(root, extensions, excludes, includes, depth);
+      return ts.matchFiles(
+        root, extensions, excludes, includes, true, conf.root, depth,
+        (dir) => conf.entries(dir), (p) => conf.realpath(p),
+      );
     },
   };
   return { compilerHost, parseHost, moduleHost: confined };
@@ -336,7 +355,9 @@ function configuredTypeErrors(program, report) {
   // `/// <reference types>` directive); 6053: a referenced file not found.
   const diagnostics = program.getGlobalDiagnostics().concat(program.getOptionsDiagnostics());
   for (const d of diagnostics) {
-    if (d.code === 2688 || d.code === 6053) report.missingTypes.add(flatten(d).split("\n")[0]);
+    const text = flatten(d).split("\n")[0];
+    if (d.code === 2688) report.missingTypes.add(`missing configured type: ${text}`);
+    else if (d.code === 6053) report.missingTypes.add(`missing referenced file: ${text}`);
   }
 }
 
@@ -518,7 +539,7 @@ function runBoundary(args) {
   }
   for (const e of report.configErrors) unknowns.push(`invalid configuration ${e}`);
   for (const m of [...report.missingModules].sort()) unknowns.push(`missing internal module ${m}`);
-  for (const t of [...report.missingTypes].sort()) unknowns.push(`missing configured type: ${t}`);
+  for (const t of [...report.missingTypes].sort()) unknowns.push(t);
   const defFiles = [...new Set(definitions.map((d) => d.path))];
   const reach = closure(graphs, defFiles);
   const allThirdParty = new Set();

@@ -81,11 +81,11 @@ class TestFailClosed:
         assert "missing internal module src/checkout.ts: ./billing" in result.unknowns
 
     def test_escaping_config_read_is_refused_and_incomplete(self, boundary_of: Boundary) -> None:
-        """A tsconfig `extends` reaching outside the materialization is not read: the attempt
-        is listed and the boundary is incomplete."""
+        """A tsconfig `extends` and an `include` reaching outside the materialization are
+        neither read nor listed: each attempt is named and the boundary is incomplete."""
         result = boundary_of("escaping_config", "chargeCard")
         assert result.status == "incomplete"
-        assert result.outside_reads == ("/etc/byte-probe-outside.json",)
+        assert result.outside_reads == ("/etc", "/etc/byte-probe-outside.json")
         assert not result.discovery_complete
 
 
