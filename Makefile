@@ -63,4 +63,4 @@ bench: setup
 	$(PY) benchmarks/queue_bench.py --probes $(QUEUE_BENCH_PROBES)
 
 clean:
-	rm -rf $(VENV) sandbox/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) sandbox/node_modules tsboundary/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -75,10 +75,15 @@ class TestFailClosed:
         assert [d.path for d in result.definitions] == ["src/payments.ts"]
 
     def test_missing_internal_module_fails_closed(self, boundary_of: Boundary) -> None:
-        """An import of a repository module that does not exist makes the boundary incomplete."""
+        """An import of a repository module that does not exist, and a configured `types`
+        entry that resolves to nothing, each make the boundary incomplete."""
         result = boundary_of("missing_module", "chargeCard")
         assert result.status == "incomplete"
         assert "missing internal module src/checkout.ts: ./billing" in result.unknowns
+        assert (
+            "missing configured type: Cannot find type definition file for "
+            "'byte-probe-missing-types'." in result.unknowns
+        )
 
     def test_escaping_config_read_is_refused_and_incomplete(self, boundary_of: Boundary) -> None:
         """A tsconfig `extends` and an `include` reaching outside the materialization are
