@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from probe_service.claims.digests import digest_bytes
 from probe_service.claims.queries import ANALYZER_VERSION, typescript_domain
@@ -19,12 +21,15 @@ from probe_service.errors import PolicyError, SandboxUnavailable
 from probe_service.plans.models import parse_plan
 from probe_service.plans.persist import save_plan
 from probe_service.plans.run import probe_run
+from probe_service.policies import POLICY_FILE_ENV
 from probe_service.policies.loader import find_policy, load_policy_file
 from probe_service.policies.model import PolicyFile
+from probe_service.service import ProbeService
+from probe_service.service.registry import Face
 from probe_service.snapshot import snapshot_capture
 from probe_service.store import Store
 from probe_service.typescript import boundary as boundary_module
-from probe_service.typescript.boundary import boundary_for_tree
+from probe_service.typescript.boundary import boundary_for_tree, result_identity
 from probe_service.typescript.install import (
     PINNED_TYPESCRIPT,
     default_worker_dir,
@@ -109,6 +114,30 @@ class TestBuiltInProfile:
         policies = PolicyFile.model_validate({"schema": 1, "policies": [TEST_POLICY]})
         with pytest.raises(PolicyError, match="built-in profiles cannot be selected"):
             probe_run(sqlite_store, plan_id, BOUNDARY_PROFILE.id, policy_file=policies)
+
+    @pytest.mark.parametrize("face", ["python", "cli", "host", "mcp"])
+    def test_no_face_can_select_it(
+        self,
+        sqlite_store: Store,
+        repo: Path,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+        face: Face,
+    ) -> None:
+        """`probe_run` through the operation table, on every face, refuses the profile's id
+        with the same error code (nothing is launched)."""
+        policy_path = tmp_path / "policies.json"
+        policy_path.write_text(json.dumps({"schema": 1, "policies": [TEST_POLICY]}))
+        policy_path.chmod(0o600)
+        monkeypatch.setenv(POLICY_FILE_ENV, str(policy_path))
+        monkeypatch.delenv("PROBE_REDIS_URL", raising=False)
+        (repo / "a.txt").write_text("a")
+        snapshot_id = snapshot_capture(sqlite_store, repo).snapshot_id
+        plan = parse_plan(plan_doc(snapshot_id=snapshot_id, policy_id=BOUNDARY_PROFILE.id))
+        plan_id, _ = save_plan(sqlite_store, plan)
+        svc = ProbeService(sqlite_store, interface=face)
+        with pytest.raises(PolicyError, match="built-in profiles cannot be selected"):
+            svc.call("probe_run", {"plan_id": plan_id, "policy_id": BOUNDARY_PROFILE.id})
 
 
 class TestInputBudget:
@@ -220,3 +249,43 @@ class TestWorkerAnswerIsData:
         elsewhere = _ok()
         elsewhere["consumers"] = [{**elsewhere["consumers"][0], "path": "../etc/passwd"}]
         assert "does not match" in self._result(elsewhere)
+
+
+_SITE = st.fixed_dictionaries(
+    {
+        "path": st.sampled_from(["a.ts", "b.ts", "src/c.tsx"]),
+        "role": st.sampled_from(["import", "call", "reference"]),
+        "sha256": st.sampled_from(["1" * 64, "2" * 64]),
+        "start": st.integers(0, 10_000),
+    }
+)
+
+
+def _fields(consumers: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"definitions": [], "consumers": consumers, "status": "complete"} | {
+        "complete": True,
+        "truncated": False,
+    }
+
+
+class TestResultIdentity:
+    @given(st.lists(_SITE, max_size=8), st.randoms())
+    def test_order_and_offsets_do_not_count(self, sites: list[dict[str, Any]], rnd: Any) -> None:
+        """Reordering consumers or moving them within their files keeps the identity."""
+        moved = [{**s, "start": s["start"] + 7} for s in sites]
+        rnd.shuffle(moved)
+        assert result_identity(_fields(sites)) == result_identity(_fields(moved))
+
+    @given(st.lists(_SITE, max_size=8), _SITE)
+    def test_an_added_consumer_changes_it(
+        self, sites: list[dict[str, Any]], extra: dict[str, Any]
+    ) -> None:
+        """One more consumer (anywhere) is another identity."""
+        assert result_identity(_fields(sites)) != result_identity(_fields([*sites, extra]))
+
+    @given(st.lists(_SITE, max_size=8))
+    def test_completeness_counts(self, sites: list[dict[str, Any]]) -> None:
+        """The same sites, incomplete or truncated, are another identity."""
+        complete = result_identity(_fields(sites))
+        assert complete != result_identity({**_fields(sites), "complete": False})
+        assert complete != result_identity({**_fields(sites), "truncated": True})
