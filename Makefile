@@ -71,4 +71,4 @@ bench-detail: setup
 	$(PY) benchmarks/faces_bench.py
 
 clean:
-	rm -rf $(VENV) sandbox/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) sandbox/node_modules tsboundary/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -86,6 +86,7 @@ class _Prepared:
     executable: ExecutableIdentity
     paths: RunPaths
     cwd: Path
+    extra_reads: tuple[Path, ...] = ()
 
 
 def _canonical_dir(path: Path, what: str) -> Path:
@@ -173,7 +174,9 @@ class _Resources:
 def _make_launch(
     policy: Policy, runtime: SandboxRuntime, prepared: _Prepared, res: _Resources
 ) -> tuple[Launch, str, dict[str, Any]]:
-    settings = build_settings(policy, runtime, prepared.paths, Path(prepared.executable.path))
+    settings = build_settings(
+        policy, runtime, prepared.paths, Path(prepared.executable.path), prepared.extra_reads
+    )
     settings_path = res.run_dir / "settings.json"
     digest = write_settings(settings, settings_path)
     os.chown(settings_path, res.identity.uid, res.identity.gid)
@@ -335,12 +338,14 @@ def _execute(
     base: dict[str, object],
     phases: dict[str, float],
     launchers: LauncherPool,
+    extra_reads: tuple[Path, ...] = (),
 ) -> SandboxResult:
     executable, args, snapshot_dir, scratch_dir, cwd, forbidden = request
     with _run_resources(policy, scratch_dir) as res:
         base["limits"] = res.limits
         dirs = (snapshot_dir, res.scratch, res.run_dir)
         prepared = _prepare(policy, executable, args, dirs, cwd, forbidden)
+        prepared = _Prepared(prepared.executable, prepared.paths, prepared.cwd, extra_reads)
         base["executable"] = prepared.executable
         launch, base["settings_digest"], settings = _make_launch(policy, runtime, prepared, res)
         _chown_tree(res.scratch, res.identity.uid, res.identity.gid)
@@ -412,13 +417,16 @@ def run_sandboxed(
     cwd: str = ".",
     runtime: SandboxRuntime,
     extra_forbidden_roots: Sequence[Path] = (),
+    extra_read_paths: Sequence[Path] = (),
     launchers: LauncherPool | None = None,
 ) -> SandboxResult:
     """Run ``executable args`` under ``policy`` in the sandbox; never raises for refusals.
 
-    Every prerequisite failure returns ``status="inconclusive"`` with a reason. Commands
-    are wrapped by a persistent launcher from ``launchers`` (the process's pool unless
-    given) when one serves the run, else by the srt CLI.
+    ``extra_read_paths`` (read-only allow-backs) is for the service's built-in profiles
+    only; plans and policy files cannot name it. Every prerequisite failure returns
+    ``status="inconclusive"`` with a reason. Commands are wrapped by a persistent launcher
+    from ``launchers`` (the process's pool unless given) when one serves the run, else by
+    the srt CLI.
     """
     started = time.monotonic()
     phases: dict[str, float] = {}
@@ -429,7 +437,7 @@ def run_sandboxed(
         verify_unchanged(runtime)
         request = (executable, args, snapshot_dir, scratch_dir, cwd, extra_forbidden_roots)
         pool = launchers if launchers is not None else default_launchers()
-        result = _execute(policy, runtime, request, base, phases, pool)
+        result = _execute(policy, runtime, request, base, phases, pool, tuple(extra_read_paths))
     except Refused as exc:
         result = SandboxResult.model_validate(
             {**base, "status": "inconclusive", "reason": exc.reason, "detail": str(exc)}
