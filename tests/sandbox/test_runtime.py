@@ -41,6 +41,23 @@ def test_altered_file_is_unverified(runtime: SandboxRuntime, tmp_path: Path) -> 
     assert caught.value.reason == "sandbox_unverified"
 
 
+@pytest.mark.parametrize("change", ["altered", "missing"])
+def test_the_persistent_launcher_is_part_of_the_digest(
+    runtime: SandboxRuntime, tmp_path: Path, change: str
+) -> None:
+    """An altered or missing launcher.mjs fails verification before any helper starts."""
+    copy = _copy_install(runtime, tmp_path / "sandbox")
+    launcher = copy / runtime_module.LAUNCHER
+    if change == "missing":
+        launcher.unlink()
+    else:
+        with launcher.open("a") as handle:
+            handle.write("\nprocess.stdout.write('{}');\n")
+    with pytest.raises(SandboxUnavailable) as caught:
+        locate_runtime(copy)
+    assert caught.value.reason == "sandbox_unverified"
+
+
 def test_wrong_version_is_unverified(runtime: SandboxRuntime, tmp_path: Path) -> None:
     """An install reporting another version is refused as sandbox_unverified."""
     copy = _copy_install(runtime, tmp_path / "sandbox")
