@@ -87,9 +87,28 @@ def load_policy_file(path: Path) -> PolicyFile:
     except (UnicodeDecodeError, ValueError) as exc:
         raise PolicyError(f"{path}: not valid JSON: {exc}") from exc
     try:
-        return PolicyFile.model_validate(document)
+        loaded = PolicyFile.model_validate(document)
     except ValidationError as exc:
         raise PolicyError(f"{path}: {_describe(exc)}") from exc
+    _check_toolchains(path, loaded)
+    return loaded
+
+
+def _check_toolchains(path: Path, loaded: PolicyFile) -> None:
+    """Apply the file's own safety rules to every toolchain root and every pin inside one.
+
+    docs/ARCHITECTURE.md, "Toolchains". Imported here, not at the top: the toolchain
+    package builds on this one's model.
+    """
+    from ..toolchains.roots import check_toolchain_pins, check_toolchain_root
+
+    for policy in loaded.policies:
+        try:
+            for name, root in sorted(policy.toolchains.items()):
+                check_toolchain_root(name, root)
+            check_toolchain_pins(policy)
+        except PolicyError as exc:
+            raise PolicyError(f"{path}: policy {policy.id!r}: {exc}") from exc
 
 
 def check_policy_file(path: Path | None = None) -> list[Policy]:

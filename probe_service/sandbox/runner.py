@@ -28,7 +28,7 @@ from probe_service.policies.executables import (
     recheck_identity,
     resolve_executable,
 )
-from probe_service.policies.model import Policy, passed_environment
+from probe_service.policies.model import Policy, passed_environment, toolchain_of_pin
 from probe_service.rundirs import make_run_dir
 from probe_service.sandbox.argsize import MAX_LAUNCH_ARG_BYTES, launch_arg_bytes
 from probe_service.sandbox.canary import run_canary
@@ -47,6 +47,7 @@ from probe_service.sandbox.limits import (
     prlimit_argv,
     scratch_limits,
 )
+from probe_service.sandbox.preflight import describe_failure, preflight_result
 from probe_service.sandbox.process import Bounded, run_bounded
 from probe_service.sandbox.results import LimitsApplied, SandboxResult
 from probe_service.sandbox.runtime import SandboxRuntime, find_system_tool, verify_unchanged
@@ -59,6 +60,11 @@ from probe_service.sandbox.scratch import (
 )
 from probe_service.sandbox.selfcheck import verify_limits
 from probe_service.sandbox.settings import RunPaths, build_settings, write_settings
+from probe_service.toolchains.resolve import (
+    ResolvedToolchain,
+    ToolchainChanged,
+    recheck_toolchains,
+)
 
 __all__ = ["Refused", "run_canary", "run_sandboxed"]
 
@@ -72,10 +78,39 @@ class Refused(ProbeServiceError):
 
 
 @dataclass(frozen=True)
+class _Command:
+    """A resolved executable: its identity and the path the sandbox launches."""
+
+    identity: ExecutableIdentity
+    #: The pin itself when it lies in a toolchain (a virtualenv's ``bin/python`` finds
+    #: its environment through that path), else the resolved file.
+    launch_path: str
+    args: tuple[str, ...]
+    declared: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class _Prepared:
-    executable: ExecutableIdentity
+    command: _Command
     paths: RunPaths
     cwd: Path
+    preflight: tuple[_Command, ...] = ()
+
+    @property
+    def executable(self) -> ExecutableIdentity:
+        return self.command.identity
+
+
+@dataclass(frozen=True)
+class _Request:
+    executable: str
+    args: Sequence[str]
+    snapshot_dir: Path
+    scratch_dir: Path
+    cwd: str
+    forbidden: Sequence[Path]
+    toolchains: Sequence[ResolvedToolchain]
+    preflight: Sequence[Sequence[str]]
 
 
 def _canonical_dir(path: Path, what: str) -> Path:
@@ -95,15 +130,7 @@ def _resolve_cwd(snapshot: Path, cwd: str) -> Path:
     return target
 
 
-def _prepare(
-    policy: Policy,
-    executable: str,
-    args: Sequence[str],
-    dirs: tuple[Path, Path, Path],
-    cwd: str,
-    forbidden: Sequence[Path],
-) -> _Prepared:
-    snapshot_dir, scratch, run_dir = dirs
+def _check_args(args: Sequence[str]) -> None:
     if any("\x00" in arg for arg in args):
         raise Refused("invalid_argument", "an argument contains a NUL byte")
     try:
@@ -116,21 +143,42 @@ def _prepare(
         raise Refused(
             "invalid_argument", f"args exceed the {MAX_LAUNCH_ARG_BYTES}-byte launch limit"
         )
-    snapshot = _canonical_dir(snapshot_dir, "snapshot")
-    if snapshot == scratch or snapshot in scratch.parents or scratch in snapshot.parents:
-        # Overlap would make the source writable or the scratch read-only.
-        raise Refused("sandbox_failed", "snapshot and scratch directories overlap")
-    work_dir = _resolve_cwd(snapshot, cwd)
-    roots = [snapshot, scratch, *forbidden]
+
+
+def _command(policy: Policy, name: str, args: Sequence[str], roots: Sequence[Path]) -> _Command:
+    _check_args(args)
     try:
-        resolved = resolve_executable(policy, executable, roots)
+        resolved = resolve_executable(policy, name, roots)
         identity = capture_identity(resolved)
     except ExecutableNotAllowed as exc:
         raise Refused("executable_not_allowed", str(exc)) from exc
     except ProbeServiceError as exc:
         raise Refused("executable_unresolved", str(exc)) from exc
+    pin = policy.executable_pins.get(name)
+    in_toolchain = pin is not None and toolchain_of_pin(policy, pin) is not None
+    launch_path = pin if pin is not None and in_toolchain else identity.path
+    return _Command(identity, launch_path, tuple(args), (name, *args))
+
+
+def _prepare(policy: Policy, request: _Request, dirs: tuple[Path, Path, Path]) -> _Prepared:
+    _, scratch, run_dir = dirs
+    snapshot = _canonical_dir(request.snapshot_dir, "snapshot")
+    if snapshot == scratch or snapshot in scratch.parents or scratch in snapshot.parents:
+        # Overlap would make the source writable or the scratch read-only.
+        raise Refused("sandbox_failed", "snapshot and scratch directories overlap")
+    work_dir = _resolve_cwd(snapshot, request.cwd)
+    roots = [snapshot, scratch, *request.forbidden]
+    command = _command(policy, request.executable, request.args, roots)
+    preflight = tuple(
+        _command(policy, argv[0], argv[1:], roots) if argv else _empty_preflight()
+        for argv in request.preflight
+    )
     paths = RunPaths(snapshot, scratch, run_dir / "home", run_dir / "tmp")
-    return _Prepared(identity, paths, work_dir)
+    return _Prepared(command, paths, work_dir, preflight)
+
+
+def _empty_preflight() -> _Command:
+    raise Refused("invalid_argument", "a preflight command is an empty argument array")
 
 
 def _probe_env(policy: Policy, scratch: Path) -> dict[str, str]:
@@ -163,7 +211,14 @@ class _Resources:
 def _make_launch(
     policy: Policy, runtime: SandboxRuntime, prepared: _Prepared, res: _Resources
 ) -> tuple[Launch, str]:
-    settings = build_settings(policy, runtime, prepared.paths, Path(prepared.executable.path))
+    settings = build_settings(
+        policy,
+        runtime,
+        prepared.paths,
+        Path(prepared.executable.path),
+        toolchains=[Path(t) for t in sorted(policy.toolchains.values())],
+        extra_executables=[Path(c.identity.path) for c in prepared.preflight],
+    )
     settings_path = res.run_dir / "settings.json"
     digest = write_settings(settings, settings_path)
     os.chown(settings_path, res.identity.uid, res.identity.gid)
@@ -301,31 +356,45 @@ def _finish(outcome: Bounded, launch: Launch, res: _Resources) -> dict[str, obje
     return fields
 
 
-def _check_reachable(prepared: _Prepared, res: _Resources) -> None:
+def _check_reachable(prepared: _Prepared, res: _Resources, toolchains: Sequence[Path]) -> None:
     uid, gid = res.identity.uid, res.identity.gid
     try:
         check_reachable(prepared.paths.snapshot, "snapshot", uid=uid, gid=gid)
         check_reachable(res.scratch, "scratch", uid=uid, gid=gid, write=True)
-        check_reachable(Path(prepared.executable.path), "executable", uid=uid, gid=gid)
+        for command in (prepared.command, *prepared.preflight):
+            check_reachable(Path(command.identity.path), "executable", uid=uid, gid=gid)
+        for root in toolchains:
+            check_reachable(root, "toolchain", uid=uid, gid=gid)
     except SandboxUnavailable as exc:
         raise Refused(exc.reason, str(exc)) from exc
 
 
+def _recheck_before_launch(prepared: _Prepared, request: _Request) -> None:
+    """docs/ARCHITECTURE.md, "Executables" and "Toolchains": recheck every identity and
+    toolchain digest immediately before the first launch of repository-chosen commands."""
+    try:
+        for command in (*prepared.preflight, prepared.command):
+            recheck_identity(command.identity)
+    except ExecutableChanged as exc:
+        raise Refused("executable_changed", str(exc)) from exc
+    roots = [prepared.paths.snapshot, prepared.paths.scratch, *request.forbidden]
+    try:
+        recheck_toolchains(request.toolchains, roots)
+    except ToolchainChanged as exc:
+        raise Refused("toolchain_changed", str(exc)) from exc
+
+
 def _execute(
-    policy: Policy,
-    runtime: SandboxRuntime,
-    request: tuple[str, Sequence[str], Path, Path, str, Sequence[Path]],
-    base: dict[str, object],
+    policy: Policy, runtime: SandboxRuntime, request: _Request, base: dict[str, object]
 ) -> SandboxResult:
-    executable, args, snapshot_dir, scratch_dir, cwd, forbidden = request
-    with _run_resources(policy, scratch_dir) as res:
+    with _run_resources(policy, request.scratch_dir) as res:
         base["limits"] = res.limits
-        dirs = (snapshot_dir, res.scratch, res.run_dir)
-        prepared = _prepare(policy, executable, args, dirs, cwd, forbidden)
+        dirs = (request.snapshot_dir, res.scratch, res.run_dir)
+        prepared = _prepare(policy, request, dirs)
         base["executable"] = prepared.executable
         launch, base["settings_digest"] = _make_launch(policy, runtime, prepared, res)
         _chown_tree(res.scratch, res.identity.uid, res.identity.gid)
-        _check_reachable(prepared, res)
+        _check_reachable(prepared, res, [Path(t.path) for t in request.toolchains])
         gate = create_gate(res.run_dir / "tmp", res.cgroup, res.identity.uid, res.identity.gid)
         allowed = [prepared.paths.snapshot, prepared.paths.scratch, prepared.paths.runtime_tmp]
         verdict = run_canary(
@@ -333,22 +402,31 @@ def _execute(
         )
         if not verdict.held:
             raise Refused(verdict.reason or "canary_readable", verdict.detail)
-        try:
-            # docs/ARCHITECTURE.md, "Executables": recheck identity immediately before launch.
-            recheck_identity(prepared.executable)
-        except ExecutableChanged as exc:
-            raise Refused("executable_changed", str(exc)) from exc
-        outcome = run_bounded(
-            launch.argv(prepared.executable.path, args),
-            env=launch.runtime_env,
-            cwd=launch.cwd,
-            timeout_seconds=policy.timeout_seconds,
-            budget=policy.max_output_bytes,
-            skip_stdout_prefix=len(launch.nonce),
-            cgroup=res.cgroup,
-            start_marker=launch.nonce.encode("ascii"),
-            on_start=gate.release,
-        )
+        _recheck_before_launch(prepared, request)
+
+        def launch_one(command: _Command) -> Bounded:
+            return run_bounded(
+                launch.argv(command.launch_path, command.args),
+                env=launch.runtime_env,
+                cwd=launch.cwd,
+                timeout_seconds=policy.timeout_seconds,
+                budget=policy.max_output_bytes,
+                skip_stdout_prefix=len(launch.nonce),
+                cgroup=res.cgroup,
+                start_marker=launch.nonce.encode("ascii"),
+                on_start=gate.release,
+            )
+
+        ran = []
+        for command in prepared.preflight:
+            outcome = launch_one(command)
+            finished = _finish(outcome, launch, res)
+            ran.append(preflight_result(command.declared, command.identity, finished))
+            if not ran[-1].passed:
+                base["preflight"] = tuple(ran)
+                raise Refused("preflight_failed", describe_failure(ran[-1]))
+        base["preflight"] = tuple(ran)
+        outcome = launch_one(prepared.command)
         return SandboxResult.model_validate({**base, **_finish(outcome, launch, res)})
 
 
@@ -362,9 +440,14 @@ def run_sandboxed(
     cwd: str = ".",
     runtime: SandboxRuntime,
     extra_forbidden_roots: Sequence[Path] = (),
+    toolchains: Sequence[ResolvedToolchain] = (),
+    preflight: Sequence[Sequence[str]] = (),
 ) -> SandboxResult:
     """Run ``executable args`` under ``policy`` in the sandbox; never raises for refusals.
 
+    ``toolchains`` are the policy's toolchains as resolved (with digests) by the caller;
+    each is rechecked before launch. ``preflight`` commands (argument arrays) run first,
+    in the same sandbox, and the first that fails ends the run ``preflight_failed``.
     Every prerequisite failure returns ``status="inconclusive"`` with a reason.
     """
     started = time.monotonic()
@@ -373,7 +456,18 @@ def run_sandboxed(
         if not sys.platform.startswith("linux") and sys.platform != "darwin":
             raise Refused("unsupported", f"platform {sys.platform!r} is not supported")
         verify_unchanged(runtime)
-        request = (executable, args, snapshot_dir, scratch_dir, cwd, extra_forbidden_roots)
+        request = _Request(
+            executable,
+            args,
+            snapshot_dir,
+            scratch_dir,
+            cwd,
+            extra_forbidden_roots,
+            toolchains,
+            preflight,
+        )
+        if sorted(policy.toolchains) != [t.name for t in toolchains]:
+            raise Refused("toolchain_unavailable", "the policy's toolchains were not resolved")
         result = _execute(policy, runtime, request, base)
     except Refused as exc:
         result = SandboxResult.model_validate(
