@@ -11,7 +11,19 @@ import typer
 from typer._click.exceptions import ClickException
 
 from ..errors import ProbeServiceError
-from . import claims, demo, doctor, events, keys, plans, policy, queue, snapshot, store
+from . import (
+    claims,
+    demo,
+    doctor,
+    events,
+    keys,
+    plans,
+    policy,
+    queue,
+    snapshot,
+    store,
+    toolchain,
+)
 from .common import EXIT_INFRASTRUCTURE, EXIT_INPUT, exit_code_for, report_error
 
 #: Exit code of an unexpected internal error (EX_SOFTWARE).
@@ -32,6 +44,7 @@ app = typer.Typer(
 app.add_typer(snapshot.app, name="snapshot")
 app.add_typer(policy.app, name="policy")
 app.add_typer(keys.app, name="key")
+app.add_typer(toolchain.app, name="toolchain")
 app.add_typer(store.app, name="store")
 app.add_typer(plans.plan_app, name="plan")
 app.add_typer(plans.receipt_app, name="receipt")

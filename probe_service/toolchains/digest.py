@@ -58,6 +58,9 @@ class ToolchainDigest(BaseModel):
     links: int
     bytes: int
     external: tuple[ExternalTarget, ...] = ()
+    #: The first entries (at most 5) other users cannot read (or search): the probe uids
+    #: are "other" to a root-owned tree, so these are unusable inside the sandbox.
+    unreadable: tuple[str, ...] = ()
 
 
 def _name(raw: bytes) -> str:
@@ -110,6 +113,7 @@ class ToolchainDigester:
         total = hashlib.sha256()
         counts = {"files": 0, "directories": 0, "links": 0, "bytes": 0}
         external: list[ExternalTarget] = []
+        unreadable: list[str] = []
         pending: list[bytes] = [b""]
         seen = 0
         while pending:
@@ -125,6 +129,9 @@ class ToolchainDigester:
                     )
                 child = os.path.join(rel, raw) if rel else raw
                 record = self._record(base, child, started_ns, counts)
+                if record[4] and len(unreadable) < 5:
+                    unreadable.append(str(record[0]))
+                record = record[:4]
                 if record[1] == "dir":
                     children.append(child)
                 elif record[1] == "link":
@@ -136,31 +143,38 @@ class ToolchainDigester:
         for target in external:
             total.update(json.dumps(target.model_dump(), sort_keys=True).encode() + b"\n")
         return ToolchainDigest(
-            path=str(root), sha256=total.hexdigest(), external=tuple(external), **counts
+            path=str(root),
+            sha256=total.hexdigest(),
+            external=tuple(external),
+            unreadable=tuple(unreadable),
+            **counts,
         )
 
     def _record(
         self, base: bytes, rel: bytes, started_ns: int, counts: dict[str, int]
     ) -> list[object]:
+        """``[name, kind, mode, digest-or-target, unreadable-by-others]``."""
         path = os.path.join(base, rel)
         info = os.lstat(path)
         mode = stat.S_IMODE(info.st_mode)
         name = _name(rel)
         if stat.S_ISLNK(info.st_mode):
             counts["links"] += 1
-            return [name, "link", 0, _name(os.readlink(path))]
+            return [name, "link", 0, _name(os.readlink(path)), False]
         # docs/ARCHITECTURE.md, "Toolchains": the probe reads this tree; nobody but the
         # administrator may change it.
         if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
             raise PolicyError(f"toolchain {os.fsdecode(base)}: {name} is group- or world-writable")
+        needed = 0o005 if stat.S_ISDIR(info.st_mode) else 0o004
+        hidden = mode & needed != needed
         if stat.S_ISDIR(info.st_mode):
             counts["directories"] += 1
-            return [name, "dir", mode, ""]
+            return [name, "dir", mode, "", hidden]
         if not stat.S_ISREG(info.st_mode):
             raise PolicyError(f"toolchain {os.fsdecode(base)}: {name} is not a file or directory")
         counts["files"] += 1
         counts["bytes"] += info.st_size
-        return [name, "file", mode, self._file_sha256(path, info, started_ns)]
+        return [name, "file", mode, self._file_sha256(path, info, started_ns), hidden]
 
     def _external(self, base: bytes, real_root: bytes, rel: bytes) -> ExternalTarget | None:
         resolved = os.path.realpath(os.path.join(base, rel))
