@@ -74,8 +74,10 @@ def _name(raw: bytes) -> str:
 class ToolchainDigester:
     """Digests toolchains, remembering file digests by stat identity between calls."""
 
-    def __init__(self) -> None:
+    def __init__(self, racy_window_ns: int = RACY_WINDOW_NS) -> None:
         self._cache: dict[bytes, tuple[_StatKey, str]] = {}
+        self._racy_window_ns = racy_window_ns
+        #: Files actually read and hashed (not served from the cache), for the curious.
         self.hashed_files = 0
 
     def _file_sha256(self, path: bytes, info: os.stat_result, started_ns: int) -> str:
@@ -100,7 +102,7 @@ class ToolchainDigester:
                 digest.update(chunk)
         self.hashed_files += 1
         sha = digest.hexdigest()
-        if max(info.st_mtime_ns, info.st_ctime_ns) < started_ns - RACY_WINDOW_NS:
+        if max(info.st_mtime_ns, info.st_ctime_ns) < started_ns - self._racy_window_ns:
             self._cache[path] = (key, sha)
         return sha
 
