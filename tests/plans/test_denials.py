@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from probe_service.plans.denials import MAX_HINT_PATHS, Grants, sandbox_denial_hint
 
-GRANTS = Grants(readable=("/usr", "/run/x/snapshot", "/run/x/scratch"), writable=("/run/x/scratch",))
+GRANTS = Grants(
+    readable=("/usr", "/run/x/snapshot", "/run/x/scratch"), writable=("/run/x/scratch",)
+)
 
 
 def test_denied_reads_outside_the_grants_are_named() -> None:

@@ -121,7 +121,7 @@ class TestVerdicts:
         assert decide_outcome(plan, None, verdict).outcome == "inconclusive"
 
     def test_a_report_with_no_test_fails(self, tmp_path: Path) -> None:
-        """"All tests pass" over zero tests is not a pass."""
+        """ "All tests pass" over zero tests is not a pass."""
         verdict = evaluate_check(_plan(), 0, b"", _scratch_with(tmp_path, b"<testsuites/>"))
         assert not verdict.passed
 

@@ -9,8 +9,7 @@ session, under a directory the probe uids can search.
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +80,7 @@ def write_policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> PolicyWrite
 
 
 @pytest.fixture(scope="session")
-def toolchain_with_pytest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def toolchain_with_pytest(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real virtualenv toolchain with pytest, built once per session with pip."""
     base = tmp_path_factory.mktemp("toolchains")
     make_searchable(base)
@@ -89,5 +88,4 @@ def toolchain_with_pytest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     requirements.write_text(PYTEST_REQUIREMENT + "\n")
     dest = base / "py311-pytest"
     create_python_toolchain(BASE_PYTHON, requirements, dest)
-    os.chmod(base, 0o755)
-    yield dest
+    return dest

@@ -110,9 +110,7 @@ class TestRefusals:
         with pytest.raises(ValueError, match=r"toolchains 'a' and 'b' overlap"):
             Policy.model_validate(entry)
 
-    def test_schema_1_may_not_name_toolchains(
-        self, tree: Path, write_policy: PolicyWriter
-    ) -> None:
+    def test_schema_1_may_not_name_toolchains(self, tree: Path, write_policy: PolicyWriter) -> None:
         """toolchains is a schema-2 key; a schema-1 file naming it is refused."""
         path = write_policy(_with_toolchain(tree))
         document = json.loads(path.read_text())

@@ -22,8 +22,8 @@ from probe_service.cli.results import print_receipt
 from probe_service.plans import ProbeRunResult, verify_receipt
 from probe_service.policies import Policy
 from probe_service.sandbox import SandboxRuntime, run_sandboxed
-from probe_service.toolchains import digest_toolchain, resolve_toolchains
 from probe_service.store import Store
+from probe_service.toolchains import digest_toolchain, resolve_toolchains
 
 from .conftest import BASE_PYTHON, PolicyWriter, policy_entry
 
@@ -255,4 +255,6 @@ class TestSandboxDenialHint:
         assert "possible_sandbox_denial" not in result.receipt["committed"]
         shown = io.StringIO()
         print_receipt(Console(file=shown, width=300), result.receipt, "run")
-        assert f"possible_sandbox_denial │ outside the policy's grants: {target}" in shown.getvalue()
+        assert (
+            f"possible_sandbox_denial │ outside the policy's grants: {target}" in shown.getvalue()
+        )
