@@ -258,3 +258,45 @@ class TestSandboxDenialHint:
         assert (
             f"possible_sandbox_denial │ outside the policy's grants: {target}" in shown.getvalue()
         )
+
+
+class TestPreflightRules:
+    def test_a_preflight_executable_the_policy_does_not_allow_never_runs(
+        self, tree: Path, dirs: tuple[Path, Path], runtime: SandboxRuntime
+    ) -> None:
+        """Preflight commands obey the policy's allowlist: nothing runs, the reason says why."""
+        policy = _small_policy(tree)
+        marker = dirs[1] / "ran"
+        result = run_sandboxed(
+            policy=policy,
+            executable="python3",
+            args=["-c", f"open('{marker}', 'w')"],
+            snapshot_dir=dirs[0],
+            scratch_dir=dirs[1],
+            runtime=runtime,
+            toolchains=resolve_toolchains(policy),
+            preflight=[["perl", "-e", "1"]],
+        )
+        assert (result.status, result.reason) == ("inconclusive", "executable_not_allowed")
+        assert "'perl'" in result.detail
+        assert not marker.exists()
+
+    def test_preflight_shares_the_probes_disposable_scratch(
+        self, tree: Path, dirs: tuple[Path, Path], runtime: SandboxRuntime
+    ) -> None:
+        """What a preflight writes to scratch, the probe reads: the same disposable tree."""
+        policy = _small_policy(tree)
+        setup = "import os; open(os.environ['BYTE_PROBE_SCRATCH'] + '/prepared', 'w').write('ok')"
+        probe = "import os; print(open(os.environ['BYTE_PROBE_SCRATCH'] + '/prepared').read())"
+        result = run_sandboxed(
+            policy=policy,
+            executable="python3",
+            args=["-c", probe],
+            snapshot_dir=dirs[0],
+            scratch_dir=dirs[1],
+            runtime=runtime,
+            toolchains=resolve_toolchains(policy),
+            preflight=[["python3", "-c", setup]],
+        )
+        assert (result.status, result.exit_code, result.stdout) == ("ok", 0, b"ok\n")
+        assert [p.exit_code for p in result.preflight] == [0]
