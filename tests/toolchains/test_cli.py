@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from probe_service.cli.main import main
+from probe_service.service import ADMIN, ProbeService, operations
 
 from .conftest import BASE_PYTHON, PolicyWriter, make_tree, policy_entry
 
@@ -141,3 +142,23 @@ class TestPolicyCheck:
         code, _, err = _run(capsys, "policy", "check", "--file", str(path))
         assert code == 1
         assert "pin for 'sh'" in err
+
+
+class TestOperationTable:
+    def test_toolchain_operations_are_admin_only(self) -> None:
+        """toolchain_create/_digest and policy_check are admin rows: never on host or MCP."""
+        rows = {op.name: op for op in operations()}
+        for name in ("toolchain_create", "toolchain_digest", "policy_check"):
+            assert rows[name].faces == ADMIN
+        assert not {"toolchain_create", "toolchain_digest"} & {op.name for op in operations("host")}
+
+    def test_policy_check_row_verifies_toolchains(
+        self, tree: Path, tmp_path: Path, write_policy: PolicyWriter
+    ) -> None:
+        """The Python face's policy_check reports each toolchain's digest, like the CLI."""
+        path = write_policy(policy_entry(toolchains={"small": str(tree)}))
+        (tmp_path / "state").mkdir()
+        with ProbeService.open(tmp_path / "state") as svc:
+            checked = svc.call("policy_check", {"file": str(path)})
+            digest = svc.call("toolchain_digest", {"path": str(tree)})
+        assert checked["policies"][0]["toolchains"][0]["sha256"] == digest["sha256"]
