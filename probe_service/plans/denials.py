@@ -12,11 +12,16 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 import regex
 
-__all__ = ["MAX_HINT_PATHS", "Grants", "sandbox_denial_hint"]
+from ..sandbox import SandboxResult
+from ..sandbox.settings import SYSTEM_READ_PATHS
+from ..toolchains.resolve import ResolvedToolchain
+from .oracle import CheckVerdict
+
+__all__ = ["MAX_HINT_PATHS", "Grants", "run_denial_hint", "sandbox_denial_hint"]
 
 #: Most paths one hint names, and the longest path it keeps.
 MAX_HINT_PATHS = 20
@@ -75,3 +80,24 @@ def sandbox_denial_hint(stderr: bytes, grants: Grants) -> dict[str, object] | No
         "reads": reads,
         "writes": writes,
     }
+
+
+def run_denial_hint(
+    result: SandboxResult,
+    verdict: CheckVerdict | None,
+    workdir: Path,
+    toolchains: Sequence[ResolvedToolchain],
+) -> dict[str, object] | None:
+    """The ``possible_sandbox_denial`` hint of a failed probe (or preflight) that ran in
+    ``workdir`` (its ``snapshot`` and ``scratch``) with ``toolchains``, else None."""
+    failed_preflight = [r for r in result.preflight if not r.passed]
+    succeeded = result.status == "ok" and result.exit_code == 0
+    if succeeded and (verdict is None or verdict.passed) and not failed_preflight:
+        return None
+    real = Path(os.path.realpath(workdir))
+    scratch = str(real / "scratch")
+    readable = [*SYSTEM_READ_PATHS, str(real / "snapshot"), scratch, *(t.path for t in toolchains)]
+    if result.executable is not None:
+        readable.append(str(Path(result.executable.path).parent))
+    stderr = result.stderr + b"".join(r.stderr for r in failed_preflight)
+    return sandbox_denial_hint(stderr, Grants(tuple(readable), (scratch,)))

@@ -15,7 +15,6 @@ import uuid
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -42,11 +41,10 @@ from ..rundirs import make_run_dir
 from ..sandbox import SandboxResult, SandboxRuntime, locate_runtime, run_sandboxed
 from ..sandbox.limits import scratch_limits
 from ..sandbox.scratch import scratch_filesystem
-from ..sandbox.settings import SYSTEM_READ_PATHS
 from ..snapshot import snapshot_materialize
 from ..store import Store, utc_now
 from ..toolchains.resolve import ResolvedToolchain, resolve_toolchains
-from .denials import Grants, sandbox_denial_hint
+from .denials import run_denial_hint
 from .extras import add_run_extras
 from .models import Plan
 from .oracle import CheckVerdict, decide_outcome, evaluate_check
@@ -301,27 +299,7 @@ def _execute(
         verdict = None
         if result.status == "ok":
             verdict = evaluate_check(plan, result.exit_code, result.stdout, scratch)
-        return _Executed(result, verdict, _denial_hint(result, verdict, workdir, toolchains))
-
-
-def _denial_hint(
-    result: SandboxResult,
-    verdict: CheckVerdict | None,
-    workdir: Path,
-    toolchains: Sequence[ResolvedToolchain],
-) -> dict[str, object] | None:
-    """The ``possible_sandbox_denial`` hint of a failed probe (or preflight), else None."""
-    failed_preflight = [r for r in result.preflight if not r.passed]
-    succeeded = result.status == "ok" and result.exit_code == 0
-    if succeeded and (verdict is None or verdict.passed) and not failed_preflight:
-        return None
-    real = Path(os.path.realpath(workdir))
-    scratch = str(real / "scratch")
-    readable = [*SYSTEM_READ_PATHS, str(real / "snapshot"), scratch, *(t.path for t in toolchains)]
-    if result.executable is not None:
-        readable.append(str(Path(result.executable.path).parent))
-    stderr = result.stderr + b"".join(r.stderr for r in failed_preflight)
-    return sandbox_denial_hint(stderr, Grants(tuple(readable), (scratch,)))
+        return _Executed(result, verdict, run_denial_hint(result, verdict, workdir, toolchains))
 
 
 class _RunContext:

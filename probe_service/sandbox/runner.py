@@ -18,19 +18,14 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from probe_service.errors import ProbeServiceError, SandboxUnavailable
+from probe_service.errors import SandboxUnavailable
 from probe_service.fstree import remove_tree
 from probe_service.policies.executables import (
     ExecutableChanged,
-    ExecutableIdentity,
-    ExecutableNotAllowed,
-    capture_identity,
     recheck_identity,
-    resolve_executable,
 )
-from probe_service.policies.model import Policy, passed_environment, toolchain_of_pin
+from probe_service.policies.model import Policy, passed_environment
 from probe_service.rundirs import make_run_dir
-from probe_service.sandbox.argsize import MAX_LAUNCH_ARG_BYTES, launch_arg_bytes
 from probe_service.sandbox.canary import run_canary
 from probe_service.sandbox.gate import create_gate
 from probe_service.sandbox.identity import (
@@ -48,6 +43,14 @@ from probe_service.sandbox.limits import (
     scratch_limits,
 )
 from probe_service.sandbox.preflight import describe_failure, preflight_result
+from probe_service.sandbox.prepare import (
+    Command,
+    Prepared,
+    Refused,
+    RunRequest,
+    canonical_dir,
+    prepare_run,
+)
 from probe_service.sandbox.process import Bounded, run_bounded
 from probe_service.sandbox.results import LimitsApplied, SandboxResult
 from probe_service.sandbox.runtime import SandboxRuntime, find_system_tool, verify_unchanged
@@ -59,7 +62,7 @@ from probe_service.sandbox.scratch import (
     unmount_scratch,
 )
 from probe_service.sandbox.selfcheck import verify_limits
-from probe_service.sandbox.settings import RunPaths, build_settings, write_settings
+from probe_service.sandbox.settings import build_settings, write_settings
 from probe_service.toolchains.resolve import (
     ResolvedToolchain,
     ToolchainChanged,
@@ -67,118 +70,6 @@ from probe_service.toolchains.resolve import (
 )
 
 __all__ = ["Refused", "run_canary", "run_sandboxed"]
-
-
-class Refused(ProbeServiceError):
-    """Internal signal: stop before launch with an ``inconclusive`` reason."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class _Command:
-    """A resolved executable: its identity and the path the sandbox launches."""
-
-    identity: ExecutableIdentity
-    #: The pin itself when it lies in a toolchain (a virtualenv's ``bin/python`` finds
-    #: its environment through that path), else the resolved file.
-    launch_path: str
-    args: tuple[str, ...]
-    declared: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class _Prepared:
-    command: _Command
-    paths: RunPaths
-    cwd: Path
-    preflight: tuple[_Command, ...] = ()
-
-    @property
-    def executable(self) -> ExecutableIdentity:
-        return self.command.identity
-
-
-@dataclass(frozen=True)
-class _Request:
-    executable: str
-    args: Sequence[str]
-    snapshot_dir: Path
-    scratch_dir: Path
-    cwd: str
-    forbidden: Sequence[Path]
-    toolchains: Sequence[ResolvedToolchain]
-    preflight: Sequence[Sequence[str]]
-
-
-def _canonical_dir(path: Path, what: str) -> Path:
-    real = Path(os.path.realpath(path))
-    if not real.is_dir():
-        raise Refused("sandbox_failed", f"{what} {path} is not a directory")
-    return real
-
-
-def _resolve_cwd(snapshot: Path, cwd: str) -> Path:
-    # docs/ARCHITECTURE.md, "Runner": an invalid working directory returns inconclusive.
-    if "\x00" in cwd or os.path.isabs(cwd):
-        raise Refused("invalid_cwd", f"cwd {cwd!r} must be relative to the snapshot")
-    target = Path(os.path.realpath(snapshot / cwd))
-    if not (target == snapshot or snapshot in target.parents) or not target.is_dir():
-        raise Refused("invalid_cwd", f"cwd {cwd!r} is not a directory inside the snapshot")
-    return target
-
-
-def _check_args(args: Sequence[str]) -> None:
-    if any("\x00" in arg for arg in args):
-        raise Refused("invalid_argument", "an argument contains a NUL byte")
-    try:
-        # srt is a Node program: its argv must be valid UTF-8 to arrive intact.
-        [arg.encode("utf-8") for arg in args]
-    except UnicodeEncodeError as exc:
-        raise Refused("invalid_argument", "an argument is not valid UTF-8") from exc
-    if launch_arg_bytes(args) > MAX_LAUNCH_ARG_BYTES:
-        # Past it the launch fails with E2BIG: refuse, never report sandbox_failed.
-        raise Refused(
-            "invalid_argument", f"args exceed the {MAX_LAUNCH_ARG_BYTES}-byte launch limit"
-        )
-
-
-def _command(policy: Policy, name: str, args: Sequence[str], roots: Sequence[Path]) -> _Command:
-    _check_args(args)
-    try:
-        resolved = resolve_executable(policy, name, roots)
-        identity = capture_identity(resolved)
-    except ExecutableNotAllowed as exc:
-        raise Refused("executable_not_allowed", str(exc)) from exc
-    except ProbeServiceError as exc:
-        raise Refused("executable_unresolved", str(exc)) from exc
-    pin = policy.executable_pins.get(name)
-    in_toolchain = pin is not None and toolchain_of_pin(policy, pin) is not None
-    launch_path = pin if pin is not None and in_toolchain else identity.path
-    return _Command(identity, launch_path, tuple(args), (name, *args))
-
-
-def _prepare(policy: Policy, request: _Request, dirs: tuple[Path, Path, Path]) -> _Prepared:
-    _, scratch, run_dir = dirs
-    snapshot = _canonical_dir(request.snapshot_dir, "snapshot")
-    if snapshot == scratch or snapshot in scratch.parents or scratch in snapshot.parents:
-        # Overlap would make the source writable or the scratch read-only.
-        raise Refused("sandbox_failed", "snapshot and scratch directories overlap")
-    work_dir = _resolve_cwd(snapshot, request.cwd)
-    roots = [snapshot, scratch, *request.forbidden]
-    command = _command(policy, request.executable, request.args, roots)
-    preflight = tuple(
-        _command(policy, argv[0], argv[1:], roots) if argv else _empty_preflight()
-        for argv in request.preflight
-    )
-    paths = RunPaths(snapshot, scratch, run_dir / "home", run_dir / "tmp")
-    return _Prepared(command, paths, work_dir, preflight)
-
-
-def _empty_preflight() -> _Command:
-    raise Refused("invalid_argument", "a preflight command is an empty argument array")
 
 
 def _probe_env(policy: Policy, scratch: Path) -> dict[str, str]:
@@ -209,7 +100,7 @@ class _Resources:
 
 
 def _make_launch(
-    policy: Policy, runtime: SandboxRuntime, prepared: _Prepared, res: _Resources
+    policy: Policy, runtime: SandboxRuntime, prepared: Prepared, res: _Resources
 ) -> tuple[Launch, str]:
     settings = build_settings(
         policy,
@@ -302,7 +193,7 @@ def _run_resources(policy: Policy, scratch_dir: Path) -> Iterator[_Resources]:
         except SandboxUnavailable as exc:
             raise Refused(exc.reason, str(exc)) from exc
         stack.callback(cgroup.remove)
-        scratch = _canonical_dir(scratch_dir, "scratch")
+        scratch = canonical_dir(scratch_dir, "scratch")
         stack.enter_context(_scratch_for_run(scratch, scratch_limits(policy)))
         for sub in ("home", "tmp"):
             (run_dir / sub).mkdir(mode=0o700)
@@ -356,7 +247,7 @@ def _finish(outcome: Bounded, launch: Launch, res: _Resources) -> dict[str, obje
     return fields
 
 
-def _check_reachable(prepared: _Prepared, res: _Resources, toolchains: Sequence[Path]) -> None:
+def _check_reachable(prepared: Prepared, res: _Resources, toolchains: Sequence[Path]) -> None:
     uid, gid = res.identity.uid, res.identity.gid
     try:
         check_reachable(prepared.paths.snapshot, "snapshot", uid=uid, gid=gid)
@@ -369,7 +260,7 @@ def _check_reachable(prepared: _Prepared, res: _Resources, toolchains: Sequence[
         raise Refused(exc.reason, str(exc)) from exc
 
 
-def _recheck_before_launch(prepared: _Prepared, request: _Request) -> None:
+def _recheck_before_launch(prepared: Prepared, request: RunRequest) -> None:
     """docs/ARCHITECTURE.md, "Executables" and "Toolchains": recheck every identity and
     toolchain digest immediately before the first launch of repository-chosen commands."""
     try:
@@ -385,12 +276,12 @@ def _recheck_before_launch(prepared: _Prepared, request: _Request) -> None:
 
 
 def _execute(
-    policy: Policy, runtime: SandboxRuntime, request: _Request, base: dict[str, object]
+    policy: Policy, runtime: SandboxRuntime, request: RunRequest, base: dict[str, object]
 ) -> SandboxResult:
     with _run_resources(policy, request.scratch_dir) as res:
         base["limits"] = res.limits
         dirs = (request.snapshot_dir, res.scratch, res.run_dir)
-        prepared = _prepare(policy, request, dirs)
+        prepared = prepare_run(policy, request, dirs)
         base["executable"] = prepared.executable
         launch, base["settings_digest"] = _make_launch(policy, runtime, prepared, res)
         _chown_tree(res.scratch, res.identity.uid, res.identity.gid)
@@ -404,7 +295,7 @@ def _execute(
             raise Refused(verdict.reason or "canary_readable", verdict.detail)
         _recheck_before_launch(prepared, request)
 
-        def launch_one(command: _Command) -> Bounded:
+        def launch_one(command: Command) -> Bounded:
             return run_bounded(
                 launch.argv(command.launch_path, command.args),
                 env=launch.runtime_env,
@@ -456,7 +347,7 @@ def run_sandboxed(
         if not sys.platform.startswith("linux") and sys.platform != "darwin":
             raise Refused("unsupported", f"platform {sys.platform!r} is not supported")
         verify_unchanged(runtime)
-        request = _Request(
+        request = RunRequest(
             executable,
             args,
             snapshot_dir,
