@@ -357,7 +357,9 @@ def run_sandboxed(
             toolchains,
             preflight,
         )
-        if sorted(policy.toolchains) != [t.name for t in toolchains]:
+        # Exactly the policy's toolchains, each resolved at its own root: a caller cannot
+        # grant a tree the policy does not name (docs/ARCHITECTURE.md, "Toolchains").
+        if sorted(policy.toolchains.items()) != sorted((t.name, t.path) for t in toolchains):
             raise Refused("toolchain_unavailable", "the policy's toolchains were not resolved")
         result = _execute(policy, runtime, request, base)
     except Refused as exc:
