@@ -16,6 +16,7 @@ from . import (
     demo,
     doctor,
     events,
+    faces,
     keys,
     plans,
     policy,
@@ -60,6 +61,8 @@ app.command("gate")(claims.gate_command)
 app.command("events")(events.events)
 app.command("demo")(demo.demo)
 app.command("doctor")(doctor.doctor)
+app.command("host")(faces.host)
+app.command("mcp")(faces.mcp)
 
 
 def _report(message: str, code: str, argv: list[str]) -> None:
