@@ -65,6 +65,7 @@ class Prepared:
     paths: RunPaths
     cwd: Path
     preflight: tuple[Command, ...] = ()
+    extra_reads: tuple[Path, ...] = ()
 
     @property
     def executable(self) -> ExecutableIdentity:
@@ -81,6 +82,8 @@ class RunRequest:
     forbidden: Sequence[Path]
     toolchains: Sequence[ResolvedToolchain]
     preflight: Sequence[Sequence[str]]
+    #: Read-only allow-backs of the service's built-in profiles, never a plan's or policy's.
+    extra_reads: tuple[Path, ...] = ()
 
 
 def canonical_dir(path: Path, what: str) -> Path:
@@ -149,7 +152,7 @@ def prepare_run(policy: Policy, request: RunRequest, dirs: tuple[Path, Path, Pat
         for argv in request.preflight
     )
     paths = RunPaths(snapshot, scratch, run_dir / "home", run_dir / "tmp")
-    return Prepared(command, paths, work_dir, preflight)
+    return Prepared(command, paths, work_dir, preflight, request.extra_reads)
 
 
 def _empty_preflight() -> Command:

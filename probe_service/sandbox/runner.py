@@ -109,6 +109,7 @@ def _make_launch(
         Path(prepared.executable.path),
         toolchains=[Path(t) for t in sorted(policy.toolchains.values())],
         extra_executables=[Path(c.identity.path) for c in prepared.preflight],
+        extra_read_paths=prepared.extra_reads,
     )
     settings_path = res.run_dir / "settings.json"
     digest = write_settings(settings, settings_path)
@@ -333,13 +334,16 @@ def run_sandboxed(
     extra_forbidden_roots: Sequence[Path] = (),
     toolchains: Sequence[ResolvedToolchain] = (),
     preflight: Sequence[Sequence[str]] = (),
+    extra_read_paths: Sequence[Path] = (),
 ) -> SandboxResult:
     """Run ``executable args`` under ``policy`` in the sandbox; never raises for refusals.
 
     ``toolchains`` are the policy's toolchains as resolved (with digests) by the caller;
     each is rechecked before launch. ``preflight`` commands (argument arrays) run first,
     in the same sandbox, and the first that fails ends the run ``preflight_failed``.
-    Every prerequisite failure returns ``status="inconclusive"`` with a reason.
+    ``extra_read_paths`` (read-only allow-backs) is for the service's built-in profiles
+    only; plans and policy files cannot name it. Every prerequisite failure returns
+    ``status="inconclusive"`` with a reason.
     """
     started = time.monotonic()
     base: dict[str, object] = {"sandbox_digest": runtime.digest}
@@ -356,6 +360,7 @@ def run_sandboxed(
             extra_forbidden_roots,
             toolchains,
             preflight,
+            tuple(extra_read_paths),
         )
         # Exactly the policy's toolchains, each resolved at its own root: a caller cannot
         # grant a tree the policy does not name (docs/ARCHITECTURE.md, "Toolchains").

@@ -103,11 +103,12 @@ def _read_backs(
     runtime: SandboxRuntime, paths: RunPaths, executable: Path, extra: Sequence[Path]
 ) -> list[str]:
     allowed = [p for p in SYSTEM_READ_PATHS if os.path.lexists(p)]
+    # A built-in profile's own verified program (docs/ARCHITECTURE.md, "TypeScript
+    # boundary"), toolchain roots and preflight executables' directories ("Toolchains"):
+    # read and execute, never write.
+    allowed += [str(path) for path in extra]
     # The executable's own directory, for an admin pin outside the system dirs.
     allowed.append(str(executable.parent))
-    # Toolchain roots and preflight executables' directories (docs/ARCHITECTURE.md,
-    # "Toolchains"): read and execute, never write.
-    allowed += [str(path) for path in extra]
     if runtime.apply_seccomp_path is not None:
         allowed.append(str(runtime.apply_seccomp_path.parent))
     # The runtime's TMPDIR holds the socat bridge sockets the in-sandbox
@@ -123,13 +124,16 @@ def build_settings(
     executable: Path,
     toolchains: Sequence[Path] = (),
     extra_executables: Sequence[Path] = (),
+    extra_read_paths: tuple[Path, ...] = (),
 ) -> dict[str, Any]:
     """Return the runtime settings for one run of ``policy`` (pure; raises nothing).
 
-    ``toolchains`` are read-only roots; ``extra_executables`` (preflight commands) get
-    their directories read back like the probe's executable.
+    ``toolchains`` are read-only roots the policy names; ``extra_executables`` (preflight
+    commands) get their directories read back like the probe's executable;
+    ``extra_read_paths`` are read-only allow-backs only the service's built-in profiles
+    pass (never a plan or a policy file).
     """
-    extra = [*toolchains, *(path.parent for path in extra_executables)]
+    extra = [*extra_read_paths, *toolchains, *(path.parent for path in extra_executables)]
     settings: dict[str, Any] = {
         "network": {
             "allowedDomains": list(policy.allowed_domains),
@@ -149,6 +153,7 @@ def build_settings(
             "allowWrite": [str(paths.scratch)],
             "denyWrite": [
                 str(paths.snapshot),
+                *map(str, extra_read_paths),
                 *(str(root) for root in toolchains),
                 *runtime_default_write_paths(paths.runtime_home),
             ],
