@@ -13,8 +13,9 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,9 @@ from ..sandbox.limits import scratch_limits
 from ..sandbox.scratch import scratch_filesystem
 from ..snapshot.warm import default_snapshot_cache
 from ..store import Store, utc_now
+from ..toolchains.resolve import ResolvedToolchain, resolve_toolchains
+from .denials import run_denial_hint
+from .extras import add_run_extras
 from .models import Plan
 from .oracle import CheckVerdict, decide_outcome, evaluate_check
 from .overlay import apply_interventions, write_fixtures
@@ -109,7 +113,8 @@ class ActionInputs(BaseModel):
     #: Names and values the policy passes into the sandbox, sorted by name.
     environment: tuple[tuple[str, str], ...]
     sandbox_digest: str
-    #: Hook for toolchain digests (name, digest) once toolchains exist; empty until then.
+    #: The policy's toolchains (name, content digest) as resolved for this run
+    #: (docs/ARCHITECTURE.md, "Toolchains"); empty for a policy without toolchains.
     toolchains: tuple[tuple[str, str], ...] = ()
 
 
@@ -124,8 +129,10 @@ def action_inputs(
     policy: Policy,
     sandbox_digest: str,
     environ: Mapping[str, str] | None = None,
+    toolchains: Sequence[ResolvedToolchain] = (),
 ) -> ActionInputs:
-    """The inputs of running ``plan`` under ``policy`` on this worker, now."""
+    """The inputs of running ``plan`` under ``policy`` on this worker, now, with the
+    digests of ``toolchains`` as resolved for this run."""
     passed = passed_environment(policy, os.environ if environ is None else environ)
     kept = sorted(
         (name, value)
@@ -141,6 +148,7 @@ def action_inputs(
         executable_sha256=sha,
         environment=tuple(kept),
         sandbox_digest=sandbox_digest,
+        toolchains=tuple((t.name, t.digest.sha256) for t in toolchains),
     )
 
 
@@ -184,19 +192,29 @@ def probe_run(
         runtime = runtime or locate_runtime()
     except SandboxUnavailable as exc:
         return context.finish(store, _refused(exc.reason, str(exc)), None, "unverified", "")
-    key = action_key_for(action_inputs(plan_id, plan, policy, runtime.digest))
+    try:
+        # docs/ARCHITECTURE.md, "Toolchains": digests taken now key the action and go into
+        # the receipt; the runner rechecks them immediately before launch.
+        context.toolchains = resolve_toolchains(policy, (store.root,))
+    except PolicyError as exc:
+        return context.finish(
+            store, _refused("toolchain_unavailable", str(exc)), None, runtime.digest, ""
+        )
+    inputs = action_inputs(plan_id, plan, policy, runtime.digest, toolchains=context.toolchains)
+    key = action_key_for(inputs)
     if reuse:
         cached = find_reusable_receipt(store, key)
         if cached is not None:
             return result_from_receipt(run_id, cached, reused=True)
     try:
-        result, verdict = _execute(store, plan, policy, runtime, context.clock)
+        executed = _execute(store, plan, policy, runtime, context.toolchains, context.clock)
     except InfrastructureError:
         raise  # the store may answer on a retry; that is not the probe's outcome
     except Exception as exc:  # any defect still ends in a receipt
         log.exception("run %s: unexpected error", run_id)
-        result, verdict = _refused("internal_error", f"{type(exc).__name__}: {exc}"), None
-    return context.finish(store, result, verdict, runtime.digest, key)
+        executed = _Executed(_refused("internal_error", f"{type(exc).__name__}: {exc}"))
+    context.denial_hint = executed.hint
+    return context.finish(store, executed.result, executed.verdict, runtime.digest, key)
 
 
 def probe_abandon(
@@ -237,9 +255,22 @@ def _refused(reason: str, detail: str) -> SandboxResult:
     )
 
 
+@dataclass(frozen=True)
+class _Executed:
+    result: SandboxResult
+    verdict: CheckVerdict | None = None
+    #: docs/ARCHITECTURE.md, "Saying why": operational advice, never an outcome.
+    hint: dict[str, object] | None = None
+
+
 def _execute(
-    store: Store, plan: Plan, policy: Policy, runtime: SandboxRuntime, clock: PhaseClock
-) -> tuple[SandboxResult, CheckVerdict | None]:
+    store: Store,
+    plan: Plan,
+    policy: Policy,
+    runtime: SandboxRuntime,
+    toolchains: Sequence[ResolvedToolchain],
+    clock: PhaseClock,
+) -> _Executed:
     """Run the probe in disposable directories, removed whatever happens."""
     workdir = make_run_dir()
     with ExitStack() as cleanup:
@@ -250,7 +281,7 @@ def _execute(
         with clock.timing("materialize"):
             refused = _materialize(store, plan, policy, workdir, cleanup)
         if refused is not None:
-            return refused, None
+            return _Executed(refused)
         scratch = workdir / "scratch"
         result = run_sandboxed(
             policy=policy,
@@ -261,13 +292,15 @@ def _execute(
             cwd=plan.cwd,
             runtime=runtime,
             extra_forbidden_roots=(store.root,),
+            toolchains=toolchains,
+            preflight=plan.preflight,
         )
         clock.merge(result.phases)
         verdict = None
         if result.status == "ok":
             with clock.timing("evaluate"):
                 verdict = evaluate_check(plan, result.exit_code, result.stdout, scratch)
-        return result, verdict
+        return _Executed(result, verdict, run_denial_hint(result, verdict, workdir, toolchains))
 
 
 def _materialize(
@@ -321,6 +354,8 @@ class _RunContext:
         self.started_at = utc_now()
         self.clock = PhaseClock()
         self.on_written: ReceiptHook | None = None
+        self.toolchains: tuple[ResolvedToolchain, ...] = ()
+        self.denial_hint: dict[str, object] | None = None
 
     def finish(
         self,
@@ -376,6 +411,14 @@ class _RunContext:
         ):
             if digest is not None:
                 operational[f"{stream}_b64"] = base64.b64encode(data).decode("ascii")
+        add_run_extras(
+            committed,
+            operational,
+            toolchains=self.toolchains,
+            hint=self.denial_hint,
+            result=result,
+            verdict=verdict,
+        )
         # "write" is the receipt's assembly (fields, digests, signature) up to its one
         # transaction; the transaction cannot time itself inside the body it writes.
         self.clock.add("write", time.monotonic() - assembling)
