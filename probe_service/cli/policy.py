@@ -1,7 +1,9 @@
 """``byte-probe policy``: administrator commands for the policy file.
 
-A thin adapter: one library call (``check_policy_file``) and one place that
-turns ``PolicyError`` into exit status 1 with a one-line message on stderr.
+A thin adapter over the admin row ``policy_check``. A refused file is the check's verdict,
+not a usage error: exit 1 with one ``error:`` line (the only error this module reports
+itself, as ``receipt verify`` does for an invalid receipt; every other error goes to the
+root app's one handler).
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from rich.console import Console
 from rich.table import Table
 
 from probe_service.errors import PolicyError
-from probe_service.policies import check_policy_file, policy_digest, policy_file_path
+from probe_service.safe_text import safe_line, untrusted
 
-from ..safe_text import safe_line, untrusted
+from .common import session
 
 __all__ = ["app"]
 
@@ -42,17 +44,17 @@ def check(
 
     Example: byte-probe policy check --file /etc/byte/probe-policies.json --json
     """
-    path = file or policy_file_path()
     try:
-        policies = check_policy_file(path)
+        with session(Path(".")) as svc:  # no store is opened for this row
+            checked = svc.policy_check(file=str(file) if file else None)
     except PolicyError as exc:
         sys.stderr.write(f"error: {safe_line(' '.join(str(exc).split()))}\n")
         raise typer.Exit(1) from None
-    rows = [{"id": policy.id, "digest": policy_digest(policy)} for policy in policies]
+    rows = [{"id": p.id, "digest": p.digest} for p in checked.policies]
     if as_json:
-        sys.stdout.write(json.dumps({"file": str(path), "policies": rows}) + "\n")
+        sys.stdout.write(json.dumps({"file": checked.file, "policies": rows}) + "\n")
         return
-    table = Table(title=untrusted(path))
+    table = Table(title=untrusted(checked.file))
     table.add_column("id")
     table.add_column("digest (sha256)", overflow="fold")
     for row in rows:

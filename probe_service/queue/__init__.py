@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from .broker import DEFAULT_QUEUE, REDIS_URL_ENV, ProbeQueue
 from .execute import WorkerContext, execute_run, reap_runs
+from .junit import write_junit
+from .metrics import METRICS_PORT_ENV, serve_metrics
 from .runs import batch_counts, create_runs
 from .submit import (
     RunSummary,
@@ -14,9 +16,11 @@ from .submit import (
     submit_plans,
     wait_batch,
 )
+from .supervisor import run_supervisor
 
 __all__ = [
     "DEFAULT_QUEUE",
+    "METRICS_PORT_ENV",
     "REDIS_URL_ENV",
     "ProbeQueue",
     "RunSummary",
@@ -29,6 +33,9 @@ __all__ = [
     "read_plans_file",
     "reap_runs",
     "resume_batch",
+    "run_supervisor",
+    "serve_metrics",
     "submit_plans",
     "wait_batch",
+    "write_junit",
 ]

@@ -1,0 +1,22 @@
+"""What a face needs beside the table: the response types it formats and the helpers that
+present them, so adapters never import the parts behind the table (docs/ARCHITECTURE.md,
+"The operation table")."""
+
+from __future__ import annotations
+
+from ..claims import RESOLUTIONS, ClaimCheck, KnowledgeHit, Obligation
+from ..plans import ProbeRunResult
+from ..plans.output import kept_output
+from ..queue import RunSummary
+from ..store import Event
+
+__all__ = [
+    "RESOLUTIONS",
+    "ClaimCheck",
+    "Event",
+    "KnowledgeHit",
+    "Obligation",
+    "ProbeRunResult",
+    "RunSummary",
+    "kept_output",
+]
