@@ -109,16 +109,23 @@ COMMANDS: dict[str, LazyCommand] = {
 
 
 def load_command(name: str) -> Command:
-    """Import command ``name`` and build its click command (a group for a sub-app)."""
+    """Import command ``name`` and build its click command (a group for a sub-app), as
+    ``app.add_typer``/``app.command`` would have mounted it."""
     entry = COMMANDS[name]
     target = getattr(importlib.import_module(f"{__package__}.{entry.module}"), entry.attribute)
-    if not isinstance(target, typer.Typer):
-        single = typer.Typer()
-        single.command(name)(target)
-        target = single
-    command = typer.main.get_command(target)
-    command.name = name
+    parent = typer.Typer()
+    parent.callback()(_mounted)  # a callback keeps the parent a group, as the root is
+    if isinstance(target, typer.Typer):
+        parent.add_typer(target, name=name)
+    else:
+        parent.command(name)(target)
+    group = typer.main.get_command(parent)
+    command: Command = group.commands[name]  # type: ignore[attr-defined]
     return command
+
+
+def _mounted() -> None:
+    """The parent of one mounted command (never shown)."""
 
 
 @contextmanager

@@ -106,6 +106,6 @@ def test_missing_file_is_an_input_error(tree: WorkTree, root: Path) -> None:
 
 def test_json_error_frame(tree: WorkTree, root: Path) -> None:
     """With --json an error also prints a JSON frame on stdout."""
-    result = cli(root, "claim", "show", "0" * 64, "--json")  # well formed, not stored
+    result = cli(root, "claim", "show", "clm_" + "0" * 32, "--json")  # well formed, not stored
     assert result.exit_code == 3
     assert json.loads(result.stdout)["error"] == "not_found"
