@@ -78,6 +78,7 @@ def main() -> None:
         env = {**os.environ, "XDG_CACHE_HOME": str(root / "cache")}
         plan_id = _stored_plan(root, env)
         state = str(root / "state")
+        show = [*_CLI, "plan", "show", plan_id, "--root", state]
         subprocess.run([*_CLI, "capabilities"], capture_output=True, check=True, env=env)
         cases: list[tuple[str, list[str], float | None]] = [
             ("python -c pass", [sys.executable, "-c", "pass"], None),
@@ -85,7 +86,7 @@ def main() -> None:
             ("byte-probe capabilities (cached)", [*_CLI, "capabilities"], 0.3),
             ("byte-probe capabilities --fresh", [*_CLI, "capabilities", "--fresh"], None),
             ("byte-probe policy --help", [*_CLI, "policy", "--help"], None),
-            ("byte-probe plan show (store)", [*_CLI, "plan", "show", plan_id, "--root", state], 0.8),
+            ("byte-probe plan show (store)", show, 0.8),
             ("byte-probe events --json (store)", [*_CLI, "events", "--json", "--root", state], 0.8),
         ]
         print(f"# {machine_note()}, {args.repeat} runs each")
@@ -96,9 +97,7 @@ def main() -> None:
             baseline = baseline or seconds
             verdict = "" if target is None else f"{'met' if seconds <= target else 'MISSED'}"
             limit = "" if target is None else f"<={target:g}s"
-            print(
-                f"{name:40} {seconds:7.3f}s {seconds / baseline:9.1f}x {limit:>8} {verdict}"
-            )
+            print(f"{name:40} {seconds:7.3f}s {seconds / baseline:9.1f}x {limit:>8} {verdict}")
 
 
 if __name__ == "__main__":
