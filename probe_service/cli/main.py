@@ -96,6 +96,12 @@ COMMANDS: dict[str, LazyCommand] = {
         "schema",
         "Print the request and response JSON Schemas of the operations (or of one).",
     ),
+    "host": LazyCommand(
+        "faces", "host", "Serve the operation table as NDJSON on stdin/stdout until EOF."
+    ),
+    "mcp": LazyCommand(
+        "faces", "mcp", "Serve the agent operations as MCP tools (byte_*), on stdio by default."
+    ),
     "demo": LazyCommand(
         "demo", "demo", "Run the main job on the shipped example repository and print the result."
     ),

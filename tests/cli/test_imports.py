@@ -39,6 +39,11 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
         "probe_service.store": "public __init__ API: the database URL variable",
         "probe_service.queue": "public __init__ API: the Redis URL variable",
     },
+    "faces.py": {
+        # `host` and `mcp` start the long-lived faces: adapters over the table like the CLI.
+        "probe_service.faces": "the NDJSON host and the MCP server",
+        "probe_service.faces.host": "the NDJSON host and its stdio guard",
+    },
     "demo.py": {
         "probe_service.demo": "the package's walkthrough script; it drives the table itself",
     },
