@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from probe_service.errors import InvalidInput, InvalidPlan, ReceiptInvalid
-from probe_service.safe_text import untrusted
+from probe_service.safe_text import safe_line, untrusted
 from probe_service.service import ProbeService
 from probe_service.service.adapters import ProbeRunResult
 
@@ -207,7 +207,7 @@ def receipt_verify(
             verified = svc.receipt_verify(document=document, public_keys=keys)
         sha, signer = verified.receipt_sha256, verified.signer
     except ReceiptInvalid as exc:  # a verdict on the receipt, not a usage error: exit 1
-        message = " ".join(str(exc).split())
+        message = safe_line(" ".join(str(exc).split()))  # may quote the receipt's fields
         sys.stderr.write(f"byte-probe: receipt invalid: {message}\n")
         if json_out:
             emit_json({"valid": False, "error": message})

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import probe_service.cli
+from probe_service import errors
 from probe_service.cli import queue as queue_cli
 from probe_service.queue import METRICS_PORT_ENV, REDIS_URL_ENV
 
@@ -114,3 +115,42 @@ def test_names_repeated_to_stay_light_match_the_queue() -> None:
     are the queue's own."""
     assert queue_cli.REDIS_URL_ENV == REDIS_URL_ENV
     assert queue_cli.METRICS_PORT_ENV == METRICS_PORT_ENV
+
+
+#: Refusals a command reports itself because they are its verdict, not an error.
+VERDICTS = {
+    ("plans.py", "ReceiptInvalid"),  # `receipt verify`: exit 1, "receipt invalid"
+    ("policy.py", "PolicyError"),  # `policy check`: exit 1 on a refused file
+    ("doctor.py", "ProbeServiceError"),  # a failing check is a line of the report
+}
+_SERVICE_ERRORS = {
+    name
+    for name in dir(errors)
+    if isinstance(getattr(errors, name), type)
+    and issubclass(getattr(errors, name), errors.ProbeServiceError)
+}
+
+
+def _caught(path: Path) -> set[str]:
+    """Names of the service's errors that ``except`` clauses in ``path`` catch."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ExceptHandler) and node.type is not None:
+            for sub in ast.walk(node.type):
+                if isinstance(sub, ast.Name) and sub.id in _SERVICE_ERRORS:
+                    names.add(sub.id)
+    return names
+
+
+def test_one_place_turns_errors_into_exit_codes() -> None:
+    """Only the root app catches the service's errors; the rest are documented verdicts."""
+    caught = {
+        (path.name, name)
+        for path in CLI_DIR.glob("*.py")
+        if path.name not in {"main.py"}
+        for name in _caught(path)
+    }
+    assert caught <= VERDICTS
+    assert ("main.py", "ProbeServiceError") in {
+        ("main.py", name) for name in _caught(CLI_DIR / "main.py")
+    }
