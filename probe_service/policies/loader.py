@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from probe_service.errors import PolicyError
-from probe_service.policies.model import Policy, PolicyFile
+from probe_service.policies.model import RESERVED_POLICY_PREFIX, Policy, PolicyFile
 
 __all__ = [
     "MAX_POLICY_FILE_BYTES",
@@ -98,7 +98,10 @@ def check_policy_file(path: Path | None = None) -> list[Policy]:
 
 
 def find_policy(policy_file: PolicyFile, policy_id: str) -> Policy:
-    """Return the policy with exactly ``policy_id``; raises ``PolicyError`` if none matches."""
+    """Return the policy with exactly ``policy_id``; raises ``PolicyError`` if none matches
+    or the id is a reserved built-in profile's (docs/ARCHITECTURE.md, "TypeScript boundary")."""
+    if policy_id.startswith(RESERVED_POLICY_PREFIX):
+        raise PolicyError(f"policy {policy_id!r}: built-in profiles cannot be selected")
     for policy in policy_file.policies:
         if policy.id == policy_id:
             return policy

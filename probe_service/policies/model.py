@@ -27,6 +27,7 @@ __all__ = [
     "MAX_SCRATCH_INODES",
     "MAX_TIMEOUT_SECONDS",
     "MIN_SCRATCH_INODES",
+    "RESERVED_POLICY_PREFIX",
     "SCHEMA_2_KEYS",
     "Policy",
     "PolicyFile",
@@ -50,6 +51,9 @@ MAX_SCRATCH_INODES = 16 * 1024 * 1024
 DEFAULT_ALLOWED_PORTS: tuple[int, ...] = (80, 443)
 #: Keys schema 2 added; a schema-1 file may not name them.
 SCHEMA_2_KEYS: tuple[str, ...] = ("allowed_ports", "scratch_inodes")
+
+#: Ids of the service's built-in sandbox profiles; a policy file may not use the prefix.
+RESERVED_POLICY_PREFIX = "builtin."
 
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 _EXECUTABLE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$")
@@ -198,6 +202,10 @@ class PolicyFile(BaseModel):
     def _unique_ids(cls, policies: tuple[Policy, ...]) -> tuple[Policy, ...]:
         seen: set[str] = set()
         for policy in policies:
+            if policy.id.startswith(RESERVED_POLICY_PREFIX):
+                # docs/ARCHITECTURE.md, "TypeScript boundary": built-in profiles are the
+                # service's own; no file may define (and so no plan may select) one.
+                raise ValueError(f"policy id {policy.id!r}: {RESERVED_POLICY_PREFIX!r} is reserved")
             if policy.id in seen:
                 raise ValueError(f"duplicate policy id {policy.id!r}")
             seen.add(policy.id)

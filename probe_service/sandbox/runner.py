@@ -76,6 +76,7 @@ class _Prepared:
     executable: ExecutableIdentity
     paths: RunPaths
     cwd: Path
+    extra_reads: tuple[Path, ...] = ()
 
 
 def _canonical_dir(path: Path, what: str) -> Path:
@@ -163,7 +164,9 @@ class _Resources:
 def _make_launch(
     policy: Policy, runtime: SandboxRuntime, prepared: _Prepared, res: _Resources
 ) -> tuple[Launch, str]:
-    settings = build_settings(policy, runtime, prepared.paths, Path(prepared.executable.path))
+    settings = build_settings(
+        policy, runtime, prepared.paths, Path(prepared.executable.path), prepared.extra_reads
+    )
     settings_path = res.run_dir / "settings.json"
     digest = write_settings(settings, settings_path)
     os.chown(settings_path, res.identity.uid, res.identity.gid)
@@ -316,12 +319,14 @@ def _execute(
     runtime: SandboxRuntime,
     request: tuple[str, Sequence[str], Path, Path, str, Sequence[Path]],
     base: dict[str, object],
+    extra_reads: tuple[Path, ...] = (),
 ) -> SandboxResult:
     executable, args, snapshot_dir, scratch_dir, cwd, forbidden = request
     with _run_resources(policy, scratch_dir) as res:
         base["limits"] = res.limits
         dirs = (snapshot_dir, res.scratch, res.run_dir)
         prepared = _prepare(policy, executable, args, dirs, cwd, forbidden)
+        prepared = _Prepared(prepared.executable, prepared.paths, prepared.cwd, extra_reads)
         base["executable"] = prepared.executable
         launch, base["settings_digest"] = _make_launch(policy, runtime, prepared, res)
         _chown_tree(res.scratch, res.identity.uid, res.identity.gid)
@@ -362,10 +367,13 @@ def run_sandboxed(
     cwd: str = ".",
     runtime: SandboxRuntime,
     extra_forbidden_roots: Sequence[Path] = (),
+    extra_read_paths: Sequence[Path] = (),
 ) -> SandboxResult:
     """Run ``executable args`` under ``policy`` in the sandbox; never raises for refusals.
 
-    Every prerequisite failure returns ``status="inconclusive"`` with a reason.
+    ``extra_read_paths`` (read-only allow-backs) is for the service's built-in profiles
+    only; plans and policy files cannot name it. Every prerequisite failure returns
+    ``status="inconclusive"`` with a reason.
     """
     started = time.monotonic()
     base: dict[str, object] = {"sandbox_digest": runtime.digest}
@@ -374,7 +382,7 @@ def run_sandboxed(
             raise Refused("unsupported", f"platform {sys.platform!r} is not supported")
         verify_unchanged(runtime)
         request = (executable, args, snapshot_dir, scratch_dir, cwd, extra_forbidden_roots)
-        result = _execute(policy, runtime, request, base)
+        result = _execute(policy, runtime, request, base, tuple(extra_read_paths))
     except Refused as exc:
         result = SandboxResult.model_validate(
             {**base, "status": "inconclusive", "reason": exc.reason, "detail": str(exc)}

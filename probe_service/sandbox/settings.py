@@ -98,8 +98,12 @@ def runtime_default_write_paths(runtime_home: Path) -> list[str]:
     return paths
 
 
-def _read_backs(runtime: SandboxRuntime, paths: RunPaths, executable: Path) -> list[str]:
+def _read_backs(
+    runtime: SandboxRuntime, paths: RunPaths, executable: Path, extra: tuple[Path, ...]
+) -> list[str]:
     allowed = [p for p in SYSTEM_READ_PATHS if os.path.lexists(p)]
+    # A built-in profile's own verified program (docs/ARCHITECTURE.md, "TypeScript boundary").
+    allowed += [str(path) for path in extra]
     # The executable's own directory, for an admin pin outside the system dirs.
     allowed.append(str(executable.parent))
     if runtime.apply_seccomp_path is not None:
@@ -111,9 +115,17 @@ def _read_backs(runtime: SandboxRuntime, paths: RunPaths, executable: Path) -> l
 
 
 def build_settings(
-    policy: Policy, runtime: SandboxRuntime, paths: RunPaths, executable: Path
+    policy: Policy,
+    runtime: SandboxRuntime,
+    paths: RunPaths,
+    executable: Path,
+    extra_read_paths: tuple[Path, ...] = (),
 ) -> dict[str, Any]:
-    """Return the runtime settings for one run of ``policy`` (pure; raises nothing)."""
+    """Return the runtime settings for one run of ``policy`` (pure; raises nothing).
+
+    ``extra_read_paths`` are read-only allow-backs only the service's built-in profiles
+    pass (never a plan or a policy file).
+    """
     settings: dict[str, Any] = {
         "network": {
             "allowedDomains": list(policy.allowed_domains),
@@ -129,9 +141,13 @@ def build_settings(
         "filesystem": {
             # docs/ARCHITECTURE.md, "Trust rules": a root read deny with narrow allow-backs.
             "denyRead": ["/", *HIDDEN_SYS_PATHS],
-            "allowRead": _read_backs(runtime, paths, executable),
+            "allowRead": _read_backs(runtime, paths, executable, extra_read_paths),
             "allowWrite": [str(paths.scratch)],
-            "denyWrite": [str(paths.snapshot), *runtime_default_write_paths(paths.runtime_home)],
+            "denyWrite": [
+                str(paths.snapshot),
+                *map(str, extra_read_paths),
+                *runtime_default_write_paths(paths.runtime_home),
+            ],
         },
         "mandatoryDenySearchDepth": 1,
         "enableWeakerNestedSandbox": False,

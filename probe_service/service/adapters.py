@@ -9,9 +9,11 @@ from ..plans import ProbeRunResult
 from ..plans.output import kept_output
 from ..queue import RunSummary
 from ..store import Event
+from ..typescript.models import BoundaryResult
 
 __all__ = [
     "RESOLUTIONS",
+    "BoundaryResult",
     "ClaimCheck",
     "Event",
     "KnowledgeHit",

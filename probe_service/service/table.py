@@ -47,6 +47,7 @@ from ..policies import load_policy_file, policy_digest
 from ..queue import RunSummary, SubmitResult, batch_counts, batch_results, submit_plans
 from ..snapshot import CaptureResult, Snapshot
 from ..store import Event
+from ..typescript.models import BoundaryResult
 from . import functions
 from .registry import ADMIN, HOST, Request, operation
 from .session import ProbeService
@@ -728,6 +729,30 @@ def knowledge_events(svc: ProbeService, req: KnowledgeEventsRequest) -> Events:
     )
     last = found[-1].cursor if found else req.after
     return Events(events=found, next_after=last)
+
+
+# --- TypeScript -------------------------------------------------------------------------
+
+
+class TypescriptBoundaryRequest(Request):
+    snapshot_id: str = _Id
+    symbol: str = Field(min_length=1, max_length=512, description="The symbol's name.")
+    # Not ``file``: this names a path inside the snapshot, never one on this machine.
+    declared_in: str | None = Field(
+        None, max_length=4096, description="The declaring file's path inside the snapshot."
+    )
+    max_results: int = Field(1000, ge=1, le=100_000)
+
+
+@operation("typescript_boundary", faces=HOST, long_running=True)
+def typescript_boundary(svc: ProbeService, req: TypescriptBoundaryRequest) -> BoundaryResult:
+    """Resolve a TypeScript symbol's definitions and consumers from the materialized
+    snapshot (never a working tree) with an isolated, pinned compiler in the sandbox, with
+    completeness signals: a result that is incomplete, truncated or unavailable says so and
+    never counts as current for a claim."""
+    return functions.typescript_boundary(
+        svc.store, req.snapshot_id, req.symbol, req.declared_in, max_results=req.max_results
+    )
 
 
 # The CLI's own rows (id prefixes, key creation, JSONL batches) live beside this table.

@@ -39,6 +39,7 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
         "probe_service.plans.signing": "the configured signing key and its path",
         "probe_service.store": "public __init__ API: the database URL variable",
         "probe_service.queue": "public __init__ API: the Redis URL variable",
+        "probe_service.typescript.install": "the pinned TypeScript worker's install",
     },
     "faces.py": {
         # `host` and `mcp` start the long-lived faces: adapters over the table like the CLI.
