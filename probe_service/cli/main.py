@@ -47,6 +47,7 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "policy": LazyCommand("policy", "app", "Check administrator probe policies."),
     "key": LazyCommand("keys", "app", "Create receipt signing keys (administrator)."),
+    "toolchain": LazyCommand("toolchain", "app", "Build and digest toolchains (administrator)."),
     "store": LazyCommand("store", "app", "The store itself: migrations."),
     "ts": LazyCommand("ts", "app", "TypeScript compiler boundaries of stored snapshots."),
     "plan": LazyCommand("plans", "plan_app", "Create and show immutable probe plans."),

@@ -9,6 +9,8 @@ from ..plans import ProbeRunResult
 from ..plans.output import kept_output
 from ..queue import RunSummary
 from ..store import Event
+from ..toolchains import ToolchainDigest
+from ..toolchains.verify import PolicyReport
 from ..typescript.models import BoundaryResult
 
 __all__ = [
@@ -18,7 +20,9 @@ __all__ = [
     "Event",
     "KnowledgeHit",
     "Obligation",
+    "PolicyReport",
     "ProbeRunResult",
     "RunSummary",
+    "ToolchainDigest",
     "kept_output",
 ]

@@ -47,6 +47,9 @@ from ..policies import load_policy_file, policy_digest
 from ..queue import RunSummary, SubmitResult, batch_counts, batch_results, submit_plans
 from ..snapshot import CaptureResult, Snapshot
 from ..store import Event
+from ..toolchains import ToolchainDigest, check_toolchain_root, digest_toolchain
+from ..toolchains.create import create_python_toolchain
+from ..toolchains.verify import PolicyReport, verify_policy_file
 from ..typescript.models import BoundaryResult
 from . import functions
 from .registry import ADMIN, HOST, Request, operation
@@ -423,20 +426,45 @@ class PolicyCheckRequest(Request):
 
 class PolicyChecked(_Frozen):
     file: str
-    policies: list[PolicySummary]
+    policies: list[PolicyReport]
 
 
 @operation("policy_check", faces=ADMIN)
 def policy_check(svc: ProbeService, req: PolicyCheckRequest) -> PolicyChecked:
-    """Validate a policy file (administrators only: it takes a path) and list each
-    policy's id and digest."""
-    from ..policies import check_policy_file
-
+    """Validate a policy file (administrators only: it takes a path), verify every pin and
+    toolchain on disk, and list each policy's id and digest with theirs."""
     path = Path(req.file) if req.file else svc.policy_file
-    return PolicyChecked(
-        file=str(path),
-        policies=[PolicySummary(id=p.id, digest=policy_digest(p)) for p in check_policy_file(path)],
+    return PolicyChecked(file=str(path), policies=verify_policy_file(path))
+
+
+class ToolchainCreateRequest(Request):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$", description="Toolchain name.")
+    python: str = Field(description="Absolute path of the base interpreter.")
+    requirements_file: str = Field(description="pip requirements file.")
+    dest: str = Field(description="New directory for the toolchain (must not exist).")
+    index_url: str | None = Field(None, description="Package index (default: pip's own).")
+
+
+@operation("toolchain_create", faces=ADMIN, long_running=True)
+def toolchain_create(svc: ProbeService, req: ToolchainCreateRequest) -> ToolchainDigest:
+    """Build a Python toolchain (administrators only: it runs pip and takes paths): a
+    virtualenv of ``python`` with the requirements installed, readable by the probe uids,
+    and its digest. Refuses an existing or in-repository ``dest``."""
+    return create_python_toolchain(
+        Path(req.python), Path(req.requirements_file), Path(req.dest), index_url=req.index_url
     )
+
+
+class ToolchainDigestRequest(Request):
+    path: str = Field(description="The toolchain's root directory.")
+
+
+@operation("toolchain_digest", faces=ADMIN)
+def toolchain_digest(svc: ProbeService, req: ToolchainDigestRequest) -> ToolchainDigest:
+    """Check a toolchain root against the policy file's safety rules (administrators only)
+    and return its content digest."""
+    root = check_toolchain_root(Path(req.path).name, str(Path(req.path).absolute()))
+    return digest_toolchain(root)
 
 
 # --- claims -----------------------------------------------------------------------------
