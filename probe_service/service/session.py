@@ -138,8 +138,11 @@ class ProbeService:
         request = op.parse(params)
         return op.dump(op.handler(self, request))
 
-    def invoke(self, name: str, **params: Any) -> Any:
-        """Run operation ``name`` with keyword parameters and return its Python response."""
+    def invoke(self, name: str, /, **params: Any) -> Any:
+        """Run operation ``name`` with keyword parameters and return its Python response.
+
+        ``name`` is positional-only: a request may have a field called ``name`` itself
+        (``toolchain_create``)."""
         op = self.operation(name)
         return op.handler(self, op.parse(params))
 
