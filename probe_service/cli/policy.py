@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -19,9 +19,11 @@ from rich.table import Table
 
 from probe_service.errors import PolicyError
 from probe_service.safe_text import safe_line, untrusted
-from probe_service.service.adapters import PolicyReport
 
 from .common import session
+
+if TYPE_CHECKING:  # the adapters import every part; `--help` needs none of them
+    from probe_service.service.adapters import PolicyReport
 
 __all__ = ["app"]
 

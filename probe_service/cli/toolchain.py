@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from probe_service.safe_text import untrusted
-from probe_service.service.adapters import ToolchainDigest
 
 from .common import JsonOption, console, session
+
+if TYPE_CHECKING:  # the adapters import every part; `--help` needs none of them
+    from probe_service.service.adapters import ToolchainDigest
 
 __all__ = ["app"]
 
