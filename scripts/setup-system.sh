@@ -5,7 +5,7 @@
 set -euo pipefail
 
 need=()
-for tool in bwrap:bubblewrap socat:socat rg:ripgrep git:git node:nodejs npm:npm ip:iproute2; do
+for tool in bwrap:bubblewrap socat:socat rg:ripgrep git:git node:nodejs npm:npm ip:iproute2 chromium:chromium; do
     bin=${tool%%:*}; pkg=${tool##*:}
     found=no
     for dir in /usr/bin /bin /usr/local/bin /usr/sbin /sbin; do

@@ -722,3 +722,7 @@ def knowledge_events(svc: ProbeService, req: KnowledgeEventsRequest) -> Events:
     )
     last = found[-1].cursor if found else req.after
     return Events(events=found, next_after=last)
+
+
+# The web view's read-only rows live in their own module (docs/ARCHITECTURE.md, "Web view").
+from . import table_web  # noqa: E402,F401

@@ -1,0 +1,245 @@
+"""Read-only listing of runs for operators: the farm's runs and the runs of this process.
+
+A run lives in one of two places (docs/ARCHITECTURE.md, "Web view"): a queued run has a
+row in ``runs`` (with its receipt, once done, in ``receipts``), while a run executed in the
+caller's process (``probe_run`` without a queue, ``byte-probe demo``) has only its receipt.
+The list merges both, newest first: a queued run by its submission time, a run in process
+by its receipt's time. Pagination is by keyset (a cursor of time and run id), so a page
+costs the same at the start and at the end of a 100,000-run store; the indexes come with
+migration ``0011_web_indexes``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import ColumnElement, Connection, Select, and_, exists, literal_column, or_, select
+
+from ..errors import InvalidInput
+from ..plans.tables import plans, receipts
+from ..store import Store
+from .tables import runs
+
+__all__ = ["RunEntry", "RunFilters", "RunPage", "list_runs", "plan_field"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+#: States a run of the list can be in; a run in process is always ``done``.
+STATES = ("queued", "running", "done")
+
+
+class RunFilters(_Frozen):
+    """Equality filters; None means any."""
+
+    run_id: str | None = None
+    batch_id: str | None = None
+    outcome: str | None = None
+    reason: str | None = None
+    policy_id: str | None = None
+    snapshot_id: str | None = None
+    state: str | None = None
+
+
+class RunEntry(_Frozen):
+    """One row of the list."""
+
+    run_id: str
+    source: str  # "queue" or "process"
+    batch_id: str | None
+    plan_id: str
+    policy_id: str | None
+    state: str
+    outcome: str | None
+    reason: str | None
+    receipt_sha256: str | None
+    at_ms: int
+    finished_ms: int | None
+    attempts: int | None
+
+
+class RunPage(_Frozen):
+    """A page of runs and the cursor of the next one (None on the last page)."""
+
+    runs: list[RunEntry]
+    next_cursor: str | None
+
+
+def plan_field(conn: Connection, name: str) -> ColumnElement[Any]:
+    """A top-level string field of a stored plan's JSON body, as SQL both backends index.
+
+    The expression is spelled exactly as migration ``0011_web_indexes`` indexes it.
+    """
+    if name not in ("snapshot_id", "policy_id"):
+        raise ValueError(name)
+    if conn.dialect.name == "postgresql":
+        return literal_column(f"((plans.body)::json ->> '{name}')")
+    return literal_column(f"json_extract(plans.body, '$.{name}')")
+
+
+def encode_cursor(at_ms: int, run_id: str) -> str:
+    """The cursor after a row: its time and its run id."""
+    return f"{at_ms}-{run_id}"
+
+
+def decode_cursor(cursor: str) -> tuple[int, str]:
+    """Parse a cursor; InvalidInput names the field when it is malformed."""
+    at, _, run_id = cursor.partition("-")
+    if not (at.isdigit() and len(at) <= 16 and run_id.isalnum() and 32 <= len(run_id) <= 64):
+        raise InvalidInput("cursor: not a cursor this list returned")
+    return int(at), run_id
+
+
+def iso_of_ms(ms: int) -> str:
+    """The receipts' time format (``utc_now``) of a millisecond timestamp."""
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="microseconds")
+
+
+def ms_of_iso(text: str) -> int:
+    """Milliseconds of a receipt's ISO-8601 time."""
+    return int(datetime.fromisoformat(text).timestamp() * 1000)
+
+
+def list_runs(
+    store: Store, filters: RunFilters, *, limit: int, cursor: str | None = None
+) -> RunPage:
+    """One page of runs matching ``filters``, newest first, after ``cursor``.
+
+    Raises InvalidInput for a malformed cursor, StoreUnavailable when the store fails.
+    """
+    before = decode_cursor(cursor) if cursor else None
+    with store.reading() as conn:
+        queued = _queue_rows(conn, filters, limit + 1, before)
+        # The page's window in time: runs in process older than the oldest queued row
+        # shown belong to later pages, so only the window is probed (bounded cost).
+        floor = queued[limit - 1].at_ms if len(queued) > limit else None
+        in_process = _process_rows(conn, filters, limit + 1, before, floor)
+    merged = sorted(queued + in_process, key=lambda r: (r.at_ms, r.run_id), reverse=True)
+    page = merged[:limit]
+    more = len(merged) > limit
+    next_cursor = encode_cursor(page[-1].at_ms, page[-1].run_id) if more and page else None
+    return RunPage(runs=page, next_cursor=next_cursor)
+
+
+def _plan_ids(conn: Connection, filters: RunFilters) -> Select[Any] | None:
+    conds = []
+    if filters.snapshot_id is not None:
+        conds.append(plan_field(conn, "snapshot_id") == filters.snapshot_id)
+    if not conds:
+        return None
+    return select(plans.c.plan_id).where(*conds)
+
+
+def _queue_rows(
+    conn: Connection, filters: RunFilters, limit: int, before: tuple[int, str] | None
+) -> list[RunEntry]:
+    query = select(runs).order_by(runs.c.submitted_ms.desc(), runs.c.run_id.desc()).limit(limit)
+    for column, value in (
+        (runs.c.run_id, filters.run_id),
+        (runs.c.batch_id, filters.batch_id),
+        (runs.c.outcome, filters.outcome),
+        (runs.c.reason, filters.reason),
+        (runs.c.policy_id, filters.policy_id),
+        (runs.c.state, filters.state),
+    ):
+        if value is not None:
+            query = query.where(column == value)
+    plan_ids = _plan_ids(conn, filters)
+    if plan_ids is not None:
+        query = query.where(runs.c.plan_id.in_(plan_ids))
+    if before is not None:
+        at, run_id = before
+        query = query.where(
+            or_(
+                runs.c.submitted_ms < at,
+                and_(runs.c.submitted_ms == at, runs.c.run_id < run_id),
+            )
+        )
+    return [
+        RunEntry(
+            run_id=r.run_id,
+            source="queue",
+            batch_id=r.batch_id,
+            plan_id=r.plan_id,
+            policy_id=r.policy_id,
+            state=r.state,
+            outcome=r.outcome,
+            reason=r.reason,
+            receipt_sha256=r.receipt_sha256,
+            at_ms=r.submitted_ms,
+            finished_ms=r.finished_ms,
+            attempts=r.attempts,
+        )
+        for r in conn.execute(query)
+    ]
+
+
+def _process_rows(
+    conn: Connection,
+    filters: RunFilters,
+    limit: int,
+    before: tuple[int, str] | None,
+    floor_ms: int | None,
+) -> list[RunEntry]:
+    if filters.batch_id is not None or filters.state not in (None, "done"):
+        return []  # a run in process has no batch and is done once it is listed
+    query = (
+        select(
+            receipts.c.run_id,
+            receipts.c.plan_id,
+            receipts.c.outcome,
+            receipts.c.reason,
+            receipts.c.receipt_sha256,
+            receipts.c.created_at,
+        )
+        .where(~exists().where(runs.c.run_id == receipts.c.run_id))
+        .order_by(receipts.c.created_at.desc(), receipts.c.run_id.desc())
+        .limit(limit)
+    )
+    if filters.run_id is not None:
+        query = query.where(receipts.c.run_id == filters.run_id)
+    if filters.outcome is not None:
+        query = query.where(receipts.c.outcome == filters.outcome)
+    if filters.reason is not None:
+        query = query.where(receipts.c.reason == filters.reason)
+    if filters.policy_id is not None:
+        by_policy = select(plans.c.plan_id).where(
+            plan_field(conn, "policy_id") == filters.policy_id
+        )
+        query = query.where(receipts.c.plan_id.in_(by_policy))
+    plan_ids = _plan_ids(conn, filters)
+    if plan_ids is not None:
+        query = query.where(receipts.c.plan_id.in_(plan_ids))
+    if before is not None:
+        # Times of both kinds compare in milliseconds; the receipt's finer time is cut
+        # to the millisecond at the boundary, and the run id breaks the tie.
+        upper = iso_of_ms(before[0] + 1)
+        query = query.where(receipts.c.created_at < upper)
+    if floor_ms is not None:
+        query = query.where(receipts.c.created_at >= iso_of_ms(floor_ms))
+    rows = []
+    for r in conn.execute(query):
+        at = ms_of_iso(r.created_at)
+        if before is not None and (at, r.run_id) >= before:
+            continue
+        rows.append(
+            RunEntry(
+                run_id=r.run_id,
+                source="process",
+                batch_id=None,
+                plan_id=r.plan_id,
+                policy_id=None,
+                state="done",
+                outcome=r.outcome,
+                reason=r.reason,
+                receipt_sha256=r.receipt_sha256,
+                at_ms=at,
+                finished_ms=at,
+                attempts=None,
+            )
+        )
+    return rows
