@@ -95,7 +95,7 @@ def farm_stats(svc: ProbeService, req: FarmStatsRequest) -> FarmStats:
 
 
 class ClaimHistoryRequest(Request):
-    claim_id: str = Field(pattern=_HEX64)
+    claim_id: str = Field(pattern=r"^clm_[0-9a-f]{32}$", description="A claim id (clm_…).")
     scope: str | None = Field(None, max_length=200)
     limit: int = Field(200, ge=1, le=1000)
 

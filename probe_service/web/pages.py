@@ -107,10 +107,11 @@ class Pages:
         """The runs list with its filters and a cursor to the next page."""
         q = request.query_params
         filters = {k: q.get(k) or None for k in RUN_FILTERS}
-        page = await self.read(
-            "run_list", **filters, cursor=q.get("cursor") or None, limit=_int(q.get("limit"), 50)
-        )
-        next_query = {k: v for k, v in filters.items() if v}
+        limit = _int(q.get("limit"), 50)
+        page = await self.read("run_list", **filters, cursor=q.get("cursor") or None, limit=limit)
+        next_query: dict[str, Any] = {k: v for k, v in filters.items() if v}
+        if limit != 50:
+            next_query["limit"] = limit
         if page["next_cursor"]:
             next_query["cursor"] = page["next_cursor"]
         return self.render(
