@@ -77,19 +77,22 @@ def farm_stats(store: Store, *, window_ms: int, buckets: int) -> FarmStats:
             str(state): int(n)
             for state, n in conn.execute(select(runs.c.state, func.count()).group_by(runs.c.state))
         }
-        slot = ((runs.c.finished_ms - start) // width).label("slot")
+        # One range of the finished-time index per bucket: no sort, no temporary table.
         latency = runs.c.finished_ms - runs.c.submitted_ms
-        rows = conn.execute(
-            select(
-                slot,
-                runs.c.outcome,
-                runs.c.reason,
-                func.count(),
-                func.sum(latency),
-                func.max(latency),
-            )
+        series = [
+            conn.execute(
+                select(func.count(), func.sum(latency), func.max(latency)).where(
+                    runs.c.finished_ms >= start + i * width,
+                    runs.c.finished_ms < start + (i + 1) * width,
+                )
+            ).one()
+            for i in range(buckets)
+        ]
+        # In the order of the (outcome, reason, finished) index: grouped without sorting.
+        tallies = conn.execute(
+            select(runs.c.outcome, runs.c.reason, func.count())
             .where(runs.c.finished_ms >= start)
-            .group_by(slot, runs.c.outcome, runs.c.reason)
+            .group_by(runs.c.outcome, runs.c.reason)
         ).all()
         receipts_stored = int(conn.execute(select(func.count()).select_from(receipts)).scalar_one())
         holders = conn.execute(
@@ -108,9 +111,17 @@ def farm_stats(store: Store, *, window_ms: int, buckets: int) -> FarmStats:
         bucket_ms=width,
         queue_depth=by_state.get("queued", 0),
         by_state=by_state,
-        outcomes=_tally(rows, 1),
-        reasons=_tally(rows, 2),
-        buckets=_buckets(rows, start, width, buckets),
+        outcomes=_tally(tallies, 0),
+        reasons=_tally(tallies, 1),
+        buckets=[
+            Bucket(
+                start_ms=start + i * width,
+                finished=int(count),
+                latency_avg_ms=(int(total) / int(count)) if count else None,
+                latency_max_ms=None if longest is None else int(longest),
+            )
+            for i, (count, total, longest) in enumerate(series)
+        ],
         receipts_stored=receipts_stored,
         workers=_workers(holders, recent),
     )
@@ -120,31 +131,8 @@ def _tally(rows: Sequence[Any], column: int) -> dict[str, int]:
     counts: dict[str, int] = {}
     for row in rows:
         key = str(row[column])
-        counts[key] = counts.get(key, 0) + int(row[3])
+        counts[key] = counts.get(key, 0) + int(row[2])
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-
-
-def _buckets(rows: Sequence[Any], start: int, width: int, n: int) -> list[Bucket]:
-    finished = [0] * n
-    total = [0] * n
-    longest: list[int | None] = [None] * n
-    for row in rows:
-        slot = min(n - 1, max(0, int(row[0])))
-        count, summed, most = int(row[3]), int(row[4] or 0), row[5]
-        finished[slot] += count
-        total[slot] += summed
-        if most is not None:
-            current = longest[slot]
-            longest[slot] = int(most) if current is None else max(current, int(most))
-    return [
-        Bucket(
-            start_ms=start + i * width,
-            finished=finished[i],
-            latency_avg_ms=(total[i] / finished[i]) if finished[i] else None,
-            latency_max_ms=longest[i],
-        )
-        for i in range(n)
-    ]
 
 
 def _workers(holders: Sequence[Any], recent: Sequence[Any]) -> list[WorkerSeen]:

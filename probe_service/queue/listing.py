@@ -2,7 +2,8 @@
 
 A run lives in one of two places (docs/ARCHITECTURE.md, "Web view"): a queued run has a
 row in ``runs`` (with its receipt, once done, in ``receipts``), while a run executed in the
-caller's process (``probe_run`` without a queue, ``byte-probe demo``) has only its receipt.
+caller's process (``probe_run`` without a queue, ``byte-probe demo``) has only its receipt,
+noted in ``inprocess_runs`` by a trigger on ``receipts``.
 The list merges both, newest first: a queued run by its submission time, a run in process
 by its receipt's time. Pagination is by keyset (a cursor of time and run id), so a page
 costs the same at the start and at the end of a 100,000-run store; the indexes come with
@@ -15,10 +16,22 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import ColumnElement, Connection, Select, and_, exists, literal_column, or_, select
+from sqlalchemy import (
+    Column,
+    ColumnElement,
+    Connection,
+    MetaData,
+    Select,
+    String,
+    Table,
+    and_,
+    literal_column,
+    or_,
+    select,
+)
 
 from ..errors import InvalidInput
-from ..plans.tables import plans, receipts
+from ..plans.tables import plans
 from ..store import Store
 from .tables import runs
 
@@ -31,6 +44,22 @@ class _Frozen(BaseModel):
 
 #: States a run of the list can be in; a run in process is always ``done``.
 STATES = ("queued", "running", "done")
+
+#: Runs executed in a process (no ``runs`` row), one per receipt; written by a trigger on
+#: ``receipts`` (migration ``0011_web_indexes``), insert-only. Not on the shared metadata:
+#: only the migration creates it, and only this module reads it.
+inprocess_runs = Table(
+    "inprocess_runs",
+    MetaData(),
+    Column("run_id", String(64), primary_key=True),
+    Column("created_at", String(32), nullable=False),
+    Column("plan_id", String(64), nullable=False),
+    Column("policy_id", String(128)),
+    Column("snapshot_id", String(64)),
+    Column("outcome", String(16), nullable=False),
+    Column("reason", String(64), nullable=False),
+    Column("receipt_sha256", String(64), nullable=False),
+)
 
 
 class RunFilters(_Frozen):
@@ -187,40 +216,23 @@ def _process_rows(
 ) -> list[RunEntry]:
     if filters.batch_id is not None or filters.state not in (None, "done"):
         return []  # a run in process has no batch and is done once it is listed
-    query = (
-        select(
-            receipts.c.run_id,
-            receipts.c.plan_id,
-            receipts.c.outcome,
-            receipts.c.reason,
-            receipts.c.receipt_sha256,
-            receipts.c.created_at,
-        )
-        .where(~exists().where(runs.c.run_id == receipts.c.run_id))
-        .order_by(receipts.c.created_at.desc(), receipts.c.run_id.desc())
-        .limit(limit)
-    )
-    if filters.run_id is not None:
-        query = query.where(receipts.c.run_id == filters.run_id)
-    if filters.outcome is not None:
-        query = query.where(receipts.c.outcome == filters.outcome)
-    if filters.reason is not None:
-        query = query.where(receipts.c.reason == filters.reason)
-    if filters.policy_id is not None:
-        by_policy = select(plans.c.plan_id).where(
-            plan_field(conn, "policy_id") == filters.policy_id
-        )
-        query = query.where(receipts.c.plan_id.in_(by_policy))
-    plan_ids = _plan_ids(conn, filters)
-    if plan_ids is not None:
-        query = query.where(receipts.c.plan_id.in_(plan_ids))
+    ip = inprocess_runs.c
+    query = select(inprocess_runs).order_by(ip.created_at.desc(), ip.run_id.desc()).limit(limit)
+    for column, value in (
+        (ip.run_id, filters.run_id),
+        (ip.outcome, filters.outcome),
+        (ip.reason, filters.reason),
+        (ip.policy_id, filters.policy_id),
+        (ip.snapshot_id, filters.snapshot_id),
+    ):
+        if value is not None:
+            query = query.where(column == value)
     if before is not None:
         # Times of both kinds compare in milliseconds; the receipt's finer time is cut
         # to the millisecond at the boundary, and the run id breaks the tie.
-        upper = iso_of_ms(before[0] + 1)
-        query = query.where(receipts.c.created_at < upper)
+        query = query.where(ip.created_at < iso_of_ms(before[0] + 1))
     if floor_ms is not None:
-        query = query.where(receipts.c.created_at >= iso_of_ms(floor_ms))
+        query = query.where(ip.created_at >= iso_of_ms(floor_ms))
     rows = []
     for r in conn.execute(query):
         at = ms_of_iso(r.created_at)
@@ -232,7 +244,7 @@ def _process_rows(
                 source="process",
                 batch_id=None,
                 plan_id=r.plan_id,
-                policy_id=None,
+                policy_id=r.policy_id,
                 state="done",
                 outcome=r.outcome,
                 reason=r.reason,

@@ -1,11 +1,16 @@
 """Indexes for the web view's read operations (docs/ARCHITECTURE.md, "Web view").
 
-- ``runs``: newest-first pages overall and per filter (state, outcome, reason, policy),
-  the runs of a plan (the snapshot filter), and a covering index over finished runs for
-  the farm statistics (time buckets, latency, outcomes, reasons) in one range scan.
-- ``receipts``: newest-first pages of runs executed in a process, by receipt time.
+- ``runs``: newest-first pages overall and per filter (state, outcome, reason, policy,
+  plan), a covering index of finished runs for the farm's time buckets and latency, and
+  one by outcome and reason for the farm's tallies.
+- ``receipts``: by receipt time.
 - ``plans``: the snapshot and policy ids inside a plan's JSON body, as expression
   indexes spelled exactly as ``queue.listing.plan_field`` queries them.
+- ``inprocess_runs``: one row per receipt of a run that has no ``runs`` row (executed in
+  a process, not through the queue), written by a trigger on ``receipts`` in the receipt's
+  own transaction and filled here from the receipts already stored. Insert-only, like the
+  receipts; it lets the runs list page through those runs without an anti-join over every
+  receipt.
 
 Revision ID: 0011_web_indexes
 Revises: 0006_signatures
@@ -13,6 +18,7 @@ Revises: 0006_signatures
 
 from __future__ import annotations
 
+import sqlalchemy as sa
 from alembic import op
 
 revision = "0011_web_indexes"
@@ -24,10 +30,19 @@ _RUNS = {
     "ix_runs_outcome_submitted": ["outcome", "submitted_ms", "run_id"],
     "ix_runs_reason_submitted": ["reason", "submitted_ms", "run_id"],
     "ix_runs_policy_submitted": ["policy_id", "submitted_ms", "run_id"],
-    "ix_runs_plan": ["plan_id"],
-    "ix_runs_finished": ["finished_ms", "submitted_ms", "outcome", "reason"],
+    "ix_runs_plan_submitted": ["plan_id", "submitted_ms", "run_id"],
+    "ix_runs_finished": ["finished_ms", "submitted_ms"],
+    "ix_runs_outcome_reason_finished": ["outcome", "reason", "finished_ms"],
+}
+_INPROCESS = {
+    "ix_inprocess_runs_created": ["created_at", "run_id"],
+    "ix_inprocess_runs_outcome": ["outcome", "created_at", "run_id"],
+    "ix_inprocess_runs_reason": ["reason", "created_at", "run_id"],
+    "ix_inprocess_runs_policy": ["policy_id", "created_at", "run_id"],
+    "ix_inprocess_runs_snapshot": ["snapshot_id", "created_at", "run_id"],
 }
 _PLAN_FIELDS = ("snapshot_id", "policy_id")
+_COLUMNS = "run_id, created_at, plan_id, policy_id, snapshot_id, outcome, reason, receipt_sha256"
 
 
 def _plan_expr(dialect: str, name: str) -> str:
@@ -36,16 +51,88 @@ def _plan_expr(dialect: str, name: str) -> str:
     return f"json_extract(body, '$.{name}')"
 
 
+def _values(dialect: str, row: str) -> str:
+    """The inprocess_runs values of receipt ``row`` (NEW in a trigger, a table otherwise)."""
+    if dialect == "postgresql":
+        field = "(({r}.body)::json -> 'committed' ->> '{f}')"
+    else:
+        field = "json_extract({r}.body, '$.committed.{f}')"
+    return ", ".join(
+        [
+            f"{row}.run_id",
+            f"{row}.created_at",
+            f"{row}.plan_id",
+            field.format(r=row, f="policy_id"),
+            field.format(r=row, f="snapshot_id"),
+            f"{row}.outcome",
+            f"{row}.reason",
+            f"{row}.receipt_sha256",
+        ]
+    )
+
+
 def upgrade() -> None:
+    dialect = op.get_context().dialect.name
     for name, columns in _RUNS.items():
         op.create_index(name, "runs", columns)
     op.create_index("ix_receipts_created", "receipts", ["created_at", "run_id"])
-    dialect = op.get_context().dialect.name
     for field in _PLAN_FIELDS:
         op.execute(f"CREATE INDEX ix_plans_{field} ON plans ({_plan_expr(dialect, field)})")
+    op.create_table(
+        "inprocess_runs",
+        sa.Column("run_id", sa.String(64), primary_key=True),
+        sa.Column("created_at", sa.String(32), nullable=False),
+        sa.Column("plan_id", sa.String(64), nullable=False),
+        sa.Column("policy_id", sa.String(128), nullable=True),
+        sa.Column("snapshot_id", sa.String(64), nullable=True),
+        sa.Column("outcome", sa.String(16), nullable=False),
+        sa.Column("reason", sa.String(64), nullable=False),
+        sa.Column("receipt_sha256", sa.String(64), nullable=False),
+    )
+    for name, columns in _INPROCESS.items():
+        op.create_index(name, "inprocess_runs", columns)
+    no_queue_row = "NOT EXISTS (SELECT 1 FROM runs WHERE runs.run_id = {r}.run_id)"
+    # Every piece of these statements is a constant of this module: no input reaches them.
+    op.execute(
+        f"INSERT INTO inprocess_runs ({_COLUMNS}) SELECT {_values(dialect, 'receipts')} "  # noqa: S608
+        f"FROM receipts WHERE {no_queue_row.format(r='receipts')}"
+    )
+    if dialect == "postgresql":
+        op.execute(
+            "CREATE FUNCTION probe_note_inprocess_run() RETURNS trigger AS $$ BEGIN "  # noqa: S608
+            f"IF {no_queue_row.format(r='NEW')} THEN "
+            f"INSERT INTO inprocess_runs ({_COLUMNS}) VALUES ({_values(dialect, 'NEW')}); "
+            "END IF; RETURN NEW; END $$ LANGUAGE plpgsql"
+        )
+        op.execute(
+            "CREATE TRIGGER receipts_note_inprocess_run AFTER INSERT ON receipts "
+            "FOR EACH ROW EXECUTE FUNCTION probe_note_inprocess_run()"
+        )
+        op.execute(
+            "CREATE TRIGGER inprocess_runs_immutable BEFORE UPDATE OR DELETE ON inprocess_runs "
+            "FOR EACH ROW EXECUTE FUNCTION probe_refuse_change()"
+        )
+    else:
+        op.execute(
+            "CREATE TRIGGER receipts_note_inprocess_run AFTER INSERT ON receipts "  # noqa: S608
+            f"WHEN {no_queue_row.format(r='NEW')} BEGIN "
+            f"INSERT INTO inprocess_runs ({_COLUMNS}) VALUES ({_values(dialect, 'NEW')}); END"
+        )
+        for action in ("UPDATE", "DELETE"):
+            op.execute(
+                f"CREATE TRIGGER inprocess_runs_no_{action.lower()} BEFORE {action} "
+                "ON inprocess_runs BEGIN SELECT RAISE(ABORT, 'inprocess_runs rows are immutable'); END"
+            )
 
 
 def downgrade() -> None:
+    op.execute(
+        "DROP TRIGGER IF EXISTS receipts_note_inprocess_run"
+        + (" ON receipts" if op.get_context().dialect.name == "postgresql" else "")
+    )
+    op.drop_table("inprocess_runs")
+    if op.get_context().dialect.name == "postgresql":
+        op.execute("DROP FUNCTION IF EXISTS probe_note_inprocess_run()")
     for field in _PLAN_FIELDS:
         op.execute(f"DROP INDEX ix_plans_{field}")
     op.drop_index("ix_receipts_created", "receipts")
