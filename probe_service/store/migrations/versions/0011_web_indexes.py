@@ -121,7 +121,8 @@ def upgrade() -> None:
         for action in ("UPDATE", "DELETE"):
             op.execute(
                 f"CREATE TRIGGER inprocess_runs_no_{action.lower()} BEFORE {action} "
-                "ON inprocess_runs BEGIN SELECT RAISE(ABORT, 'inprocess_runs rows are immutable'); END"
+                "ON inprocess_runs BEGIN "
+                "SELECT RAISE(ABORT, 'inprocess_runs rows are immutable'); END"
             )
 
 
