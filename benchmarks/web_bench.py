@@ -119,6 +119,9 @@ def fill(svc: ProbeService, n_runs: int) -> dict[str, str]:
                         "created_at": created,
                     }
                 )
+        # One run in a hundred ran in a process: a receipt without a run row.
+        for row in receipt_rows[::100]:
+            receipt_rows.append({**row, "run_id": uuid.uuid4().hex, "receipt_sha256": _hex()})
         with svc.store.transaction() as conn:
             conn.execute(runs.insert(), run_rows)
             if receipt_rows:
@@ -182,8 +185,9 @@ def main() -> int:
             "runs list, page 2": f"/runs?cursor={first}",
             "filtered: outcome=refutes": "/runs?outcome=refutes",
             "filtered: snapshot": f"/runs?snapshot_id={picked['snapshot_id']}",
-            "filtered: policy + reason": f"/runs?policy_id={picked['policy_id']}&reason=timeout",
+            "filtered: policy + outcome": f"/runs?policy_id={picked['policy_id']}&outcome=refutes",
             "filtered: state=queued": "/runs?state=queued",
+            "filtered: nothing matches": f"/runs?policy_id={picked['policy_id']}&reason=timeout",
             "receipt page": f"/runs/{picked['run_id']}",
             "farm page": "/",
         }

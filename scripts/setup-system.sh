@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the system tools the sandbox and snapshots need: bubblewrap, socat, ripgrep, git;
-# iproute2's `ip` creates the network test host of tests/security.
+# iproute2's `ip` creates the network test host of tests/security; chromium runs the web
+# view's browser tests (tests/web).
 # Idempotent: does nothing when every tool is already in a fixed system directory.
 set -euo pipefail
 

@@ -1,9 +1,10 @@
 """Read-only statistics of the probe farm, from the store (docs/ARCHITECTURE.md, "Web view").
 
-The farm is the ``runs`` table: queue depth and runs by state are counted there, and the
-runs that finished inside a window give outcomes, reasons, throughput and
-submit-to-receipt latency per time bucket, in one range scan of a covering index
-(migration ``0011_web_indexes``). Workers are those holding a lease now and those that
+The farm is the ``runs`` table: queue depth and running runs are counted there by index
+range; outcomes, reasons, throughput and submit-to-receipt latency per time bucket come
+from ``farm_minutes``, which a trigger keeps per minute as runs finish (migration
+``0011_web_indexes``), so a day costs at most 1,440 rows per outcome and reason however
+many runs it held. Workers are those holding a lease now and those that
 wrote one of the newest receipts (the worker name is an operational field of a receipt).
 """
 
@@ -14,10 +15,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import func, select
+from sqlalchemy import BigInteger, Column, MetaData, String, Table, func, select
 
 from ..plans.tables import receipts
 from ..store import Store
+from .listing import inprocess_runs, iso_of_ms
 from .runs import now_ms
 from .tables import runs
 
@@ -30,6 +32,21 @@ class _Frozen(BaseModel):
 
 #: How many of the newest receipts are read for the worker names they carry.
 WORKER_SAMPLE = 200
+MINUTE_MS = 60_000
+
+#: Finished queued runs per minute, outcome and reason, kept by a trigger on ``runs``
+#: (migration ``0011_web_indexes``). Not on the shared metadata: only the migration
+#: creates it, and only this module reads it.
+farm_minutes = Table(
+    "farm_minutes",
+    MetaData(),
+    Column("minute", BigInteger, primary_key=True),
+    Column("outcome", String(16), primary_key=True),
+    Column("reason", String(64), primary_key=True),
+    Column("finished", BigInteger, nullable=False),
+    Column("latency_sum_ms", BigInteger, nullable=False),
+    Column("latency_max_ms", BigInteger, nullable=False),
+)
 
 
 class Bucket(_Frozen):
@@ -60,41 +77,40 @@ class FarmStats(_Frozen):
     outcomes: dict[str, int]
     reasons: dict[str, int]
     buckets: list[Bucket]
-    receipts_stored: int
+    #: Runs executed in a process (no queue) whose receipt is in the window.
+    in_process_in_window: int
     workers: list[WorkerSeen] = []
 
 
 def farm_stats(store: Store, *, window_ms: int, buckets: int) -> FarmStats:
-    """Statistics over the runs that finished in the last ``window_ms``.
+    """Statistics over the runs that finished in the last ``window_ms`` (whole minutes).
 
     Raises StoreUnavailable when the store fails.
     """
     now = now_ms()
-    width = max(1, window_ms // buckets)
-    start = now - width * buckets
+    width = max(MINUTE_MS, window_ms // buckets // MINUTE_MS * MINUTE_MS)
+    end = (now // MINUTE_MS + 1) * MINUTE_MS  # the current minute counts
+    start = end - width * buckets
+    fm = farm_minutes.c
     with store.reading() as conn:
+        # Queued and running runs are few next to done ones: counted by index range.
         by_state = {
             str(state): int(n)
-            for state, n in conn.execute(select(runs.c.state, func.count()).group_by(runs.c.state))
+            for cond in (runs.c.state < "done", runs.c.state > "done")
+            for state, n in conn.execute(
+                select(runs.c.state, func.count()).where(cond).group_by(runs.c.state)
+            )
         }
-        # One range of the finished-time index per bucket: no sort, no temporary table.
-        latency = runs.c.finished_ms - runs.c.submitted_ms
-        series = [
-            conn.execute(
-                select(func.count(), func.sum(latency), func.max(latency)).where(
-                    runs.c.finished_ms >= start + i * width,
-                    runs.c.finished_ms < start + (i + 1) * width,
-                )
-            ).one()
-            for i in range(buckets)
-        ]
-        # In the order of the (outcome, reason, finished) index: grouped without sorting.
-        tallies = conn.execute(
-            select(runs.c.outcome, runs.c.reason, func.count())
-            .where(runs.c.finished_ms >= start)
-            .group_by(runs.c.outcome, runs.c.reason)
+        minutes = conn.execute(
+            select(fm.minute, fm.outcome, fm.reason, fm.finished, fm.latency_sum_ms)
+            .add_columns(fm.latency_max_ms)
+            .where(fm.minute >= start // MINUTE_MS)
         ).all()
-        receipts_stored = int(conn.execute(select(func.count()).select_from(receipts)).scalar_one())
+        in_process = conn.execute(
+            select(func.count())
+            .select_from(inprocess_runs)
+            .where(inprocess_runs.c.created_at >= iso_of_ms(start))
+        ).scalar_one()
         holders = conn.execute(
             select(runs.c.lease_owner, func.count(), func.max(runs.c.lease_expires_ms))
             .where(runs.c.state == "running", runs.c.lease_owner.is_not(None))
@@ -105,33 +121,51 @@ def farm_stats(store: Store, *, window_ms: int, buckets: int) -> FarmStats:
             .order_by(receipts.c.created_at.desc())
             .limit(WORKER_SAMPLE)
         ).all()
+    series = _buckets(minutes, start, width, buckets)
+    finished = sum(b.finished for b in series)
+    if finished:
+        by_state["done in window"] = finished
     return FarmStats(
         now_ms=now,
         window_ms=width * buckets,
         bucket_ms=width,
         queue_depth=by_state.get("queued", 0),
         by_state=by_state,
-        outcomes=_tally(tallies, 0),
-        reasons=_tally(tallies, 1),
-        buckets=[
-            Bucket(
-                start_ms=start + i * width,
-                finished=int(count),
-                latency_avg_ms=(int(total) / int(count)) if count else None,
-                latency_max_ms=None if longest is None else int(longest),
-            )
-            for i, (count, total, longest) in enumerate(series)
-        ],
-        receipts_stored=receipts_stored,
+        outcomes=_tally(minutes, 1),
+        reasons=_tally(minutes, 2),
+        buckets=series,
+        in_process_in_window=int(in_process),
         workers=_workers(holders, recent),
     )
+
+
+def _buckets(minutes: Sequence[Any], start: int, width: int, n: int) -> list[Bucket]:
+    count, total = [0] * n, [0] * n
+    longest: list[int | None] = [None] * n
+    for minute, _outcome, _reason, finished, summed, most in minutes:
+        slot = (int(minute) * MINUTE_MS - start) // width
+        if not 0 <= slot < n:
+            continue
+        count[slot] += int(finished)
+        total[slot] += int(summed)
+        current = longest[slot]
+        longest[slot] = int(most) if current is None else max(current, int(most))
+    return [
+        Bucket(
+            start_ms=start + i * width,
+            finished=count[i],
+            latency_avg_ms=(total[i] / count[i]) if count[i] else None,
+            latency_max_ms=longest[i],
+        )
+        for i in range(n)
+    ]
 
 
 def _tally(rows: Sequence[Any], column: int) -> dict[str, int]:
     counts: dict[str, int] = {}
     for row in rows:
-        key = str(row[column])
-        counts[key] = counts.get(key, 0) + int(row[2])
+        key = str(row[column]) or "none"
+        counts[key] = counts.get(key, 0) + int(row[3])
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 

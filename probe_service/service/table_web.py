@@ -122,7 +122,9 @@ def gate_preview(svc: ProbeService, req: GatePreviewRequest) -> GatePreview:
 
 class SnapshotFileRequest(Request):
     snapshot_id: str = Field(pattern=_HEX64)
-    path: str = Field(min_length=1, max_length=4096)
+    entry: str = Field(
+        min_length=1, max_length=4096, description="A path inside the snapshot (never the host's)."
+    )
     max_bytes: int = Field(262_144, ge=1, le=1_048_576, description="At most 1 MiB.")
 
 
@@ -144,9 +146,9 @@ def snapshot_file(svc: ProbeService, req: SnapshotFileRequest) -> SnapshotFile:
     """One path of a stored snapshot: its entry and, for a file, its first max_bytes as
     text (repository content: untrusted data). Refuses a path the snapshot lacks."""
     snapshot = functions.snapshot_get(svc.store, req.snapshot_id)
-    entry = snapshot.by_path().get(req.path)
+    entry = snapshot.by_path().get(req.entry)
     if entry is None:
-        raise NotFound(f"path: {req.path!r} is not in snapshot {req.snapshot_id}")
+        raise NotFound(f"entry: {req.entry!r} is not in snapshot {req.snapshot_id}")
     text, binary, truncated = None, False, False
     if entry.kind == "file" and entry.digest is not None:
         data = read_blob(svc.store, entry.digest)

@@ -194,7 +194,7 @@ class Pages:
         found = await self.read(
             "snapshot_file",
             snapshot_id=request.path_params["snapshot_id"],
-            path=request.query_params.get("path", ""),
+            entry=request.query_params.get("path", ""),
         )
         return self.render(
             request,

@@ -10,8 +10,9 @@ from sqlalchemy import delete, update
 from sqlalchemy.exc import DBAPIError
 
 from probe_service.plans.persist import save_receipt
+from probe_service.queue.farm import farm_stats
 from probe_service.queue.listing import RunFilters, inprocess_runs, list_runs
-from probe_service.queue.runs import create_runs, finish_run
+from probe_service.queue.runs import cancel_run, create_runs, finish_run
 from probe_service.store import Store
 
 PLAN = "a" * 64
@@ -81,3 +82,41 @@ def test_pages_merge_both_kinds_without_loss(any_store: Store) -> None:
             break
     assert sorted(seen) == sorted(expected)
     assert len(seen) == len(set(seen))
+
+
+def test_finished_runs_are_counted_once_per_minute(any_store: Store) -> None:
+    """Finishing a run counts it once (a second finish changes nothing); a cancel counts
+    as inconclusive/cancelled; queued runs are counted by state, not as finished."""
+    first, second, _waiting = create_runs(any_store, uuid.uuid4().hex, [(PLAN, "pol")] * 3)
+    for _ in range(2):
+        finish_run(
+            any_store,
+            first,
+            outcome="supports",
+            reason="oracle_passed",
+            receipt_sha256=None,
+            action_key=None,
+        )
+    assert cancel_run(any_store, second) == "queued"
+    stats = farm_stats(any_store, window_ms=3_600_000, buckets=6)
+    assert stats.outcomes == {"inconclusive": 1, "supports": 1}
+    assert stats.reasons == {"cancelled": 1, "oracle_passed": 1}
+    assert stats.by_state == {"queued": 1, "done in window": 2}
+    assert stats.queue_depth == 1
+    assert sum(b.finished for b in stats.buckets) == 2
+    assert stats.buckets[-1].latency_max_ms is not None
+
+
+def test_the_counting_triggers_exist_at_head(sqlite_store: Store) -> None:
+    """A later migration that rebuilds ``runs`` or ``receipts`` must recreate them."""
+    from sqlalchemy import text
+
+    with sqlite_store.reading() as conn:
+        names = set(
+            conn.execute(text("SELECT name FROM sqlite_master WHERE type='trigger'")).scalars()
+        )
+    assert {
+        "runs_count_finished_update",
+        "runs_count_finished_insert",
+        "receipts_note_inprocess_run",
+    } <= names

@@ -63,12 +63,12 @@ def test_run_list_pages_by_cursor(service: ProbeService) -> None:
 def test_farm_stats_counts_the_farm(service: ProbeService) -> None:
     """Three queued runs finished in the window, one of each outcome, with a latency."""
     stats = service.farm_stats()
-    assert stats.by_state == {"done": 3}
+    assert stats.by_state == {"done in window": 3}
     assert stats.queue_depth == 0
     assert stats.outcomes == {"inconclusive": 1, "refutes": 1, "supports": 1}
     assert sum(b.finished for b in stats.buckets) == 3
     assert any(b.latency_max_ms is not None and b.latency_max_ms >= 0 for b in stats.buckets)
-    assert stats.receipts_stored == 4
+    assert stats.in_process_in_window == 1
     assert stats.workers
 
 
@@ -101,14 +101,14 @@ def test_claim_history_and_gate_preview_write_nothing(
 
 def test_snapshot_file_is_bounded(service: ProbeService, scenario: Scenario) -> None:
     """max_bytes cuts the content and says so; a path outside the snapshot is NotFound."""
-    found = service.snapshot_file(snapshot_id=scenario.snapshot_id, path="ok.py", max_bytes=5)
+    found = service.snapshot_file(snapshot_id=scenario.snapshot_id, entry="ok.py", max_bytes=5)
     assert found.text == "print"
     assert found.truncated
     assert found.size > 5
     with pytest.raises(NotFound):
-        service.snapshot_file(snapshot_id=scenario.snapshot_id, path="../etc/passwd")
+        service.snapshot_file(snapshot_id=scenario.snapshot_id, entry="../etc/passwd")
     with pytest.raises(InvalidInput, match="max_bytes"):
         service.call(
             "snapshot_file",
-            {"snapshot_id": scenario.snapshot_id, "path": "ok.py", "max_bytes": 2_000_000},
+            {"snapshot_id": scenario.snapshot_id, "entry": "ok.py", "max_bytes": 2_000_000},
         )
