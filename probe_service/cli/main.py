@@ -11,7 +11,20 @@ import typer
 from typer._click.exceptions import ClickException
 
 from ..errors import ProbeServiceError
-from . import claims, demo, doctor, events, keys, plans, policy, queue, snapshot, store, web
+from . import (
+    claims,
+    demo,
+    doctor,
+    events,
+    faces,
+    keys,
+    plans,
+    policy,
+    queue,
+    snapshot,
+    store,
+    web,
+)
 from .common import EXIT_INFRASTRUCTURE, EXIT_INPUT, exit_code_for, report_error
 
 #: Exit code of an unexpected internal error (EX_SOFTWARE).
@@ -47,6 +60,8 @@ app.command("gate")(claims.gate_command)
 app.command("events")(events.events)
 app.command("demo")(demo.demo)
 app.command("doctor")(doctor.doctor)
+app.command("host")(faces.host)
+app.command("mcp")(faces.mcp)
 app.command("web")(web.web)
 
 

@@ -638,7 +638,9 @@ def obligation_list(svc: ProbeService, req: ObligationListRequest) -> Obligation
 
 
 class ObligationResolveRequest(Request):
-    obligation_id: str = _Id
+    obligation_id: str = Field(
+        pattern=r"^obl_[0-9a-f]{32}$", description="A full obligation id (obl_ and 32 hex)."
+    )
     resolution: Literal["rechecked", "accepted_risk", "superseded", "withdrawn"]
     rationale: str = Field(min_length=1, max_length=4000)
     receipt: str | None = Field(None, pattern=_HEX64, description="For rechecked.")

@@ -87,7 +87,11 @@ def test_methods_and_json_calls_agree(tmp_path: Path) -> None:
         ("probe_run", {"plan_id": "a" * 64}, "policy_id"),
         ("gate", {"snapshot_id": "a" * 64, "require_signed": ["/etc/passwd"]}, "require_signed"),
         ("knowledge_events", {"limit": 0}, "limit"),
-        ("obligation_resolve", {"obligation_id": "a" * 64, "resolution": "x"}, "resolution"),
+        (
+            "obligation_resolve",
+            {"obligation_id": "obl_" + "a" * 32, "resolution": "x"},
+            "resolution",
+        ),
     ],
 )
 def test_bad_requests_name_the_field_and_write_nothing(
