@@ -118,7 +118,7 @@ def encode_cursor(at_ms: int, run_id: str) -> str:
 def decode_cursor(cursor: str) -> tuple[int, str]:
     """Parse a cursor; InvalidInput names the field when it is malformed."""
     at, _, run_id = cursor.partition("-")
-    if not (at.isdigit() and len(at) <= 16 and run_id.isalnum() and 32 <= len(run_id) <= 64):
+    if not (at.isdigit() and len(at) <= 13 and run_id.isalnum() and 32 <= len(run_id) <= 64):
         raise InvalidInput("cursor: not a cursor this list returned")
     return int(at), run_id
 

@@ -56,6 +56,8 @@ def test_run_list_pages_by_cursor(service: ProbeService) -> None:
     assert seen == sorted(seen, reverse=True)
     with pytest.raises(InvalidInput, match="cursor"):
         service.run_list(cursor="x-'; drop table runs")
+    with pytest.raises(InvalidInput, match="cursor"):
+        service.run_list(cursor="9" * 16 + "-" + "a" * 32)  # a time past any calendar
     with pytest.raises(InvalidInput, match="limit"):
         service.call("run_list", {"limit": 501})
 
