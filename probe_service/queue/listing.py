@@ -18,24 +18,21 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import (
     Column,
-    ColumnElement,
     Connection,
     MetaData,
     Select,
     String,
     Table,
     and_,
-    literal_column,
     or_,
     select,
 )
 
 from ..errors import InvalidInput
-from ..plans.tables import plans
 from ..store import Store
 from .tables import runs
 
-__all__ = ["RunEntry", "RunFilters", "RunPage", "list_runs", "plan_field"]
+__all__ = ["RunEntry", "RunFilters", "RunPage", "inprocess_runs", "list_runs", "plan_keys"]
 
 
 class _Frozen(BaseModel):
@@ -44,6 +41,16 @@ class _Frozen(BaseModel):
 
 #: States a run of the list can be in; a run in process is always ``done``.
 STATES = ("queued", "running", "done")
+
+#: The snapshot and policy ids of each stored plan, kept by a trigger on ``plans``
+#: (migration ``0011_web_indexes``), so runs filter by snapshot through an index.
+plan_keys = Table(
+    "plan_keys",
+    MetaData(),
+    Column("plan_id", String(64), primary_key=True),
+    Column("snapshot_id", String(64)),
+    Column("policy_id", String(128)),
+)
 
 #: Runs executed in a process (no ``runs`` row), one per receipt; written by a trigger on
 #: ``receipts`` (migration ``0011_web_indexes``), insert-only. Not on the shared metadata:
@@ -98,18 +105,6 @@ class RunPage(_Frozen):
     next_cursor: str | None
 
 
-def plan_field(conn: Connection, name: str) -> ColumnElement[Any]:
-    """A top-level string field of a stored plan's JSON body, as SQL both backends index.
-
-    The expression is spelled exactly as migration ``0011_web_indexes`` indexes it.
-    """
-    if name not in ("snapshot_id", "policy_id"):
-        raise ValueError(name)
-    if conn.dialect.name == "postgresql":
-        return literal_column(f"((plans.body)::json ->> '{name}')")
-    return literal_column(f"json_extract(plans.body, '$.{name}')")
-
-
 def encode_cursor(at_ms: int, run_id: str) -> str:
     """The cursor after a row: its time and its run id."""
     return f"{at_ms}-{run_id}"
@@ -154,13 +149,10 @@ def list_runs(
     return RunPage(runs=page, next_cursor=next_cursor)
 
 
-def _plan_ids(conn: Connection, filters: RunFilters) -> Select[Any] | None:
-    conds = []
-    if filters.snapshot_id is not None:
-        conds.append(plan_field(conn, "snapshot_id") == filters.snapshot_id)
-    if not conds:
+def _plan_ids(filters: RunFilters) -> Select[Any] | None:
+    if filters.snapshot_id is None:
         return None
-    return select(plans.c.plan_id).where(*conds)
+    return select(plan_keys.c.plan_id).where(plan_keys.c.snapshot_id == filters.snapshot_id)
 
 
 def _queue_rows(
@@ -177,7 +169,7 @@ def _queue_rows(
     ):
         if value is not None:
             query = query.where(column == value)
-    plan_ids = _plan_ids(conn, filters)
+    plan_ids = _plan_ids(filters)
     if plan_ids is not None:
         query = query.where(runs.c.plan_id.in_(plan_ids))
     if before is not None:

@@ -119,4 +119,5 @@ def test_the_counting_triggers_exist_at_head(sqlite_store: Store) -> None:
         "runs_count_finished_update",
         "runs_count_finished_insert",
         "receipts_note_inprocess_run",
+        "plans_note_keys",
     } <= names

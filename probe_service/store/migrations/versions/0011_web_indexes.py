@@ -4,8 +4,9 @@
   plan), a covering index of finished runs for the farm's time buckets and latency, and
   one by outcome and reason for the farm's tallies.
 - ``receipts``: by receipt time.
-- ``plans``: the snapshot and policy ids inside a plan's JSON body, as expression
-  indexes spelled exactly as ``queue.listing.plan_field`` queries them.
+- ``plan_keys``: the snapshot and policy ids inside each plan's JSON body, one row per
+  plan, written by a trigger on ``plans`` and filled here from the plans already stored
+  (an expression index would do, but reflection tools cannot read one).
 - ``inprocess_runs``: one row per receipt of a run that has no ``runs`` row (executed in
   a process, not through the queue), written by a trigger on ``receipts`` in the receipt's
   own transaction and filled here from the receipts already stored. Insert-only, like the
@@ -50,10 +51,45 @@ _PLAN_FIELDS = ("snapshot_id", "policy_id")
 _COLUMNS = "run_id, created_at, plan_id, policy_id, snapshot_id, outcome, reason, receipt_sha256"
 
 
-def _plan_expr(dialect: str, name: str) -> str:
+def _plan_field(dialect: str, row: str, name: str) -> str:
     if dialect == "postgresql":
-        return f"((body)::json ->> '{name}')"
-    return f"json_extract(body, '$.{name}')"
+        return f"(({row}.body)::json ->> '{name}')"
+    return f"json_extract({row}.body, '$.{name}')"
+
+
+def _plan_keys(dialect: str) -> None:
+    op.create_table(
+        "plan_keys",
+        sa.Column("plan_id", sa.String(64), primary_key=True),
+        sa.Column("snapshot_id", sa.String(64), nullable=True),
+        sa.Column("policy_id", sa.String(128), nullable=True),
+    )
+    op.create_index("ix_plan_keys_snapshot", "plan_keys", ["snapshot_id"])
+    op.create_index("ix_plan_keys_policy", "plan_keys", ["policy_id"])
+
+    def values(row: str) -> str:
+        fields = [_plan_field(dialect, row, f) for f in _PLAN_FIELDS]
+        return ", ".join([f"{row}.plan_id", *fields])
+
+    op.execute(
+        f"INSERT INTO plan_keys (plan_id, snapshot_id, policy_id) SELECT {values('plans')} "  # noqa: S608
+        "FROM plans"
+    )
+    insert = f"INSERT INTO plan_keys (plan_id, snapshot_id, policy_id) VALUES ({values('NEW')})"  # noqa: S608
+    if dialect == "postgresql":
+        op.execute(
+            "CREATE FUNCTION probe_note_plan_keys() RETURNS trigger AS $$ BEGIN "
+            f"{insert} ON CONFLICT (plan_id) DO NOTHING; RETURN NEW; END $$ LANGUAGE plpgsql"
+        )
+        op.execute(
+            "CREATE TRIGGER plans_note_keys AFTER INSERT ON plans "
+            "FOR EACH ROW EXECUTE FUNCTION probe_note_plan_keys()"
+        )
+    else:
+        op.execute(
+            f"CREATE TRIGGER plans_note_keys AFTER INSERT ON plans BEGIN "
+            f"{insert} ON CONFLICT (plan_id) DO NOTHING; END"
+        )
 
 
 def _values(dialect: str, row: str) -> str:
@@ -81,8 +117,7 @@ def upgrade() -> None:
     for name, columns in _RUNS.items():
         op.create_index(name, "runs", columns)
     op.create_index("ix_receipts_created", "receipts", ["created_at", "run_id"])
-    for field in _PLAN_FIELDS:
-        op.execute(f"CREATE INDEX ix_plans_{field} ON plans ({_plan_expr(dialect, field)})")
+    _plan_keys(dialect)
     op.create_table(
         "inprocess_runs",
         sa.Column("run_id", sa.String(64), primary_key=True),
@@ -203,8 +238,12 @@ def downgrade() -> None:
     op.drop_table("inprocess_runs")
     if op.get_context().dialect.name == "postgresql":
         op.execute("DROP FUNCTION IF EXISTS probe_note_inprocess_run()")
-    for field in _PLAN_FIELDS:
-        op.execute(f"DROP INDEX ix_plans_{field}")
+    if dialect == "postgresql":
+        op.execute("DROP TRIGGER IF EXISTS plans_note_keys ON plans")
+        op.execute("DROP FUNCTION IF EXISTS probe_note_plan_keys()")
+    else:
+        op.execute("DROP TRIGGER IF EXISTS plans_note_keys")
+    op.drop_table("plan_keys")
     op.drop_index("ix_receipts_created", "receipts")
     for name in _RUNS:
         op.drop_index(name, "runs")
