@@ -19,6 +19,7 @@ from ..queue.farm import farm_stats as _farm_stats
 from ..queue.listing import RunFilters, RunPage, list_runs
 from ..snapshot.blobs import read_blob
 from . import functions
+from . import table as _table  # noqa: F401  (the core rows register first: the table's order)
 from .registry import HOST, Request, operation
 from .session import ProbeService
 
