@@ -19,13 +19,14 @@ __all__ = ["allowed_hosts", "serve_web"]
 
 
 def allowed_hosts(host: str, port: int) -> tuple[str, ...]:
-    """The Host headers the server answers: its address (and ``localhost`` on loopback),
-    with and without the port; none (any) when bound to every address with a token."""
-    if host in ("0.0.0.0", "::"):  # noqa: S104 (recognised, never chosen)
+    """The Host headers a loopback server answers (its address and ``localhost``, with and
+    without the port), so no other site's page can read it through DNS rebinding. Beyond
+    loopback every request needs the token, which another site cannot send: any name."""
+    if not is_loopback(host):
         return ()
-    names = {host, f"[{host}]"} if ":" in host else {host}
-    if is_loopback(host):
-        names |= {"localhost", "127.0.0.1", "[::1]"}
+    names = {host, "localhost", "127.0.0.1", "[::1]"}
+    if ":" in host:
+        names.add(f"[{host}]")
     return tuple(sorted(names | {f"{n}:{port}" for n in names}))
 
 

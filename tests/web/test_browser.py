@@ -10,26 +10,33 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from playwright.sync_api import sync_playwright
 
 from .scenario import HOSTILE, Scenario
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 CHROMIUM = "/usr/bin/chromium"
-#: Screenshots land here (CI keeps the directory as test artifacts).
+#: Screenshots land here and stay after the run, for a person to look at.
 ARTIFACTS = Path(os.environ.get("BYTE_PROBE_TEST_ARTIFACTS", "/tmp/byte-probe-test-artifacts"))
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    """Headless chromium from the system. As root, chromium refuses to start without
-    --no-sandbox; the flag is passed to this test browser only."""
-    playwright = pytest.importorskip("playwright.sync_api")
+    """Headless chromium from the system. Chromium's own sandbox cannot start as root
+    ("Chromium sandboxing failed!"), so as root this test browser runs with it off
+    (--no-sandbox, Playwright's default too); as any other user it runs with it on. The
+    pages it loads are ours, over loopback, with no script."""
     if not shutil.which(CHROMIUM):
         pytest.fail(f"{CHROMIUM} is missing: run `make setup` (scripts/setup-system.sh)")
-    args = ["--no-sandbox"] if os.geteuid() == 0 else []
-    with playwright.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=args)
+    as_root = os.geteuid() == 0
+    with sync_playwright() as p:
+        launched = p.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            chromium_sandbox=not as_root,
+            args=["--no-sandbox"] if as_root else [],
+        )
         yield launched
         launched.close()
 

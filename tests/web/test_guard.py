@@ -14,6 +14,7 @@ from probe_service.errors import InvalidInput
 from probe_service.service import ProbeService
 from probe_service.web import require_token
 from probe_service.web.guard import CSP, TOKEN_COOKIE
+from probe_service.web.server import allowed_hosts
 
 from .conftest import serving
 
@@ -132,3 +133,12 @@ def test_the_cli_refuses_a_public_bind_without_a_token(tmp_path: Path) -> None:
     assert done.stderr.count("\n") == 1
     assert "BYTE_PROBE_WEB_TOKEN" in done.stderr
     assert not (tmp_path / ".zyte").exists()  # refused before the store opened
+
+
+def test_only_a_loopback_server_checks_the_host_name() -> None:
+    """Loopback answers its own names only; beyond loopback the token guards every name."""
+    hosts = allowed_hosts("127.0.0.1", 8470)
+    assert "127.0.0.1:8470" in hosts
+    assert "localhost:8470" in hosts
+    assert "evil.example:8470" not in hosts
+    assert allowed_hosts("10.0.0.5", 8470) == ()
