@@ -64,4 +64,4 @@ bench: setup
 	$(PY) benchmarks/faces_bench.py
 
 clean:
-	rm -rf $(VENV) sandbox/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) sandbox/node_modules tsboundary/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -44,6 +44,17 @@ def _runtime() -> list[Check]:
     return [Check("runtime digest", True, f"sandbox runtime {PINNED_VERSION}, {runtime.digest}")]
 
 
+def _typescript_worker() -> list[Check]:
+    from ..typescript.install import PINNED_TYPESCRIPT, locate_worker
+
+    try:
+        worker = locate_worker()
+    except ProbeServiceError as exc:
+        return [Check("typescript worker", False, str(exc), "run `make setup`")]
+    detail = f"typescript {PINNED_TYPESCRIPT}, {worker.digest}"
+    return [Check("typescript worker", True, detail)]
+
+
 def _tools() -> list[Check]:
     from ..sandbox.runtime import find_system_tool
 
@@ -149,6 +160,7 @@ def run_checks(root: Path) -> list[Check]:
     checks: list[Check] = []
     groups: list[tuple[str, Callable[[], list[Check]]]] = [
         ("runtime digest", _runtime),
+        ("typescript worker", _typescript_worker),
         ("tools", _tools),
         ("cgroups", _cgroups),
         ("probe identity", _identity),

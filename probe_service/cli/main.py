@@ -23,6 +23,8 @@ from . import (
     queue,
     snapshot,
     store,
+    toolchain,
+    ts,
     web,
 )
 from .common import EXIT_INFRASTRUCTURE, EXIT_INPUT, exit_code_for, report_error
@@ -45,7 +47,9 @@ app = typer.Typer(
 app.add_typer(snapshot.app, name="snapshot")
 app.add_typer(policy.app, name="policy")
 app.add_typer(keys.app, name="key")
+app.add_typer(toolchain.app, name="toolchain")
 app.add_typer(store.app, name="store")
+app.add_typer(ts.app, name="ts")
 app.add_typer(plans.plan_app, name="plan")
 app.add_typer(plans.receipt_app, name="receipt")
 app.command("run")(plans.run)

@@ -67,6 +67,7 @@ from ..snapshot import Snapshot, load_snapshot, snapshot_capture
 from ..snapshot import snapshot_materialize as _materialize
 from ..store import MAX_EVENTS_PAGE, Event, Store, read_events
 from ..store.consumers import acknowledge, consumer_cursor
+from ..typescript.boundary import typescript_boundary
 from .registry import operations
 
 __all__ = [
@@ -99,6 +100,7 @@ __all__ = [
     "snapshot_capture",
     "snapshot_get",
     "snapshot_materialize",
+    "typescript_boundary",
 ]
 
 _FINGERPRINT = re.compile(r"^[0-9a-f]{64}$")

@@ -47,6 +47,10 @@ from ..policies import load_policy_file, policy_digest
 from ..queue import RunSummary, SubmitResult, batch_counts, batch_results, submit_plans
 from ..snapshot import CaptureResult, Snapshot
 from ..store import Event
+from ..toolchains import ToolchainDigest, check_toolchain_root, digest_toolchain
+from ..toolchains.create import create_python_toolchain
+from ..toolchains.verify import PolicyReport, verify_policy_file
+from ..typescript.models import BoundaryResult
 from . import functions
 from .registry import ADMIN, HOST, Request, operation
 from .session import ProbeService
@@ -416,20 +420,45 @@ class PolicyCheckRequest(Request):
 
 class PolicyChecked(_Frozen):
     file: str
-    policies: list[PolicySummary]
+    policies: list[PolicyReport]
 
 
 @operation("policy_check", faces=ADMIN)
 def policy_check(svc: ProbeService, req: PolicyCheckRequest) -> PolicyChecked:
-    """Validate a policy file (administrators only: it takes a path) and list each
-    policy's id and digest."""
-    from ..policies import check_policy_file
-
+    """Validate a policy file (administrators only: it takes a path), verify every pin and
+    toolchain on disk, and list each policy's id and digest with theirs."""
     path = Path(req.file) if req.file else svc.policy_file
-    return PolicyChecked(
-        file=str(path),
-        policies=[PolicySummary(id=p.id, digest=policy_digest(p)) for p in check_policy_file(path)],
+    return PolicyChecked(file=str(path), policies=verify_policy_file(path))
+
+
+class ToolchainCreateRequest(Request):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$", description="Toolchain name.")
+    python: str = Field(description="Absolute path of the base interpreter.")
+    requirements_file: str = Field(description="pip requirements file.")
+    dest: str = Field(description="New directory for the toolchain (must not exist).")
+    index_url: str | None = Field(None, description="Package index (default: pip's own).")
+
+
+@operation("toolchain_create", faces=ADMIN, long_running=True)
+def toolchain_create(svc: ProbeService, req: ToolchainCreateRequest) -> ToolchainDigest:
+    """Build a Python toolchain (administrators only: it runs pip and takes paths): a
+    virtualenv of ``python`` with the requirements installed, readable by the probe uids,
+    and its digest. Refuses an existing or in-repository ``dest``."""
+    return create_python_toolchain(
+        Path(req.python), Path(req.requirements_file), Path(req.dest), index_url=req.index_url
     )
+
+
+class ToolchainDigestRequest(Request):
+    path: str = Field(description="The toolchain's root directory.")
+
+
+@operation("toolchain_digest", faces=ADMIN)
+def toolchain_digest(svc: ProbeService, req: ToolchainDigestRequest) -> ToolchainDigest:
+    """Check a toolchain root against the policy file's safety rules (administrators only)
+    and return its content digest."""
+    root = check_toolchain_root(Path(req.path).name, str(Path(req.path).absolute()))
+    return digest_toolchain(root)
 
 
 # --- claims -----------------------------------------------------------------------------
@@ -724,6 +753,30 @@ def knowledge_events(svc: ProbeService, req: KnowledgeEventsRequest) -> Events:
     )
     last = found[-1].cursor if found else req.after
     return Events(events=found, next_after=last)
+
+
+# --- TypeScript -------------------------------------------------------------------------
+
+
+class TypescriptBoundaryRequest(Request):
+    snapshot_id: str = _Id
+    symbol: str = Field(min_length=1, max_length=512, description="The symbol's name.")
+    # Not ``file``: this names a path inside the snapshot, never one on this machine.
+    declared_in: str | None = Field(
+        None, max_length=4096, description="The declaring file's path inside the snapshot."
+    )
+    max_results: int = Field(1000, ge=1, le=100_000)
+
+
+@operation("typescript_boundary", faces=HOST, long_running=True)
+def typescript_boundary(svc: ProbeService, req: TypescriptBoundaryRequest) -> BoundaryResult:
+    """Resolve a TypeScript symbol's definitions and consumers from the materialized
+    snapshot (never a working tree) with an isolated, pinned compiler in the sandbox, with
+    completeness signals: a result that is incomplete, truncated or unavailable says so and
+    never counts as current for a claim."""
+    return functions.typescript_boundary(
+        svc.store, req.snapshot_id, req.symbol, req.declared_in, max_results=req.max_results
+    )
 
 
 # The web view's read-only rows live in their own module (docs/ARCHITECTURE.md, "Web view").
