@@ -104,6 +104,9 @@ COMMANDS: dict[str, LazyCommand] = {
     "mcp": LazyCommand(
         "faces", "mcp", "Serve the agent operations as MCP tools (byte_*), on stdio by default."
     ),
+    "web": LazyCommand(
+        "web", "web", "Serve a read-only view of the farm, runs, receipts, snapshots and claims."
+    ),
     "demo": LazyCommand(
         "demo", "demo", "Run the main job on the shipped example repository and print the result."
     ),

@@ -783,5 +783,6 @@ def typescript_boundary(svc: ProbeService, req: TypescriptBoundaryRequest) -> Bo
     )
 
 
-# The CLI's own rows (id prefixes, key creation, JSONL batches) live beside this table.
-from . import table_cli  # noqa: E402, F401
+# The CLI's own rows (id prefixes, key creation, JSONL batches) and the web view's read-only
+# rows (docs/ARCHITECTURE.md, "Web view") live beside this table.
+from . import table_cli, table_web  # noqa: E402, F401

@@ -46,6 +46,10 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
         "probe_service.faces": "the NDJSON host and the MCP server",
         "probe_service.faces.host": "the NDJSON host and its stdio guard",
     },
+    "web.py": {
+        # `web` starts the read-only web view: an adapter over the table like the CLI.
+        "probe_service.web": "public __init__ API: the token rule and the server",
+    },
     "demo.py": {
         "probe_service.demo": "the package's walkthrough script; it drives the table itself",
     },
