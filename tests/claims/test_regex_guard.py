@@ -33,9 +33,12 @@ def test_invalid_regex_is_an_input_error() -> None:
 
 
 def test_accepted_patterns_stay_fast_on_adversarial_lines() -> None:
-    """What the guard lets through finishes quickly on a long near-match line."""
+    """What the guard lets through finishes on a long near-match line: polynomial work
+    (about 0.2 CPU seconds here), where catastrophic backtracking would never end."""
     line = "a" * 4000 + "!"
-    start = time.perf_counter()
+    # This process's CPU seconds, not wall time: load from other processes does not count,
+    # so the bound holds on a busy machine (README, "Tests": the suite under load).
+    start = time.process_time()
     for pattern in [r"a+b", r"(?:ab)*c", r"\w+\s+\w+$", "a{1,100}b"]:
-        compile_guarded(pattern).search(line)
-    assert time.perf_counter() - start < 1.0
+        assert compile_guarded(pattern).search(line) is None
+    assert time.process_time() - start < 5.0
