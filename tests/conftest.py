@@ -205,16 +205,24 @@ _SERVICE_MARKERS = {
 }
 
 #: Tests that take more than a few seconds or launch many probes: attacks, farms, state
-#: machines, crash injection, the walkthrough. `make quick` (`-m "not slow"`) leaves them out.
+#: machines, decoder fuzzers (each feeds 60-150 inputs, comparing the store around each),
+#: crash injection, the walkthrough. `make quick` (`-m "not slow"`) leaves them out;
+#: `make test` and `make security` run them.
 SLOW_PATHS = (
     "tests/security/",
     "tests/crash/",
+    "tests/fuzz/",
     "tests/queue/test_reliability.py",
     "tests/claims/test_state_machine.py",
     "tests/sandbox/test_limits.py",
     "tests/sandbox/test_network.py",
     "tests/test_walkthrough.py",
 )
+
+#: Fixtures that make a test slow wherever it lives: ``start_farm`` starts real worker
+#: processes (supervisor, dramatiq, migrations, the janitor) and stops them with SIGTERM,
+#: 8-13 s a test on an idle machine.
+SLOW_FIXTURES = frozenset({"start_farm"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -229,5 +237,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if fixture in fixtures:
                 item.add_marker(marker)
         relative = Path(str(item.path)).relative_to(root).as_posix()
-        if relative.startswith(SLOW_PATHS):
+        if relative.startswith(SLOW_PATHS) or fixtures & SLOW_FIXTURES:
             item.add_marker("slow")
