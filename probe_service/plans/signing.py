@@ -42,6 +42,7 @@ __all__ = [
     "fingerprint_of",
     "load_public_key",
     "load_signing_key",
+    "public_key_from_pem",
     "receipt_signer",
     "sign_receipt",
     "signing_key_path",
@@ -150,6 +151,17 @@ def load_signing_key(path: Path, forbidden_roots: Iterable[Path] = ()) -> Signin
     if not isinstance(key, Ed25519PrivateKey):
         raise KeyFileError(f"{path}: not an Ed25519 private key")
     return SigningKey(key, fingerprint_of(key.public_key()))
+
+
+def public_key_from_pem(text: str, what: str) -> Ed25519PublicKey:
+    """An Ed25519 public key from PEM text; KeyFileError names ``what`` otherwise."""
+    try:
+        key: Any = serialization.load_pem_public_key(text.encode("utf-8"))
+    except (ValueError, UnicodeEncodeError) as exc:
+        raise KeyFileError(f"{what}: not a PEM public key") from exc
+    if not isinstance(key, Ed25519PublicKey):
+        raise KeyFileError(f"{what}: not an Ed25519 public key")
+    return key
 
 
 def load_public_key(path: Path) -> Ed25519PublicKey:

@@ -10,7 +10,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, text
 
-__all__ = ["upgrade_to_head"]
+__all__ = ["schema_head", "upgrade_to_head"]
 
 _MIGRATIONS = Path(__file__).parent / "migrations"
 #: Names the PostgreSQL lock that keeps two processes from migrating at once.
@@ -21,6 +21,11 @@ def _config() -> Config:
     config = Config()
     config.set_main_option("script_location", str(_MIGRATIONS))
     return config
+
+
+def schema_head() -> str:
+    """The newest schema revision this engine ships (``capabilities`` reports it)."""
+    return ",".join(sorted(ScriptDirectory.from_config(_config()).get_heads()))
 
 
 def upgrade_to_head(engine: Engine) -> None:

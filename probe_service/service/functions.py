@@ -1,7 +1,7 @@
-"""The operations every interface shares; CLI, NDJSON host, MCP and queue call only these.
-
-Each function takes the store (and whatever else it needs) explicitly and returns plain
-pydantic models or JSON values, so an adapter never needs to know how an answer was made.
+"""The service functions under the operation table: each takes the store (and whatever
+else it needs) explicitly and returns pydantic models or JSON values. The table
+(``table.py``) is what the faces call; these stay importable for code that already
+holds a store (docs/ARCHITECTURE.md, "The operation table").
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import BaseModel, ConfigDict
 
-from . import ENGINE_VERSION
-from .claims import (
+from .. import ENGINE_VERSION
+from ..claims import (
     change_analyze,
     claim_check,
     claim_create,
@@ -29,7 +29,7 @@ from .claims import (
     obligation_list,
     obligation_resolve,
 )
-from .errors import (
+from ..errors import (
     Conflict,
     InfrastructureError,
     InvalidInput,
@@ -38,7 +38,7 @@ from .errors import (
     PolicyError,
     ReceiptInvalid,
 )
-from .plans import (
+from ..plans import (
     Plan,
     ProbeRunResult,
     load_plan,
@@ -48,27 +48,28 @@ from .plans import (
     save_plan,
     verify_receipt,
 )
-from .plans import probe_run as _probe_run
-from .plans.persist import load_envelope
-from .plans.signing import (
+from ..plans import probe_run as _probe_run
+from ..plans.persist import load_envelope
+from ..plans.signing import (
     UNSIGNED,
     VerifiedEnvelope,
     configured_signing_key,
     fingerprint_of,
     load_public_key,
+    public_key_from_pem,
     verify_envelope,
 )
-from .policies import load_policy_file, policy_file_path
-from .queue import ProbeQueue, batch_results, submit_plans, wait_batch
-from .queue.runs import cancel_run
-from .sandbox import SandboxRuntime
-from .snapshot import Snapshot, load_snapshot, snapshot_capture
-from .snapshot import snapshot_materialize as _materialize
-from .store import MAX_EVENTS_PAGE, Event, Store, read_events
-from .store.consumers import acknowledge, consumer_cursor
+from ..policies import load_policy_file, policy_file_path
+from ..queue import ProbeQueue, batch_results, submit_plans, wait_batch
+from ..queue.runs import cancel_run
+from ..sandbox import SandboxRuntime
+from ..snapshot import Snapshot, load_snapshot, snapshot_capture
+from ..snapshot import snapshot_materialize as _materialize
+from ..store import MAX_EVENTS_PAGE, Event, Store, read_events
+from ..store.consumers import acknowledge, consumer_cursor
+from .registry import operations
 
 __all__ = [
-    "OPERATIONS",
     "PlanCreated",
     "capabilities",
     "change_analyze",
@@ -102,24 +103,6 @@ __all__ = [
 
 _FINGERPRINT = re.compile(r"^[0-9a-f]{64}$")
 
-#: The operation table of ARCHITECTURE.md, as exposed by this engine.
-OPERATIONS = (
-    "capabilities",
-    "snapshot_capture",
-    "claim_create",
-    "knowledge_record_answer",
-    "knowledge_query",
-    "knowledge_brief",
-    "claim_check",
-    "change_analyze",
-    "obligation_list",
-    "obligation_resolve",
-    "knowledge_events",
-    "probe_plan",
-    "probe_get",
-    "probe_run",
-)
-
 
 class PlanCreated(BaseModel):
     """The id of a persisted plan; ``created`` is false when it was already stored."""
@@ -130,7 +113,9 @@ class PlanCreated(BaseModel):
 
 
 def capabilities() -> dict[str, Any]:
-    """Describe this engine: version, operations and the fingerprint of the configured
+    """The short form of the ``capabilities`` operation (the table's row adds schemas).
+
+    Describe this engine: version, operations and the fingerprint of the configured
     signing key (``unsigned`` without one; docs/ARCHITECTURE.md, "Signed receipts")."""
     try:
         key = configured_signing_key()
@@ -139,7 +124,7 @@ def capabilities() -> dict[str, Any]:
         signer = f"refused: {exc}"
     return {
         "engine_version": ENGINE_VERSION,
-        "operations": list(OPERATIONS),
+        "operations": [op.name for op in operations()],
         "signing_key": signer,
     }
 
@@ -266,18 +251,23 @@ def envelope_verify(envelope: object, key_files: list[Path]) -> VerifiedEnvelope
 
 def signature_requirement(store: Store, accepted: Sequence[str]) -> Callable[[str], str | None]:
     """For ``gate --require-signed``: a check of one receipt id that returns why it is not
-    signed by one of ``accepted`` (public key files or hex fingerprints), or None.
+    signed by one of ``accepted`` (hex fingerprints, PEM public keys, or key files from the
+    CLI), or None.
 
-    A key file verifies the stored envelope's signature; a bare fingerprint accepts an
+    A key (PEM or file) verifies the stored envelope's signature; a bare fingerprint accepts an
     envelope whose statement and commitment verify and whose keyid it names. A fingerprint
     revoked in the policy file counts as unsigned (docs/ARCHITECTURE.md, "Signed receipts").
     Raises KeyFileError for an unreadable key file, PolicyError for a bad policy file.
     """
     keys: list[Ed25519PublicKey] = []
     fingerprints: set[str] = set()
-    for item in accepted:
+    for i, item in enumerate(accepted):
         if _FINGERPRINT.fullmatch(item):
             fingerprints.add(item)
+        elif item.lstrip().startswith("-----BEGIN"):
+            key = public_key_from_pem(item, f"require_signed[{i}]")
+            keys.append(key)
+            fingerprints.add(fingerprint_of(key))
         else:
             key = load_public_key(Path(item))
             keys.append(key)

@@ -1,0 +1,161 @@
+"""The operation table: one entry per public operation, driven by every face.
+
+An entry holds the operation's name, its frozen request model, its response type, its
+handler and a description a model can act on, plus the faces that expose it
+(docs/ARCHITECTURE.md, "The operation table"). Adapters never call handlers directly:
+they go through ``ProbeService.call`` (JSON in, JSON out) or the Python methods it derives,
+so validation, error codes and the interface label are the same everywhere.
+"""
+
+from __future__ import annotations
+
+import importlib
+import typing
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+
+from ..errors import InvalidInput
+
+if TYPE_CHECKING:
+    from .session import ProbeService
+
+__all__ = [
+    "ADMIN",
+    "AGENT",
+    "HOST",
+    "Face",
+    "Operation",
+    "Request",
+    "invalid_input_from",
+    "operation",
+    "operations",
+]
+
+Face = Literal["python", "cli", "host", "mcp"]
+
+#: Every face: the specification's ``byte_*`` tools and other agent operations.
+AGENT: frozenset[Face] = frozenset({"python", "cli", "host", "mcp"})
+#: Long-lived faces for programs, but not offered to a model as a tool.
+HOST: frozenset[Face] = frozenset({"python", "cli", "host"})
+#: Administrator operations: they may take a file path, so they stay off the host and MCP.
+ADMIN: frozenset[Face] = frozenset({"python", "cli"})
+
+
+class Request(BaseModel):
+    """Base of every request model: frozen, and an unknown field is an error."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One row of the table."""
+
+    name: str
+    request: type[Request]
+    response: Any
+    handler: Callable[[ProbeService, Any], Any]
+    description: str
+    faces: frozenset[Face]
+    #: Operations that may take minutes (a sandboxed run, a capture); the host runs them
+    #: beside short ones instead of in line.
+    long_running: bool = False
+
+    @cached_property
+    def response_adapter(self) -> TypeAdapter[Any]:
+        return TypeAdapter(self.response)
+
+    @property
+    def mcp_tool(self) -> str:
+        """The MCP tool name: ``byte_`` and the operation name."""
+        return f"byte_{self.name}"
+
+    def parse(self, params: object) -> Request:
+        """Validate ``params`` (a JSON object) as this operation's request."""
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise InvalidInput(f"{self.name}: params must be a JSON object")
+        try:
+            return self.request.model_validate(params)
+        except ValidationError as exc:
+            raise invalid_input_from(exc, self.name) from exc
+
+    def dump(self, result: object) -> Any:
+        """The JSON form of a response."""
+        return self.response_adapter.dump_python(result, mode="json")
+
+    def schemas(self) -> dict[str, Any]:
+        """Request and response JSON Schemas."""
+        return {
+            "request": self.request.model_json_schema(),
+            "response": self.response_adapter.json_schema(mode="serialization"),
+        }
+
+
+_TABLE: dict[str, Operation] = {}
+
+_Handler = TypeVar("_Handler", bound=Callable[..., Any])
+
+
+def operation(
+    name: str, *, faces: frozenset[Face] = AGENT, long_running: bool = False
+) -> Callable[[_Handler], _Handler]:
+    """Register ``handler(svc, request) -> response`` as operation ``name``.
+
+    The request and response types come from the handler's annotations; the description is
+    its docstring, so what a model reads is what a maintainer reads.
+    """
+
+    def register(handler: _Handler) -> _Handler:
+        hints = typing.get_type_hints(handler)
+        params = [p for p in hints if p != "return"]
+        request = hints[params[-1]]
+        if not (isinstance(request, type) and issubclass(request, Request)):
+            raise TypeError(f"{name}: the request must be a Request model")
+        if name in _TABLE:
+            raise TypeError(f"{name}: registered twice")
+        doc = " ".join((handler.__doc__ or "").split())
+        if not doc:
+            raise TypeError(f"{name}: an operation needs a description")
+        _TABLE[name] = Operation(
+            name=name,
+            request=request,
+            response=hints["return"],
+            handler=handler,
+            description=doc,
+            faces=faces,
+            long_running=long_running,
+        )
+        return handler
+
+    return register
+
+
+def operations(face: Face | None = None) -> Iterator[Operation]:
+    """Every registered operation (of one face), in registration order."""
+    importlib.import_module(f"{__package__}.table")  # registers the rows on first use
+
+    for op in _TABLE.values():
+        if face is None or face in op.faces:
+            yield op
+
+
+def lookup(name: str, face: Face) -> Operation:
+    """The operation ``name`` as ``face`` may call it; InvalidInput names an unknown one."""
+    for op in operations(face):
+        if op.name == name:
+            return op
+    raise InvalidInput(f"op: unknown operation {name!r} on this interface")
+
+
+def invalid_input_from(exc: ValidationError, what: str) -> InvalidInput:
+    """One refusal naming the first bad field, in the words every face prints."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or what
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return InvalidInput(f"{what}: {where}: {message}")

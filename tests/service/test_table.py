@@ -1,0 +1,113 @@
+"""The operation table: what every face drives (docs/ARCHITECTURE.md, "The operation table")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from probe_service.errors import InvalidInput, NotFound
+from probe_service.service import ADMIN, ProbeService, operations
+
+# Field names that would let a caller hand the service a policy or make it read a file.
+_POLICY_WORDS = ("policy", "policies")
+_PATH_WORDS = ("file", "path", "dest", "dir")
+
+
+def _properties(schema: Any, defs: dict[str, Any], seen: set[str]) -> list[str]:
+    """Every property name reachable from ``schema`` (following $ref once each)."""
+    found: list[str] = []
+    if isinstance(schema, dict):
+        ref = schema.get("$ref")
+        if isinstance(ref, str):
+            name = ref.rsplit("/", 1)[-1]
+            if name not in seen:
+                seen.add(name)
+                found += _properties(defs.get(name, {}), defs, seen)
+        for key, value in schema.items():
+            if key == "properties" and isinstance(value, dict):
+                found += list(value)
+            if key != "$defs":
+                found += _properties(value, defs, seen)
+    elif isinstance(schema, list):
+        for item in schema:
+            found += _properties(item, defs, seen)
+    return found
+
+
+@pytest.mark.parametrize("op", list(operations()), ids=lambda op: op.name)
+def test_no_operation_accepts_a_policy(op: Any) -> None:
+    """The policy is never an argument: only an id (``policy_id``) may name one; only
+    administrator operations, which no machine face offers, take a file path."""
+    schema = op.request.model_json_schema()
+    names = _properties(schema, schema.get("$defs", {}), set())
+    policy_like = [n for n in names if any(w in n for w in _POLICY_WORDS) and n != "policy_id"]
+    if op.name == "policy_check":
+        assert op.faces == ADMIN
+        policy_like = []
+    assert policy_like == []
+    # Top level only: a plan's intervention paths are paths inside its snapshot. The
+    # working tree ``snapshot_capture`` reads is the operation itself (the spec's table).
+    top = list(schema.get("properties", {}))
+    path_like = [n for n in top if n in _PATH_WORDS or n.endswith(("_file", "_path", "_dir"))]
+    if path_like:
+        assert op.faces == ADMIN, f"{op.name} takes {path_like} but is offered to {op.faces}"
+
+
+def test_admin_operations_stay_off_machine_faces() -> None:
+    """No administrator operation is offered on the host or MCP."""
+    host = {op.name for op in operations("host")}
+    mcp = {op.name for op in operations("mcp")}
+    admin = {op.name for op in operations() if op.faces == ADMIN}
+    assert admin >= {"policy_check", "snapshot_materialize"}
+    assert admin & (host | mcp) == set()
+    assert mcp <= host
+
+
+def test_methods_and_json_calls_agree(tmp_path: Path) -> None:
+    """``svc.op(**params)`` and ``svc.call(op, params)`` run the same row."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.py").write_text("x = 1\n", encoding="utf-8")
+    with ProbeService.open(tmp_path) as svc:
+        captured = svc.snapshot_capture(root=str(repo))
+        as_json = svc.call("snapshot_get", {"snapshot_id": captured.snapshot_id})
+        assert as_json == svc.snapshot_get(snapshot_id=captured.snapshot_id).model_dump(mode="json")
+        caps = svc.call("capabilities")
+        assert [o["name"] for o in caps["operations"]] == [o.name for o in operations("python")]
+        assert all(o["request_schema"]["type"] == "object" for o in caps["operations"])
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "field"),
+    [
+        ("probe_get", {"plan_id": "nope"}, "plan_id"),
+        ("probe_run", {"plan_id": "a" * 64, "policy_id": "p", "policy": {}}, "policy"),
+        ("probe_run", {"plan_id": "a" * 64}, "policy_id"),
+        ("gate", {"snapshot_id": "a" * 64, "require_signed": ["/etc/passwd"]}, "require_signed"),
+        ("knowledge_events", {"limit": 0}, "limit"),
+        ("obligation_resolve", {"obligation_id": "a" * 64, "resolution": "x"}, "resolution"),
+    ],
+)
+def test_bad_requests_name_the_field_and_write_nothing(
+    tmp_path: Path, name: str, params: dict[str, Any], field: str
+) -> None:
+    with ProbeService.open(tmp_path) as svc:
+        before = svc.call("knowledge_events", {})
+        with pytest.raises(InvalidInput, match=field) as caught:
+            svc.call(name, params)
+        assert caught.value.code == "invalid_input"
+        assert svc.call("knowledge_events", {}) == before
+
+
+def test_unknown_ids_are_not_found(tmp_path: Path) -> None:
+    with ProbeService.open(tmp_path) as svc, pytest.raises(NotFound):
+        svc.call("probe_get", {"plan_id": "b" * 64})
+
+
+def test_machine_faces_cannot_call_admin_operations(tmp_path: Path) -> None:
+    with ProbeService.open(tmp_path, interface="host") as svc:
+        with pytest.raises(InvalidInput, match="unknown operation 'policy_check'"):
+            svc.call("policy_check", {"file": "/etc/passwd"})
+        assert not hasattr(svc, "snapshot_materialize")
