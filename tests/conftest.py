@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
@@ -73,19 +74,44 @@ def postgres_base_url() -> Iterator[str]:
     yield url
 
 
-@pytest.fixture
-def pg_url(postgres_base_url: str) -> Iterator[str]:
-    """A URL whose search_path is a fresh schema, dropped after the test."""
+@contextmanager
+def fresh_schema(postgres_base_url: str) -> Iterator[str]:
+    """A URL whose search_path is a fresh schema, dropped on exit."""
     schema = f"t_{uuid.uuid4().hex[:12]}"
     # pre_ping: a test may terminate backends on purpose; teardown must still work.
     admin = create_engine(postgres_base_url, pool_pre_ping=True)
     with admin.begin() as conn:
         conn.execute(text(f'CREATE SCHEMA "{schema}"'))
     sep = "&" if "?" in postgres_base_url else "?"
-    yield f"{postgres_base_url}{sep}options={quote(f'-csearch_path={schema}')}"
-    with admin.begin() as conn:
-        conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-    admin.dispose()
+    try:
+        yield f"{postgres_base_url}{sep}options={quote(f'-csearch_path={schema}')}"
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture
+def pg_url(postgres_base_url: str) -> Iterator[str]:
+    """A URL whose search_path is a fresh schema, dropped after the test."""
+    with fresh_schema(postgres_base_url) as url:
+        yield url
+
+
+@contextmanager
+def fresh_redis_namespace(redis_url: str) -> Iterator[str]:
+    """A fresh key namespace; its keys are deleted on exit."""
+    import redis
+
+    namespace = f"test-{uuid.uuid4().hex[:12]}"
+    try:
+        yield namespace
+    finally:
+        client = redis.Redis.from_url(redis_url)
+        keys = list(client.scan_iter(f"{namespace}*"))
+        if keys:
+            client.delete(*keys)
+        client.close()
 
 
 @pytest.fixture(scope="session")
@@ -119,15 +145,8 @@ def redis_url() -> Iterator[str]:
 @pytest.fixture
 def redis_namespace(redis_url: str) -> Iterator[str]:
     """A fresh key namespace for one test; its keys are deleted afterwards."""
-    import redis
-
-    namespace = f"test-{uuid.uuid4().hex[:12]}"
-    yield namespace
-    client = redis.Redis.from_url(redis_url)
-    keys = list(client.scan_iter(f"{namespace}*"))
-    if keys:
-        client.delete(*keys)
-    client.close()
+    with fresh_redis_namespace(redis_url) as namespace:
+        yield namespace
 
 
 @pytest.fixture(scope="session")
