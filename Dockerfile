@@ -6,7 +6,8 @@ FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
-    BYTE_PROBE_SANDBOX_DIR=/app/sandbox
+    BYTE_PROBE_SANDBOX_DIR=/app/sandbox \
+    BYTE_PROBE_TSBOUNDARY_DIR=/app/tsboundary
 
 RUN apt-get update \
     && apt-get install -y --no-install-recommends bubblewrap socat ripgrep nodejs npm git \
@@ -17,6 +18,10 @@ WORKDIR /app
 # The pinned runtime first: its layer changes only with the lock file.
 COPY sandbox/package.json sandbox/package-lock.json sandbox/runtime.sha256 sandbox/
 RUN cd sandbox && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+# The TypeScript boundary worker and its pinned compiler, verified the same way.
+COPY tsboundary/package.json tsboundary/package-lock.json tsboundary/worker.sha256 \
+    tsboundary/boundary.cjs tsboundary/
+RUN cd tsboundary && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
 
 COPY pyproject.toml README.md ./
 COPY probe_service probe_service

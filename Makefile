@@ -61,6 +61,7 @@ bench: setup
 	$(PY) benchmarks/sandbox_bench.py
 	$(PY) benchmarks/claims_bench.py
 	$(PY) benchmarks/queue_bench.py --probes $(QUEUE_BENCH_PROBES)
+	$(PY) benchmarks/faces_bench.py
 
 clean:
-	rm -rf $(VENV) sandbox/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) sandbox/node_modules tsboundary/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis

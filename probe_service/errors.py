@@ -15,6 +15,7 @@ Branches are grouped by what the caller does next::
 
 
     │   ├── KeyFileError              a signing key file is unsafe, misplaced or malformed
+    │   ├── JunitReportInvalid        a probe's JUnit XML report is unsafe, too big or malformed
     │   ├── LimitExceeded             a size or count limit was crossed (names the limit)
     │   ├── NotFound                  an id that the store does not hold
     │   ├── AmbiguousId               an id prefix that matches more than one id
@@ -41,6 +42,7 @@ __all__ = [
     "InvalidClaim",
     "InvalidInput",
     "InvalidPlan",
+    "JunitReportInvalid",
     "KeyFileError",
     "LimitExceeded",
     "LinkEscapes",
@@ -107,6 +109,12 @@ class LinkEscapes(UnsafePath):
         super().__init__(message)
         #: The link's path inside the snapshot.
         self.path = path
+
+
+class JunitReportInvalid(InvalidInput):
+    """A JUnit XML report a probe wrote is over its size limit, has a DOCTYPE or is malformed."""
+
+    code = "junit_report_invalid"
 
 
 class KeyFileError(InvalidInput):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from .queries import ANALYZER_VERSION, MAX_FILE_BYTES, domain_of, evaluate_query
+from .queries import ANALYZER_VERSION, MAX_FILE_BYTES, evaluate_query, query_domain
 from .records import (
     Applicability,
     Baseline,
@@ -66,7 +66,7 @@ def blobs_to_recheck(baselines: Iterable[Baseline], tree: TreeView) -> set[str]:
     for baseline in baselines:
         if not isinstance(baseline, QueryBaseline) or _decided_without_reading(baseline):
             continue
-        domain = domain_of(baseline.query.domain, tree)
+        domain = query_domain(baseline.query, tree)
         if domain.content_digest == baseline.content_digest:
             continue
         wanted.update(
@@ -79,6 +79,10 @@ def blobs_to_recheck(baselines: Iterable[Baseline], tree: TreeView) -> set[str]:
 
 def _decided_without_reading(baseline: QueryBaseline) -> bool:
     stale_version = baseline.analyzer_version != ANALYZER_VERSION[baseline.query.kind]
+    if baseline.query.kind == "typescript_boundary" and (
+        not baseline.complete or baseline.truncated
+    ):
+        return True
     return stale_version or (baseline.form == "negative_query" and not baseline.complete)
 
 
@@ -105,7 +109,13 @@ def _check_query(baseline: QueryBaseline, tree: TreeView) -> tuple[Applicability
         )
     if baseline.form == "negative_query" and not baseline.complete:
         return "needs_recheck", "baseline result was incomplete"
-    if domain_of(baseline.query.domain, tree).content_digest == baseline.content_digest:
+    if kind == "typescript_boundary" and (not baseline.complete or baseline.truncated):
+        # docs/ARCHITECTURE.md, "TypeScript boundary": an incomplete or truncated boundary
+        # never counts as current, not even on an unchanged snapshot.
+        return "needs_recheck", "baseline boundary was incomplete or truncated"
+    if query_domain(baseline.query, tree).content_digest == baseline.content_digest:
+        if kind == "typescript_boundary":
+            return "current", "TypeScript inputs unchanged; compiler skipped"
         return "current", "domain unchanged"
     result = evaluate_query(baseline.query, tree)
     if baseline.form == "query_set":

@@ -60,11 +60,14 @@ def compute_baseline(
             f"{field}.negative_query: {len(result.matches)} match(es) at the snapshot "
             f"(first {result.matches[0].path}); a negative dependency needs an empty result"
         )
-    if form == "negative_query" and not result.complete and not allow_incomplete:
+    # A TypeScript boundary that is not complete is never current either (docs/ARCHITECTURE.md,
+    # "TypeScript boundary"), so its query_set is refused at birth the same way.
+    never_current = form == "negative_query" or spec.query.kind == "typescript_boundary"
+    if never_current and not result.complete and not allow_incomplete:
         # An incomplete negative baseline can never vouch for absence, so such a claim is
         # needs_recheck from birth (docs/ARCHITECTURE.md, "Claims: applicability").
         raise InvalidClaim(
-            f"{field}.negative_query: the result is incomplete at the snapshot "
+            f"{field}.{form}: the result is incomplete at the snapshot "
             f"({'; '.join(result.notes[:3])}); the claim would never be applicable; "
             "record it anyway only with the explicit allow_incomplete override (--allow-incomplete)"
         )
@@ -79,6 +82,10 @@ def compute_baseline(
         match_count=len(result.matches),
         complete=result.complete,
         truncated=result.truncated,
+        # docs/ARCHITECTURE.md, "TypeScript boundary": compiler claims retain the consumer
+        # locations and the worker's fingerprints.
+        matches=result.matches if result.boundary is not None else None,
+        boundary=result.boundary,
     )
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "QueryDependencySpec",
     "QuerySpec",
     "SpanRef",
+    "TypeScriptBoundaryQuery",
     "parse_request",
 ]
 
@@ -87,8 +88,21 @@ class PythonSymbolQuery(_DomainQuery):
     role: Literal["definition", "reference", "any"] = "any"
 
 
+class TypeScriptBoundaryQuery(_DomainQuery):
+    """Definitions and consumers of a TypeScript symbol, from the compiler worker run on a
+    materialization of the snapshot's TypeScript inputs inside the domain
+    (docs/ARCHITECTURE.md, "TypeScript boundary")."""
+
+    kind: Literal["typescript_boundary"]
+    domain: str = Field(default="**", min_length=1, max_length=1024)
+    symbol: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z_$][A-Za-z0-9_$]*$")
+    #: The file whose declaration is meant, when the name is declared in several.
+    file: str | None = Field(default=None, min_length=1, max_length=4096)
+
+
 QuerySpec = Annotated[
-    GrepQuery | PathGlobQuery | ContentGlobQuery | PythonSymbolQuery, Field(discriminator="kind")
+    GrepQuery | PathGlobQuery | ContentGlobQuery | PythonSymbolQuery | TypeScriptBoundaryQuery,
+    Field(discriminator="kind"),
 ]
 
 

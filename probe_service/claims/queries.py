@@ -28,13 +28,20 @@ from __future__ import annotations
 import ast
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from .digests import digest_json
 from .globs import compile_glob
-from .models import ContentGlobQuery, GrepQuery, PathGlobQuery, PythonSymbolQuery, QuerySpec
+from .models import (
+    ContentGlobQuery,
+    GrepQuery,
+    PathGlobQuery,
+    PythonSymbolQuery,
+    QuerySpec,
+    TypeScriptBoundaryQuery,
+)
 from .records import QueryMatch, QueryResult
 from .regex_guard import compile_guarded
 from .views import EntryLike, TreeView, entry_fingerprint
@@ -48,6 +55,9 @@ __all__ = [
     "Domain",
     "domain_of",
     "evaluate_query",
+    "is_typescript_input",
+    "query_domain",
+    "typescript_domain",
 ]
 
 ANALYZER_VERSION: dict[str, str] = {
@@ -58,6 +68,8 @@ ANALYZER_VERSION: dict[str, str] = {
     "python_symbol": "python_symbol/2",
     # 2: the fingerprint includes the executable bit
     "exact_blob": "exact_blob/2",
+    # the adapter version and the pinned compiler: a change of either needs a recheck
+    "typescript_boundary": "typescript_boundary/1 typescript/5.9.3",
 }
 MAX_FILE_BYTES = 1 << 20
 MAX_SCANNED_BYTES = 64 << 20
@@ -89,11 +101,44 @@ def domain_of(glob: str, tree: TreeView) -> Domain:
     return domain
 
 
-def _select_domain(glob: str, tree: TreeView) -> Domain:
+#: What the TypeScript compiler can read: sources, declarations, JavaScript, JSON (configs,
+#: ``package.json``, JSON modules). Its fingerprint is the cheap skip test.
+_TYPESCRIPT_SUFFIXES = (".ts", ".tsx", ".mts", ".cts", ".js", ".jsx", ".mjs", ".cjs", ".json")
+
+
+def is_typescript_input(path: str) -> bool:
+    """Whether ``path`` is a file the TypeScript worker may read (outside ``node_modules``)."""
+    return path.endswith(_TYPESCRIPT_SUFFIXES) and "node_modules" not in path.split("/")
+
+
+def typescript_domain(glob: str, tree: TreeView) -> Domain:
+    """The TypeScript inputs of ``tree`` inside ``glob`` (memoized per tree).
+
+    Its content digest is the cheap fingerprint of docs/ARCHITECTURE.md, "TypeScript
+    boundary": equal digests mean the compiler would read the same bytes.
+    """
+    cached = tree.memo.get(("ts-domain", glob))
+    if isinstance(cached, Domain):
+        return cached
+    domain = _select_domain(glob, tree, is_typescript_input)
+    tree.memo["ts-domain", glob] = domain
+    return domain
+
+
+def query_domain(query: QuerySpec, tree: TreeView) -> Domain:
+    """The domain ``query`` is evaluated over."""
+    if isinstance(query, TypeScriptBoundaryQuery):
+        return typescript_domain(query.domain, tree)
+    return domain_of(query.domain, tree)
+
+
+def _select_domain(
+    glob: str, tree: TreeView, keep: Callable[[str], bool] = lambda _path: True
+) -> Domain:
     matcher = compile_glob(glob)
     # Only paths under the glob's literal prefix can match: bisect instead of scanning.
     candidates = tree.paths_under(matcher.prefix)
-    members = tuple(tree.entries[p] for p in candidates if matcher.matches(p))
+    members = tuple(tree.entries[p] for p in candidates if matcher.matches(p) and keep(p))
     return Domain(
         members=members,
         membership_digest=digest_json([m.path for m in members]),
@@ -136,6 +181,11 @@ def evaluate_query(query: QuerySpec, tree: TreeView) -> QueryResult:
 
 
 def _evaluate(query: QuerySpec, tree: TreeView) -> QueryResult:
+    if isinstance(query, TypeScriptBoundaryQuery):
+        # Imported here: the worker's module builds on this one.
+        from ..typescript.claims import evaluate_boundary_query
+
+        return evaluate_boundary_query(query, tree)
     domain = domain_of(query.domain, tree)
     scan = _Scan(limit=query.max_results)
     if isinstance(query, PathGlobQuery | ContentGlobQuery):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from .models import QuerySpec
 
@@ -58,6 +58,9 @@ class QueryResult(_Frozen):
     content_digest: str
     result_digest: str
     bytes_scanned: int
+    #: For ``typescript_boundary``: adapter and compiler versions, identities and the
+    #: worker's domain/resolution fingerprints (docs/ARCHITECTURE.md, "TypeScript boundary").
+    boundary: dict[str, str] | None = None
 
 
 class ExactBlobBaseline(_Frozen):
@@ -83,6 +86,20 @@ class QueryBaseline(_Frozen):
     match_count: int
     complete: bool
     truncated: bool
+    #: For ``typescript_boundary``: the consumer locations and the worker's fingerprints.
+    matches: tuple[QueryMatch, ...] | None = None
+    boundary: dict[str, str] | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_absent_boundary(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Baselines of other kinds serialize exactly as before these fields existed, so
+        # their stored JSON and claim record digests do not change.
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in ("matches", "boundary"):
+                if data.get(key) is None:
+                    data.pop(key, None)
+        return data
 
 
 Baseline = Annotated[ExactBlobBaseline | QueryBaseline, Field(discriminator="form")]

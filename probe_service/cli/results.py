@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..plans.output import kept_output
-from ..safe_text import excerpt, json_output, untrusted
+from probe_service.safe_text import excerpt, json_output, untrusted
+from probe_service.service.adapters import kept_output
 
 __all__ = ["output_json", "print_receipt"]
 
@@ -60,12 +60,51 @@ def print_receipt(
     for key in ("plan_id", "snapshot_id", "policy_id"):
         rows.append((key, committed.get(key)))
     rows.append(("receipt", receipt.get("receipt_sha256")))
+    rows.extend(_extra_rows(committed, operational))
     rows.extend((extra or {}).items())
     for key, value in rows:
         table.add_row(key, untrusted("" if value is None else value))
     console.print(table)
     for stream in _STREAMS:
         _print_stream(console, stream, kept_output(receipt, stream))
+    _print_failed_preflight(console, committed, operational)
+
+
+def _print_failed_preflight(
+    console: Console, committed: dict[str, Any], operational: dict[str, Any]
+) -> None:
+    kept = operational.get("preflight_output") or []
+    for i, command in enumerate(committed.get("preflight") or []):
+        if command.get("status") == "ok" and command.get("exit_code") == 0:
+            continue
+        output = kept[i] if i < len(kept) and isinstance(kept[i], dict) else {}
+        for stream in _STREAMS:
+            data = kept_output({"operational": output}, stream)
+            _print_stream(console, f"preflight {i} {stream}", data)
+
+
+def _extra_rows(committed: dict[str, Any], operational: dict[str, Any]) -> list[tuple[str, object]]:
+    """Rows for toolchains, preflight, JUnit counts and the sandbox-denial hint."""
+    rows: list[tuple[str, object]] = []
+    for toolchain in committed.get("toolchains") or []:
+        rows.append(("toolchain", f"{toolchain.get('name')} {str(toolchain.get('sha256'))[:16]}"))
+    for command in committed.get("preflight") or []:
+        argv = " ".join(str(arg) for arg in command.get("argv") or [])
+        rows.append(
+            ("preflight", f"{argv} -> {command.get('status')}, exit {command.get('exit_code')}")
+        )
+    junit = committed.get("junit")
+    if isinstance(junit, dict):
+        counts = ", ".join(f"{junit.get(k)} {k}" for k in ("passed", "failed", "error", "skipped"))
+        rows.append(("junit", f"{junit.get('tests')} tests: {counts}"))
+        failing = [c for c in junit.get("cases") or [] if c.get("outcome") in ("failed", "error")]
+        rows.extend(("  not passed", f"{c.get('id')}: {c.get('message')}") for c in failing[:20])
+    hint = operational.get("possible_sandbox_denial")
+    if isinstance(hint, dict) and hint.get("paths"):
+        # docs/ARCHITECTURE.md, "Saying why": advice only, the outcome stands.
+        paths = ", ".join(str(p) for p in hint["paths"])
+        rows.append(("possible_sandbox_denial", f"outside the policy's grants: {paths}"))
+    return rows
 
 
 def _print_stream(console: Console, stream: str, data: bytes) -> None:

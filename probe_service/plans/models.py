@@ -17,6 +17,7 @@ __all__ = [
     "Check",
     "Fixture",
     "Intervention",
+    "JunitXmlCheck",
     "Oracle",
     "Plan",
     "PlanLimits",
@@ -41,6 +42,11 @@ class PlanLimits(BaseModel):
     max_pattern_chars: int = 1024
     max_hypothesis_chars: int = 4096
     max_reference_chars: int = 1024
+    #: Preflight commands a plan may declare, each an argument array (docs/ARCHITECTURE.md,
+    #: "Preflight"); their arguments obey the same limits as ``args``.
+    max_preflight: int = 8
+    #: Test ids a ``junit_xml`` oracle may require by name.
+    max_required_tests: int = 1024
 
 
 LIMITS = PlanLimits()
@@ -91,12 +97,27 @@ class ScratchFileEqualsCheck(BaseModel):
     text: str
 
 
+class JunitXmlCheck(BaseModel):
+    """The JUnit XML report the probe wrote under scratch shows the required tests passed.
+
+    ``require`` names test ids (``classname::name``) that must be present and pass; empty
+    means every test in the report, and a report with no test case fails
+    (docs/ARCHITECTURE.md, "JUnit oracle").
+    """
+
+    model_config = _Strict
+    kind: Literal["junit_xml"]
+    path: str = "report.xml"
+    require: tuple[str, ...] = ()
+
+
 Check = Annotated[
     ExitCodeCheck
     | StdoutEqualsCheck
     | StdoutContainsCheck
     | StdoutRegexCheck
-    | ScratchFileEqualsCheck,
+    | ScratchFileEqualsCheck
+    | JunitXmlCheck,
     Field(discriminator="kind"),
 ]
 
@@ -155,6 +176,12 @@ class Intervention(BaseModel):
         return self
 
 
+def _check_bare_name(value: str) -> str:
+    if not value or "/" in value or "\x00" in value or value in (".", ".."):
+        raise ValueError("must be a bare executable name the policy allows, not a path")
+    return value
+
+
 class Plan(BaseModel):
     """An immutable probe plan; its id is the SHA-256 of its canonical JSON."""
 
@@ -169,17 +196,30 @@ class Plan(BaseModel):
     oracle: Oracle
     failure_refutes: bool = False
     hypothesis: str = ""
+    #: Argument arrays run before the probe in the same sandbox (docs/ARCHITECTURE.md,
+    #: "Preflight"); left out of the canonical JSON when empty, so older plans keep their ids.
+    preflight: tuple[tuple[str, ...], ...] = ()
 
     @field_validator("executable")
     @classmethod
     def _bare_name(cls, value: str) -> str:
-        if "/" in value or "\x00" in value or value in (".", ".."):
-            raise ValueError("must be a bare executable name the policy allows, not a path")
-        return value
+        return _check_bare_name(value)
+
+    @field_validator("preflight")
+    @classmethod
+    def _preflight_names(cls, commands: tuple[tuple[str, ...], ...]) -> tuple[tuple[str, ...], ...]:
+        for i, argv in enumerate(commands):
+            if not argv:
+                raise ValueError(f"command {i} is empty: give [executable, arg...]")
+            _check_bare_name(argv[0])
+        return commands
 
     def canonical(self) -> dict[str, Any]:
         """Return the plan as the JSON value its id is computed over."""
-        return self.model_dump(mode="json")
+        body = self.model_dump(mode="json")
+        if not body["preflight"]:
+            del body["preflight"]
+        return body
 
 
 def plan_id_of(plan: Plan) -> str:
@@ -300,10 +340,41 @@ def _check_limits(plan: Plan, limits: PlanLimits) -> None:
         raise InvalidPlan(
             f"oracle.check.pattern: longer than {limits.max_pattern_chars} characters"
         )
+    _check_preflight_limits(plan, limits)
+    if isinstance(check, JunitXmlCheck) and len(check.require) > limits.max_required_tests:
+        raise InvalidPlan(
+            f"oracle.check.require: {len(check.require)} tests exceeds the limit of "
+            f"{limits.max_required_tests}"
+        )
     if len(plan.hypothesis) > limits.max_hypothesis_chars:
         raise InvalidPlan(f"hypothesis: longer than {limits.max_hypothesis_chars} characters")
     if len(plan.oracle.reference) > limits.max_reference_chars:
         raise InvalidPlan(f"oracle.reference: longer than {limits.max_reference_chars} characters")
+
+
+def _check_preflight_limits(plan: Plan, limits: PlanLimits) -> None:
+    if len(plan.preflight) > limits.max_preflight:
+        raise InvalidPlan(
+            f"preflight: {len(plan.preflight)} commands exceeds the limit of {limits.max_preflight}"
+        )
+    for n, argv in enumerate(plan.preflight):
+        args = argv[1:]
+        if len(args) > limits.max_args:
+            raise InvalidPlan(
+                f"preflight.{n}: {len(args)} arguments exceeds the limit of {limits.max_args}"
+            )
+        for i, arg in enumerate(argv):
+            if "\x00" in arg:
+                raise InvalidPlan(f"preflight.{n}.{i}: contains a NUL byte")
+            if _utf8_size(arg, f"preflight.{n}.{i}") > limits.max_arg_bytes:
+                raise InvalidPlan(
+                    f"preflight.{n}.{i}: longer than the {limits.max_arg_bytes}-byte limit"
+                )
+        if launch_arg_bytes(args) > limits.max_launch_arg_bytes:
+            raise InvalidPlan(
+                f"preflight.{n}: launch bytes (quoted) exceed the "
+                f"{limits.max_launch_arg_bytes}-byte launch limit"
+            )
 
 
 def _check_paths(plan: Plan) -> None:
@@ -312,7 +383,7 @@ def _check_paths(plan: Plan) -> None:
         ("interventions", [i.path for i in plan.interventions]),
     ]
     check = plan.oracle.check
-    if isinstance(check, ScratchFileEqualsCheck):
+    if isinstance(check, ScratchFileEqualsCheck | JunitXmlCheck):
         groups.append(("oracle.check", [check.path]))
     for name, paths in groups:
         seen: set[str] = set()

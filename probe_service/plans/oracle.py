@@ -14,11 +14,14 @@ from pathlib import Path
 from typing import Literal
 
 import regex
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
+from ..errors import JunitReportInvalid
+from .junit_report import MAX_JUNIT_REPORT_BYTES, JunitReport, decode_junit_report
 from .models import (
     TRUSTED_SOURCES,
     ExitCodeCheck,
+    JunitXmlCheck,
     Plan,
     ScratchFileEqualsCheck,
     StdoutContainsCheck,
@@ -43,6 +46,9 @@ class CheckVerdict(BaseModel):
     passed: bool
     detail: str
     error: bool = False
+    #: The decoded report of a ``junit_xml`` check; the receipt commits to it apart from
+    #: the verdict (docs/ARCHITECTURE.md, "JUnit oracle").
+    junit: JunitReport | None = Field(default=None, exclude=True)
 
 
 class Decision(BaseModel):
@@ -65,6 +71,8 @@ def evaluate_check(plan: Plan, exit_code: int | None, stdout: bytes, scratch: Pa
         return CheckVerdict(passed=check.text in text, detail="stdout searched for text")
     if isinstance(check, StdoutRegexCheck):
         return _regex_verdict(check.pattern, text)
+    if isinstance(check, JunitXmlCheck):
+        return _junit_verdict(scratch, check)
     assert isinstance(check, ScratchFileEqualsCheck)  # noqa: S101 - the union is closed
     return _scratch_verdict(scratch, check.path, check.text)
 
@@ -98,21 +106,60 @@ def _open_in_scratch(scratch: Path, rel: str) -> int:
         os.close(fd)
 
 
-def _scratch_verdict(scratch: Path, rel: str, expected: str) -> CheckVerdict:
-    """Read a scratch file without following links (the probe controlled that directory)."""
+def _read_scratch(scratch: Path, rel: str, limit: int) -> bytes | str:
+    """Read at most ``limit`` + 1 bytes of a scratch file, never following links; a str
+    says why it could not be read (the probe controlled that directory)."""
     try:
         fd = _open_in_scratch(scratch, rel)
     except OSError as exc:
-        return CheckVerdict(passed=False, detail=f"{rel}: {exc.strerror}")
+        return f"{rel}: {exc.strerror}"
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return CheckVerdict(passed=False, detail=f"{rel}: not a regular file")
-        data = os.read(fd, MAX_SCRATCH_READ + 1)
+            return f"{rel}: not a regular file"
+        chunks, size = [], 0
+        while size <= limit and (chunk := os.read(fd, min(1 << 20, limit + 1 - size))):
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def _scratch_verdict(scratch: Path, rel: str, expected: str) -> CheckVerdict:
+    data = _read_scratch(scratch, rel, MAX_SCRATCH_READ)
+    if isinstance(data, str):
+        return CheckVerdict(passed=False, detail=data)
     if len(data) > MAX_SCRATCH_READ:
         return CheckVerdict(passed=False, detail=f"{rel}: larger than {MAX_SCRATCH_READ} bytes")
     return CheckVerdict(passed=data == expected.encode("utf-8"), detail=f"{rel} compared exactly")
+
+
+def _junit_verdict(scratch: Path, check: JunitXmlCheck) -> CheckVerdict:
+    """docs/ARCHITECTURE.md, "JUnit oracle": a missing, oversized or unsafe report is an
+    oracle error (inconclusive), never a refutation."""
+    data = _read_scratch(scratch, check.path, MAX_JUNIT_REPORT_BYTES)
+    if isinstance(data, str):
+        return CheckVerdict(passed=False, detail=f"no JUnit report: {data}", error=True)
+    try:
+        report = decode_junit_report(data, check.path)
+    except JunitReportInvalid as exc:
+        return CheckVerdict(passed=False, detail=str(exc), error=True)
+    outcomes = {case.id: case.outcome for case in report.cases}
+    counts = report.counts()
+    summary = ", ".join(f"{counts[k]} {k}" for k in ("passed", "failed", "error", "skipped"))
+    absent = [test for test in check.require if test not in outcomes]
+    if absent:
+        # A test that did not run says nothing about the hypothesis.
+        detail = f"required test(s) not in the report: {', '.join(absent[:5])}"
+        return CheckVerdict(passed=False, detail=detail, error=True, junit=report)
+    if check.require:
+        missing = [test for test in check.require if outcomes.get(test) != "passed"]
+        detail = f"{len(check.require) - len(missing)} of {len(check.require)} required passed"
+        if missing:
+            detail += f"; not passed: {', '.join(missing[:5])}"
+        return CheckVerdict(passed=not missing, detail=detail, junit=report)
+    passed = counts["passed"] > 0 and counts["failed"] == counts["error"] == 0
+    return CheckVerdict(passed=passed, detail=f"{counts['tests']} tests: {summary}", junit=report)
 
 
 def decide_outcome(plan: Plan, runner_reason: str | None, verdict: CheckVerdict | None) -> Decision:

@@ -83,21 +83,39 @@ def verify_receipt(receipt: object) -> str:
     return claimed
 
 
+def _kept_pairs(
+    committed: dict[str, Any], operational: dict[str, Any]
+) -> list[tuple[str, Any, Any]]:
+    """(where, kept base64, committed digest) for the probe's and each preflight's streams."""
+    pairs = [
+        (f"operational.{s}_b64", operational.get(f"{s}_b64"), committed.get(f"{s}_sha256"))
+        for s in ("stdout", "stderr")
+    ]
+    kept = operational.get("preflight_output")
+    ran = committed.get("preflight")
+    if kept is not None:
+        if not isinstance(kept, list) or not isinstance(ran, list) or len(kept) != len(ran):
+            raise ReceiptInvalid("receipt: operational.preflight_output does not match preflight")
+        for i, (output, command) in enumerate(zip(kept, ran, strict=True)):
+            if not isinstance(output, dict) or not isinstance(command, dict):
+                raise ReceiptInvalid(f"receipt: preflight.{i} is malformed")
+            for s in ("stdout", "stderr"):
+                where = f"operational.preflight_output.{i}.{s}_b64"
+                pairs.append((where, output.get(f"{s}_b64"), command.get(f"{s}_sha256")))
+    return pairs
+
+
 def _verify_outputs(committed: dict[str, Any], operational: object) -> None:
     """Output kept beside the receipt must hash to the committed digests."""
     if not isinstance(operational, dict):
         return
-    for stream in ("stdout", "stderr"):
-        encoded = operational.get(f"{stream}_b64")
+    for where, encoded, digest in _kept_pairs(committed, operational):
         if encoded is None:
             continue
         try:
             data = base64.b64decode(encoded, validate=True)
         except (binascii.Error, TypeError) as exc:
-            raise ReceiptInvalid(f"receipt: operational.{stream}_b64 is not base64") from exc
-        digest = committed.get(f"{stream}_sha256")
+            raise ReceiptInvalid(f"receipt: {where} is not base64") from exc
         # A probe that never launched commits no digest; its kept output must be empty.
         if (digest is None and data) or (digest is not None and sha256_hex(data) != digest):
-            raise ReceiptInvalid(
-                f"receipt: operational.{stream}_b64 does not match {stream}_sha256"
-            )
+            raise ReceiptInvalid(f"receipt: {where} does not match its committed digest")

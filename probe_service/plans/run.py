@@ -12,8 +12,9 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -42,6 +43,9 @@ from ..sandbox.limits import scratch_limits
 from ..sandbox.scratch import scratch_filesystem
 from ..snapshot import snapshot_materialize
 from ..store import Store, utc_now
+from ..toolchains.resolve import ResolvedToolchain, resolve_toolchains
+from .denials import run_denial_hint
+from .extras import add_run_extras
 from .models import Plan
 from .oracle import CheckVerdict, decide_outcome, evaluate_check
 from .overlay import apply_interventions, write_fixtures
@@ -102,7 +106,8 @@ class ActionInputs(BaseModel):
     #: Names and values the policy passes into the sandbox, sorted by name.
     environment: tuple[tuple[str, str], ...]
     sandbox_digest: str
-    #: Hook for toolchain digests (name, digest) once toolchains exist; empty until then.
+    #: The policy's toolchains (name, content digest) as resolved for this run
+    #: (docs/ARCHITECTURE.md, "Toolchains"); empty for a policy without toolchains.
     toolchains: tuple[tuple[str, str], ...] = ()
 
 
@@ -117,8 +122,10 @@ def action_inputs(
     policy: Policy,
     sandbox_digest: str,
     environ: Mapping[str, str] | None = None,
+    toolchains: Sequence[ResolvedToolchain] = (),
 ) -> ActionInputs:
-    """The inputs of running ``plan`` under ``policy`` on this worker, now."""
+    """The inputs of running ``plan`` under ``policy`` on this worker, now, with the
+    digests of ``toolchains`` as resolved for this run."""
     passed = passed_environment(policy, os.environ if environ is None else environ)
     kept = sorted(
         (name, value)
@@ -134,6 +141,7 @@ def action_inputs(
         executable_sha256=sha,
         environment=tuple(kept),
         sandbox_digest=sandbox_digest,
+        toolchains=tuple((t.name, t.digest.sha256) for t in toolchains),
     )
 
 
@@ -170,19 +178,29 @@ def probe_run(
         runtime = runtime or locate_runtime()
     except SandboxUnavailable as exc:
         return context.finish(store, _refused(exc.reason, str(exc)), None, "unverified", "")
-    key = action_key_for(action_inputs(plan_id, plan, policy, runtime.digest))
+    try:
+        # docs/ARCHITECTURE.md, "Toolchains": digests taken now key the action and go into
+        # the receipt; the runner rechecks them immediately before launch.
+        context.toolchains = resolve_toolchains(policy, (store.root,))
+    except PolicyError as exc:
+        return context.finish(
+            store, _refused("toolchain_unavailable", str(exc)), None, runtime.digest, ""
+        )
+    inputs = action_inputs(plan_id, plan, policy, runtime.digest, toolchains=context.toolchains)
+    key = action_key_for(inputs)
     if reuse:
         cached = find_reusable_receipt(store, key)
         if cached is not None:
             return result_from_receipt(run_id, cached, reused=True)
     try:
-        result, verdict = _execute(store, plan, policy, runtime)
+        executed = _execute(store, plan, policy, runtime, context.toolchains)
     except InfrastructureError:
         raise  # the store may answer on a retry; that is not the probe's outcome
     except Exception as exc:  # any defect still ends in a receipt
         log.exception("run %s: unexpected error", run_id)
-        result, verdict = _refused("internal_error", f"{type(exc).__name__}: {exc}"), None
-    return context.finish(store, result, verdict, runtime.digest, key)
+        executed = _Executed(_refused("internal_error", f"{type(exc).__name__}: {exc}"))
+    context.denial_hint = executed.hint
+    return context.finish(store, executed.result, executed.verdict, runtime.digest, key)
 
 
 def probe_abandon(
@@ -223,9 +241,21 @@ def _refused(reason: str, detail: str) -> SandboxResult:
     )
 
 
+@dataclass(frozen=True)
+class _Executed:
+    result: SandboxResult
+    verdict: CheckVerdict | None = None
+    #: docs/ARCHITECTURE.md, "Saying why": operational advice, never an outcome.
+    hint: dict[str, object] | None = None
+
+
 def _execute(
-    store: Store, plan: Plan, policy: Policy, runtime: SandboxRuntime
-) -> tuple[SandboxResult, CheckVerdict | None]:
+    store: Store,
+    plan: Plan,
+    policy: Policy,
+    runtime: SandboxRuntime,
+    toolchains: Sequence[ResolvedToolchain],
+) -> _Executed:
     """Run the probe in disposable directories, removed whatever happens."""
     workdir = make_run_dir()
     snapshot_dir, scratch = workdir / "snapshot", workdir / "scratch"
@@ -239,21 +269,21 @@ def _execute(
         except InfrastructureError:
             raise  # the store may answer on a retry; that is not the probe's outcome
         except LinkEscapes as exc:
-            return _refused("snapshot_link_escapes", str(exc)), None
+            return _Executed(_refused("snapshot_link_escapes", str(exc)))
         except ProbeServiceError as exc:
-            return _refused("snapshot_unavailable", str(exc)), None
+            return _Executed(_refused("snapshot_unavailable", str(exc)))
         try:
             scratch.mkdir()
             # Scratch is a size- and inode-limited filesystem before anything is written
             # to it, so fixtures count against the same limit (docs/ARCHITECTURE.md, Limits).
             cleanup.enter_context(scratch_filesystem(scratch, scratch_limits(policy)))
         except SandboxUnavailable as exc:
-            return _refused("limits_unenforceable", str(exc)), None
+            return _Executed(_refused("limits_unenforceable", str(exc)))
         try:
             write_fixtures(scratch, plan.fixtures)
             apply_interventions(snapshot_dir, plan.interventions)
         except (ProbeServiceError, OSError) as exc:
-            return _refused("overlay_failed", str(exc)), None
+            return _Executed(_refused("overlay_failed", str(exc)))
         result = run_sandboxed(
             policy=policy,
             executable=plan.executable,
@@ -263,11 +293,13 @@ def _execute(
             cwd=plan.cwd,
             runtime=runtime,
             extra_forbidden_roots=(store.root,),
+            toolchains=toolchains,
+            preflight=plan.preflight,
         )
         verdict = None
         if result.status == "ok":
             verdict = evaluate_check(plan, result.exit_code, result.stdout, scratch)
-        return result, verdict
+        return _Executed(result, verdict, run_denial_hint(result, verdict, workdir, toolchains))
 
 
 class _RunContext:
@@ -285,6 +317,8 @@ class _RunContext:
         self.plan_id, self.plan, self.policy = plan_id, plan, policy
         self.run_id, self.worker, self.signing_key = run_id, worker, signing_key
         self.started_at = utc_now()
+        self.toolchains: tuple[ResolvedToolchain, ...] = ()
+        self.denial_hint: dict[str, object] | None = None
 
     def finish(
         self,
@@ -337,6 +371,14 @@ class _RunContext:
         ):
             if digest is not None:
                 operational[f"{stream}_b64"] = base64.b64encode(data).decode("ascii")
+        add_run_extras(
+            committed,
+            operational,
+            toolchains=self.toolchains,
+            hint=self.denial_hint,
+            result=result,
+            verdict=verdict,
+        )
         receipt = build_receipt(committed, operational)
         envelope = sign_receipt(receipt, self.signing_key) if self.signing_key else None
         # Only a probe that ran to completion with a decided outcome may answer a later

@@ -14,6 +14,7 @@ _SCHEMA_1_MEANING: dict[str, Any] = {
     "allowed_ports": list(DEFAULT_ALLOWED_PORTS),
     "scratch_inodes": None,
     "revoked_signing_keys": [],
+    "toolchains": {},
 }
 
 

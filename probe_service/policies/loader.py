@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from probe_service.errors import PolicyError
-from probe_service.policies.model import Policy, PolicyFile
+from probe_service.policies.model import RESERVED_POLICY_PREFIX, Policy, PolicyFile
 
 __all__ = [
     "MAX_POLICY_FILE_BYTES",
@@ -87,9 +87,32 @@ def load_policy_file(path: Path) -> PolicyFile:
     except (UnicodeDecodeError, ValueError) as exc:
         raise PolicyError(f"{path}: not valid JSON: {exc}") from exc
     try:
-        return PolicyFile.model_validate(document)
+        loaded = PolicyFile.model_validate(document)
     except ValidationError as exc:
         raise PolicyError(f"{path}: {_describe(exc)}") from exc
+    _check_toolchains(path, loaded)
+    return loaded
+
+
+def _check_toolchains(path: Path, loaded: PolicyFile) -> None:
+    """Apply the file's own safety rules to every toolchain root and every pin inside one.
+
+    docs/ARCHITECTURE.md, "Toolchains". A root that does not exist on this machine breaks
+    no rule here (other policies stay usable); ``policy check`` reports it and a run of
+    its policy ends ``toolchain_unavailable``. Imported here, not at the top: the
+    toolchain package builds on this one's model.
+    """
+    from ..toolchains.roots import check_toolchain_pins, check_toolchain_root
+
+    for policy in loaded.policies:
+        try:
+            present = {n: r for n, r in policy.toolchains.items() if os.path.lexists(r)}
+            for name, root in sorted(present.items()):
+                check_toolchain_root(name, root)
+            if len(present) == len(policy.toolchains):
+                check_toolchain_pins(policy)
+        except PolicyError as exc:
+            raise PolicyError(f"{path}: policy {policy.id!r}: {exc}") from exc
 
 
 def check_policy_file(path: Path | None = None) -> list[Policy]:
@@ -98,7 +121,10 @@ def check_policy_file(path: Path | None = None) -> list[Policy]:
 
 
 def find_policy(policy_file: PolicyFile, policy_id: str) -> Policy:
-    """Return the policy with exactly ``policy_id``; raises ``PolicyError`` if none matches."""
+    """Return the policy with exactly ``policy_id``; raises ``PolicyError`` if none matches
+    or the id is a reserved built-in profile's (docs/ARCHITECTURE.md, "TypeScript boundary")."""
+    if policy_id.startswith(RESERVED_POLICY_PREFIX):
+        raise PolicyError(f"policy {policy_id!r}: built-in profiles cannot be selected")
     for policy in policy_file.policies:
         if policy.id == policy_id:
             return policy

@@ -1,8 +1,10 @@
 """The administrator policy file, schema 1 or 2, as frozen pydantic models.
 
 Schema 2 adds ``allowed_ports`` (the ports an allowed domain may be reached
-on) and ``scratch_inodes``; a schema-1 file is read unchanged and means their
-defaults (ports 80 and 443, no inode limit), so it may not name them.
+on), ``scratch_inodes`` and ``toolchains`` (named directory trees the probe may
+read and execute, docs/ARCHITECTURE.md, "Toolchains"); a schema-1 file is read
+unchanged and means their defaults (ports 80 and 443, no inode limit, no
+toolchain), so it may not name them.
 
 Every limit has a documented ceiling (``MAX_*`` below): a value above it is
 refused as absurd rather than silently clamped, because a typo in an
@@ -11,6 +13,8 @@ administrator file should fail loudly (docs/ARCHITECTURE.md, "Trust rules").
 
 from __future__ import annotations
 
+import itertools
+import os
 import re
 from collections.abc import Mapping
 from typing import Annotated, Literal
@@ -26,11 +30,14 @@ __all__ = [
     "MAX_SCRATCH_BYTES",
     "MAX_SCRATCH_INODES",
     "MAX_TIMEOUT_SECONDS",
+    "MAX_TOOLCHAINS",
     "MIN_SCRATCH_INODES",
+    "RESERVED_POLICY_PREFIX",
     "SCHEMA_2_KEYS",
     "Policy",
     "PolicyFile",
     "passed_environment",
+    "toolchain_of_pin",
 ]
 
 #: Longest probe we accept: one hour of wall time.
@@ -49,9 +56,15 @@ MAX_SCRATCH_INODES = 16 * 1024 * 1024
 #: The ports an allowed domain is reachable on when a policy names none (schema 1).
 DEFAULT_ALLOWED_PORTS: tuple[int, ...] = (80, 443)
 #: Keys schema 2 added; a schema-1 file may not name them.
-SCHEMA_2_KEYS: tuple[str, ...] = ("allowed_ports", "scratch_inodes")
+SCHEMA_2_KEYS: tuple[str, ...] = ("allowed_ports", "scratch_inodes", "toolchains")
+#: Most toolchains one policy may name.
+MAX_TOOLCHAINS = 16
+
+#: Ids of the service's built-in sandbox profiles; a policy file may not use the prefix.
+RESERVED_POLICY_PREFIX = "builtin."
 
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+_TOOLCHAIN_NAME = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 _EXECUTABLE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$")
 _POLICY_ID = r"^[a-z0-9][a-z0-9._-]{0,127}$"
 # The runtime's own domain grammar (sandbox-config.js domainPatternSchema) plus
@@ -77,6 +90,30 @@ Domain = Annotated[str, AfterValidator(_check_domain)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 EnvName = Annotated[str, Field(pattern=ENV_NAME_PATTERN)]
 Fingerprint = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+ToolchainName = Annotated[str, Field(pattern=_TOOLCHAIN_NAME)]
+
+
+def _check_absolute_path(path: str, what: str) -> str:
+    """An absolute, normalized path: no ``.``/``..`` components, no empty ones, no NUL."""
+    parts = path.split("/")[1:]
+    if (
+        not path.startswith("/")
+        or "\x00" in path
+        or path == "/"
+        or any(part in ("", ".", "..") for part in parts)
+    ):
+        raise ValueError(
+            f"{what} must be an absolute normalized path (no '.', '..' or '//'), got {path!r}"
+        )
+    return path
+
+
+def toolchain_of_pin(policy: Policy, pin: str) -> str | None:
+    """Return the name of the toolchain whose root lexically contains ``pin``, or None."""
+    for name, root in policy.toolchains.items():
+        if pin.startswith(root.rstrip("/") + "/"):
+            return name
+    return None
 
 
 class Policy(BaseModel):
@@ -113,6 +150,14 @@ class Policy(BaseModel):
         le=MAX_SCRATCH_INODES,
         description="Most files and directories scratch may hold (schema 2).",
     )
+    toolchains: dict[ToolchainName, str] = Field(
+        default_factory=dict,
+        max_length=MAX_TOOLCHAINS,
+        description=(
+            "Toolchain name -> absolute root of a directory tree (a virtualenv, a Node or JDK "
+            "install) the probe may read and execute, never write (schema 2)."
+        ),
+    )
     #: Set from the file-level ``revoked_signing_keys`` (never per policy), so the
     #: revocation list counts in every policy's digest.
     revoked_signing_keys: tuple[Fingerprint, ...] = Field(
@@ -127,11 +172,31 @@ class Policy(BaseModel):
                 raise ValueError(f"pin for {name!r} must be an absolute path, got {path!r}")
         return pins
 
+    @field_validator("toolchains")
+    @classmethod
+    def _toolchain_roots(cls, roots: dict[str, str]) -> dict[str, str]:
+        for name, path in roots.items():
+            _check_absolute_path(path, f"toolchain {name!r}")
+        ordered = sorted(roots.items(), key=lambda item: item[1])
+        for (outer, a), (inner, b) in itertools.pairwise(ordered):
+            if b == a or b.startswith(a + "/"):
+                raise ValueError(f"toolchains {outer!r} and {inner!r} overlap ({a}, {b})")
+        return roots
+
     @model_validator(mode="after")
     def _pins_name_allowed_executables(self) -> Policy:
         unknown = sorted(set(self.executable_pins) - set(self.allowed_executables))
         if unknown:
             raise ValueError(f"executable_pins names executables not allowed: {unknown}")
+        for name, pin in self.executable_pins.items():
+            toolchain = toolchain_of_pin(self, pin)
+            # docs/ARCHITECTURE.md, "Toolchains": a pin written under a toolchain root
+            # stays inside it -- '..' could climb out while the text still looks inside.
+            if toolchain is not None and pin != os.path.normpath(pin):
+                raise ValueError(
+                    f"pin for {name!r} ({pin}) lies outside its toolchain {toolchain!r}: "
+                    "'.', '..' and '//' are not allowed in a toolchain pin"
+                )
         return self
 
     @field_validator("allowed_executables", "allowed_domains", "environment", "allowed_ports")
@@ -198,6 +263,10 @@ class PolicyFile(BaseModel):
     def _unique_ids(cls, policies: tuple[Policy, ...]) -> tuple[Policy, ...]:
         seen: set[str] = set()
         for policy in policies:
+            if policy.id.startswith(RESERVED_POLICY_PREFIX):
+                # docs/ARCHITECTURE.md, "TypeScript boundary": built-in profiles are the
+                # service's own; no file may define (and so no plan may select) one.
+                raise ValueError(f"policy id {policy.id!r}: {RESERVED_POLICY_PREFIX!r} is reserved")
             if policy.id in seen:
                 raise ValueError(f"duplicate policy id {policy.id!r}")
             seen.add(policy.id)

@@ -17,6 +17,7 @@ from xml.etree import ElementTree as ET
 
 from ..plans.output import kept_output
 from ..safe_text import excerpt, safe_line
+from .junit_cases import add_probe_suite
 from .submit import RunSummary
 
 __all__ = ["write_junit"]
@@ -97,6 +98,17 @@ def write_junit(
         ET.SubElement(suite_props, "property", name=name, value=value)
     total = sum(_testcase(suite, r, found.get(r.receipt_sha256 or "", {})) for r in results)
     suite.set("time", f"{total:.3f}")
-    for attribute in ("tests", "failures", "errors", "time"):
-        root.set(attribute, suite.get(attribute, "0"))
+    totals: list[float] = [len(results), failures, errors, total]
+    # docs/ARCHITECTURE.md, "JUnit oracle": each probe's own test cases follow, one
+    # testsuite per probe, and count in the document's totals.
+    for r in results:
+        receipt = found.get(r.receipt_sha256 or "")
+        counts = add_probe_suite(
+            root, r.name or r.plan_id, receipt or {}, suite.get("timestamp", "")
+        )
+        if counts is not None:
+            totals = [a + b for a, b in zip(totals, counts, strict=True)]
+    for attribute, count in zip(("tests", "failures", "errors"), totals, strict=False):
+        root.set(attribute, str(int(count)))
+    root.set("time", f"{totals[3]:.3f}")
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict
 
 from probe_service.policies.executables import ExecutableIdentity
 
-__all__ = ["REASONS", "LimitsApplied", "Reason", "SandboxResult", "Status"]
+__all__ = ["REASONS", "LimitsApplied", "PreflightResult", "Reason", "SandboxResult", "Status"]
 
 Status = Literal["ok", "timeout", "output_limit", "inconclusive"]
 
@@ -33,6 +33,12 @@ Reason = Literal[
     "sandbox_failed",
     # The runtime's Node process ran without our network guard (docs/ARCHITECTURE.md, "Network").
     "network_filter_failed",
+    # docs/ARCHITECTURE.md, "Toolchains": a toolchain could not be resolved, or its content
+    # differs at launch from the digest taken at resolution.
+    "toolchain_unavailable",
+    "toolchain_changed",
+    # docs/ARCHITECTURE.md, "Preflight": a preflight command failed; the probe never ran.
+    "preflight_failed",
     # Set by the plan runner and the queue around a sandbox run, never by the runner itself.
     "snapshot_unavailable",
     "snapshot_link_escapes",
@@ -65,6 +71,38 @@ class LimitsApplied(BaseModel):
     enforced_by: dict[str, str] = {}
 
 
+class PreflightResult(BaseModel):
+    """One preflight command's run (docs/ARCHITECTURE.md, "Preflight")."""
+
+    model_config = ConfigDict(frozen=True)
+
+    argv: tuple[str, ...]
+    executable: ExecutableIdentity | None = None
+    status: str
+    exit_code: int | None = None
+    stdout: bytes = b""
+    stderr: bytes = b""
+    stdout_sha256: str | None = None
+    stderr_sha256: str | None = None
+    elapsed_seconds: float | None = None
+
+    @property
+    def passed(self) -> bool:
+        """Whether the command ran to completion in the sandbox and exited 0."""
+        return self.status == "ok" and self.exit_code == 0
+
+    def committed(self) -> dict[str, object]:
+        """What a receipt commits to for this command (its output is kept beside it)."""
+        return {
+            "argv": list(self.argv),
+            "executable": self.executable.model_dump() if self.executable else None,
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "stdout_sha256": self.stdout_sha256,
+            "stderr_sha256": self.stderr_sha256,
+        }
+
+
 class SandboxResult(BaseModel):
     """Everything a receipt needs from one run; bytes are bounded by the policy's budget."""
 
@@ -86,3 +124,5 @@ class SandboxResult(BaseModel):
     elapsed_seconds: float = 0.0
     #: Wall time of the probe launch alone, time.monotonic; None if it never launched.
     probe_elapsed_seconds: float | None = None
+    #: The plan's preflight commands that ran, in order (docs/ARCHITECTURE.md, "Preflight").
+    preflight: tuple[PreflightResult, ...] = ()

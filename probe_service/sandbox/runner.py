@@ -18,19 +18,14 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from probe_service.errors import ProbeServiceError, SandboxUnavailable
+from probe_service.errors import SandboxUnavailable
 from probe_service.fstree import remove_tree
 from probe_service.policies.executables import (
     ExecutableChanged,
-    ExecutableIdentity,
-    ExecutableNotAllowed,
-    capture_identity,
     recheck_identity,
-    resolve_executable,
 )
 from probe_service.policies.model import Policy, passed_environment
 from probe_service.rundirs import make_run_dir
-from probe_service.sandbox.argsize import MAX_LAUNCH_ARG_BYTES, launch_arg_bytes
 from probe_service.sandbox.canary import run_canary
 from probe_service.sandbox.gate import create_gate
 from probe_service.sandbox.identity import (
@@ -47,6 +42,15 @@ from probe_service.sandbox.limits import (
     prlimit_argv,
     scratch_limits,
 )
+from probe_service.sandbox.preflight import describe_failure, preflight_result
+from probe_service.sandbox.prepare import (
+    Command,
+    Prepared,
+    Refused,
+    RunRequest,
+    canonical_dir,
+    prepare_run,
+)
 from probe_service.sandbox.process import Bounded, run_bounded
 from probe_service.sandbox.results import LimitsApplied, SandboxResult
 from probe_service.sandbox.runtime import SandboxRuntime, find_system_tool, verify_unchanged
@@ -58,79 +62,14 @@ from probe_service.sandbox.scratch import (
     unmount_scratch,
 )
 from probe_service.sandbox.selfcheck import verify_limits
-from probe_service.sandbox.settings import RunPaths, build_settings, write_settings
+from probe_service.sandbox.settings import build_settings, write_settings
+from probe_service.toolchains.resolve import (
+    ResolvedToolchain,
+    ToolchainChanged,
+    recheck_toolchains,
+)
 
 __all__ = ["Refused", "run_canary", "run_sandboxed"]
-
-
-class Refused(ProbeServiceError):
-    """Internal signal: stop before launch with an ``inconclusive`` reason."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class _Prepared:
-    executable: ExecutableIdentity
-    paths: RunPaths
-    cwd: Path
-
-
-def _canonical_dir(path: Path, what: str) -> Path:
-    real = Path(os.path.realpath(path))
-    if not real.is_dir():
-        raise Refused("sandbox_failed", f"{what} {path} is not a directory")
-    return real
-
-
-def _resolve_cwd(snapshot: Path, cwd: str) -> Path:
-    # docs/ARCHITECTURE.md, "Runner": an invalid working directory returns inconclusive.
-    if "\x00" in cwd or os.path.isabs(cwd):
-        raise Refused("invalid_cwd", f"cwd {cwd!r} must be relative to the snapshot")
-    target = Path(os.path.realpath(snapshot / cwd))
-    if not (target == snapshot or snapshot in target.parents) or not target.is_dir():
-        raise Refused("invalid_cwd", f"cwd {cwd!r} is not a directory inside the snapshot")
-    return target
-
-
-def _prepare(
-    policy: Policy,
-    executable: str,
-    args: Sequence[str],
-    dirs: tuple[Path, Path, Path],
-    cwd: str,
-    forbidden: Sequence[Path],
-) -> _Prepared:
-    snapshot_dir, scratch, run_dir = dirs
-    if any("\x00" in arg for arg in args):
-        raise Refused("invalid_argument", "an argument contains a NUL byte")
-    try:
-        # srt is a Node program: its argv must be valid UTF-8 to arrive intact.
-        [arg.encode("utf-8") for arg in args]
-    except UnicodeEncodeError as exc:
-        raise Refused("invalid_argument", "an argument is not valid UTF-8") from exc
-    if launch_arg_bytes(args) > MAX_LAUNCH_ARG_BYTES:
-        # Past it the launch fails with E2BIG: refuse, never report sandbox_failed.
-        raise Refused(
-            "invalid_argument", f"args exceed the {MAX_LAUNCH_ARG_BYTES}-byte launch limit"
-        )
-    snapshot = _canonical_dir(snapshot_dir, "snapshot")
-    if snapshot == scratch or snapshot in scratch.parents or scratch in snapshot.parents:
-        # Overlap would make the source writable or the scratch read-only.
-        raise Refused("sandbox_failed", "snapshot and scratch directories overlap")
-    work_dir = _resolve_cwd(snapshot, cwd)
-    roots = [snapshot, scratch, *forbidden]
-    try:
-        resolved = resolve_executable(policy, executable, roots)
-        identity = capture_identity(resolved)
-    except ExecutableNotAllowed as exc:
-        raise Refused("executable_not_allowed", str(exc)) from exc
-    except ProbeServiceError as exc:
-        raise Refused("executable_unresolved", str(exc)) from exc
-    paths = RunPaths(snapshot, scratch, run_dir / "home", run_dir / "tmp")
-    return _Prepared(identity, paths, work_dir)
 
 
 def _probe_env(policy: Policy, scratch: Path) -> dict[str, str]:
@@ -161,9 +100,17 @@ class _Resources:
 
 
 def _make_launch(
-    policy: Policy, runtime: SandboxRuntime, prepared: _Prepared, res: _Resources
+    policy: Policy, runtime: SandboxRuntime, prepared: Prepared, res: _Resources
 ) -> tuple[Launch, str]:
-    settings = build_settings(policy, runtime, prepared.paths, Path(prepared.executable.path))
+    settings = build_settings(
+        policy,
+        runtime,
+        prepared.paths,
+        Path(prepared.executable.path),
+        toolchains=[Path(t) for t in sorted(policy.toolchains.values())],
+        extra_executables=[Path(c.identity.path) for c in prepared.preflight],
+        extra_read_paths=prepared.extra_reads,
+    )
     settings_path = res.run_dir / "settings.json"
     digest = write_settings(settings, settings_path)
     os.chown(settings_path, res.identity.uid, res.identity.gid)
@@ -247,7 +194,7 @@ def _run_resources(policy: Policy, scratch_dir: Path) -> Iterator[_Resources]:
         except SandboxUnavailable as exc:
             raise Refused(exc.reason, str(exc)) from exc
         stack.callback(cgroup.remove)
-        scratch = _canonical_dir(scratch_dir, "scratch")
+        scratch = canonical_dir(scratch_dir, "scratch")
         stack.enter_context(_scratch_for_run(scratch, scratch_limits(policy)))
         for sub in ("home", "tmp"):
             (run_dir / sub).mkdir(mode=0o700)
@@ -301,31 +248,45 @@ def _finish(outcome: Bounded, launch: Launch, res: _Resources) -> dict[str, obje
     return fields
 
 
-def _check_reachable(prepared: _Prepared, res: _Resources) -> None:
+def _check_reachable(prepared: Prepared, res: _Resources, toolchains: Sequence[Path]) -> None:
     uid, gid = res.identity.uid, res.identity.gid
     try:
         check_reachable(prepared.paths.snapshot, "snapshot", uid=uid, gid=gid)
         check_reachable(res.scratch, "scratch", uid=uid, gid=gid, write=True)
-        check_reachable(Path(prepared.executable.path), "executable", uid=uid, gid=gid)
+        for command in (prepared.command, *prepared.preflight):
+            check_reachable(Path(command.identity.path), "executable", uid=uid, gid=gid)
+        for root in toolchains:
+            check_reachable(root, "toolchain", uid=uid, gid=gid)
     except SandboxUnavailable as exc:
         raise Refused(exc.reason, str(exc)) from exc
 
 
+def _recheck_before_launch(prepared: Prepared, request: RunRequest) -> None:
+    """docs/ARCHITECTURE.md, "Executables" and "Toolchains": recheck every identity and
+    toolchain digest immediately before the first launch of repository-chosen commands."""
+    try:
+        for command in (*prepared.preflight, prepared.command):
+            recheck_identity(command.identity)
+    except ExecutableChanged as exc:
+        raise Refused("executable_changed", str(exc)) from exc
+    roots = [prepared.paths.snapshot, prepared.paths.scratch, *request.forbidden]
+    try:
+        recheck_toolchains(request.toolchains, roots)
+    except ToolchainChanged as exc:
+        raise Refused("toolchain_changed", str(exc)) from exc
+
+
 def _execute(
-    policy: Policy,
-    runtime: SandboxRuntime,
-    request: tuple[str, Sequence[str], Path, Path, str, Sequence[Path]],
-    base: dict[str, object],
+    policy: Policy, runtime: SandboxRuntime, request: RunRequest, base: dict[str, object]
 ) -> SandboxResult:
-    executable, args, snapshot_dir, scratch_dir, cwd, forbidden = request
-    with _run_resources(policy, scratch_dir) as res:
+    with _run_resources(policy, request.scratch_dir) as res:
         base["limits"] = res.limits
-        dirs = (snapshot_dir, res.scratch, res.run_dir)
-        prepared = _prepare(policy, executable, args, dirs, cwd, forbidden)
+        dirs = (request.snapshot_dir, res.scratch, res.run_dir)
+        prepared = prepare_run(policy, request, dirs)
         base["executable"] = prepared.executable
         launch, base["settings_digest"] = _make_launch(policy, runtime, prepared, res)
         _chown_tree(res.scratch, res.identity.uid, res.identity.gid)
-        _check_reachable(prepared, res)
+        _check_reachable(prepared, res, [Path(t.path) for t in request.toolchains])
         gate = create_gate(res.run_dir / "tmp", res.cgroup, res.identity.uid, res.identity.gid)
         allowed = [prepared.paths.snapshot, prepared.paths.scratch, prepared.paths.runtime_tmp]
         verdict = run_canary(
@@ -333,22 +294,31 @@ def _execute(
         )
         if not verdict.held:
             raise Refused(verdict.reason or "canary_readable", verdict.detail)
-        try:
-            # docs/ARCHITECTURE.md, "Executables": recheck identity immediately before launch.
-            recheck_identity(prepared.executable)
-        except ExecutableChanged as exc:
-            raise Refused("executable_changed", str(exc)) from exc
-        outcome = run_bounded(
-            launch.argv(prepared.executable.path, args),
-            env=launch.runtime_env,
-            cwd=launch.cwd,
-            timeout_seconds=policy.timeout_seconds,
-            budget=policy.max_output_bytes,
-            skip_stdout_prefix=len(launch.nonce),
-            cgroup=res.cgroup,
-            start_marker=launch.nonce.encode("ascii"),
-            on_start=gate.release,
-        )
+        _recheck_before_launch(prepared, request)
+
+        def launch_one(command: Command) -> Bounded:
+            return run_bounded(
+                launch.argv(command.launch_path, command.args),
+                env=launch.runtime_env,
+                cwd=launch.cwd,
+                timeout_seconds=policy.timeout_seconds,
+                budget=policy.max_output_bytes,
+                skip_stdout_prefix=len(launch.nonce),
+                cgroup=res.cgroup,
+                start_marker=launch.nonce.encode("ascii"),
+                on_start=gate.release,
+            )
+
+        ran = []
+        for command in prepared.preflight:
+            outcome = launch_one(command)
+            finished = _finish(outcome, launch, res)
+            ran.append(preflight_result(command.declared, command.identity, finished))
+            if not ran[-1].passed:
+                base["preflight"] = tuple(ran)
+                raise Refused("preflight_failed", describe_failure(ran[-1]))
+        base["preflight"] = tuple(ran)
+        outcome = launch_one(prepared.command)
         return SandboxResult.model_validate({**base, **_finish(outcome, launch, res)})
 
 
@@ -362,10 +332,18 @@ def run_sandboxed(
     cwd: str = ".",
     runtime: SandboxRuntime,
     extra_forbidden_roots: Sequence[Path] = (),
+    toolchains: Sequence[ResolvedToolchain] = (),
+    preflight: Sequence[Sequence[str]] = (),
+    extra_read_paths: Sequence[Path] = (),
 ) -> SandboxResult:
     """Run ``executable args`` under ``policy`` in the sandbox; never raises for refusals.
 
-    Every prerequisite failure returns ``status="inconclusive"`` with a reason.
+    ``toolchains`` are the policy's toolchains as resolved (with digests) by the caller;
+    each is rechecked before launch. ``preflight`` commands (argument arrays) run first,
+    in the same sandbox, and the first that fails ends the run ``preflight_failed``.
+    ``extra_read_paths`` (read-only allow-backs) is for the service's built-in profiles
+    only; plans and policy files cannot name it. Every prerequisite failure returns
+    ``status="inconclusive"`` with a reason.
     """
     started = time.monotonic()
     base: dict[str, object] = {"sandbox_digest": runtime.digest}
@@ -373,7 +351,21 @@ def run_sandboxed(
         if not sys.platform.startswith("linux") and sys.platform != "darwin":
             raise Refused("unsupported", f"platform {sys.platform!r} is not supported")
         verify_unchanged(runtime)
-        request = (executable, args, snapshot_dir, scratch_dir, cwd, extra_forbidden_roots)
+        request = RunRequest(
+            executable,
+            args,
+            snapshot_dir,
+            scratch_dir,
+            cwd,
+            extra_forbidden_roots,
+            toolchains,
+            preflight,
+            tuple(extra_read_paths),
+        )
+        # Exactly the policy's toolchains, each resolved at its own root: a caller cannot
+        # grant a tree the policy does not name (docs/ARCHITECTURE.md, "Toolchains").
+        if sorted(policy.toolchains.items()) != sorted((t.name, t.path) for t in toolchains):
+            raise Refused("toolchain_unavailable", "the policy's toolchains were not resolved")
         result = _execute(policy, runtime, request, base)
     except Refused as exc:
         result = SandboxResult.model_validate(

@@ -37,6 +37,7 @@ __all__ = [
     "find_system_tool",
     "locate_runtime",
     "runtime_tree_digest",
+    "verify_fingerprints",
     "verify_unchanged",
 ]
 
@@ -92,8 +93,8 @@ def find_system_tool(name: str) -> Path | None:
     return None
 
 
-def _walk(install_dir: Path) -> list[tuple[str, Path]]:
-    entries = [(name, install_dir / name) for name in _OWN_FILES]
+def _walk(install_dir: Path, own_files: tuple[str, ...] = _OWN_FILES) -> list[tuple[str, Path]]:
+    entries = [(name, install_dir / name) for name in own_files]
     node_modules = install_dir / "node_modules"
     for dirpath, dirnames, filenames in os.walk(node_modules):
         dirnames.sort()
@@ -113,15 +114,19 @@ def _lstat(full: Path) -> os.stat_result:
         raise SandboxUnavailable(f"{full}: {exc.strerror}", reason="sandbox_unverified") from exc
 
 
-def runtime_tree_digest(install_dir: Path) -> tuple[str, tuple[_Fingerprint, ...]]:
+def runtime_tree_digest(
+    install_dir: Path, own_files: tuple[str, ...] = _OWN_FILES
+) -> tuple[str, tuple[_Fingerprint, ...]]:
     """Hash our own files and every file and link under ``node_modules``.
 
-    Raises ``SandboxUnavailable`` (``sandbox_unverified``) for a missing own
-    file or an entry that is neither a file nor a link.
+    ``own_files`` names the files of ours beside ``node_modules`` (the TypeScript
+    boundary worker's install uses the same digest, docs/ARCHITECTURE.md,
+    "TypeScript boundary"). Raises ``SandboxUnavailable`` (``sandbox_unverified``)
+    for a missing own file or an entry that is neither a file nor a link.
     """
     digest = hashlib.sha256()
     prints: list[_Fingerprint] = []
-    for rel, full in _walk(install_dir):
+    for rel, full in _walk(install_dir, own_files):
         info = _lstat(full)
         if stat.S_ISLNK(info.st_mode):
             digest.update(b"link\0" + rel.encode() + b"\0" + os.readlink(full).encode() + b"\n")
@@ -257,13 +262,22 @@ def locate_runtime(install_dir: Path | None = None) -> SandboxRuntime:
 
 def verify_unchanged(runtime: SandboxRuntime) -> None:
     """Cheaply confirm no runtime file changed since verification; raises ``SandboxUnavailable``."""
+    verify_fingerprints(runtime.install_dir, runtime.fingerprints)
+
+
+def verify_fingerprints(
+    install_dir: Path,
+    fingerprints: tuple[_Fingerprint, ...],
+    own_files: tuple[str, ...] = _OWN_FILES,
+) -> None:
+    """Confirm a verified tree's stat fingerprints still hold; raises ``SandboxUnavailable``."""
     current: list[_Fingerprint] = []
-    for rel, full in _walk(runtime.install_dir):
+    for rel, full in _walk(install_dir, own_files):
         info = _lstat(full)
         current.append((rel, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns))
-    if tuple(current) != runtime.fingerprints:
+    if tuple(current) != fingerprints:
         raise SandboxUnavailable(
-            f"{runtime.install_dir}: changed since it was verified", reason="sandbox_unverified"
+            f"{install_dir}: changed since it was verified", reason="sandbox_unverified"
         )
 
 

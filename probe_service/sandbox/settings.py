@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,8 +99,14 @@ def runtime_default_write_paths(runtime_home: Path) -> list[str]:
     return paths
 
 
-def _read_backs(runtime: SandboxRuntime, paths: RunPaths, executable: Path) -> list[str]:
+def _read_backs(
+    runtime: SandboxRuntime, paths: RunPaths, executable: Path, extra: Sequence[Path]
+) -> list[str]:
     allowed = [p for p in SYSTEM_READ_PATHS if os.path.lexists(p)]
+    # A built-in profile's own verified program (docs/ARCHITECTURE.md, "TypeScript
+    # boundary"), toolchain roots and preflight executables' directories ("Toolchains"):
+    # read and execute, never write.
+    allowed += [str(path) for path in extra]
     # The executable's own directory, for an admin pin outside the system dirs.
     allowed.append(str(executable.parent))
     if runtime.apply_seccomp_path is not None:
@@ -111,9 +118,22 @@ def _read_backs(runtime: SandboxRuntime, paths: RunPaths, executable: Path) -> l
 
 
 def build_settings(
-    policy: Policy, runtime: SandboxRuntime, paths: RunPaths, executable: Path
+    policy: Policy,
+    runtime: SandboxRuntime,
+    paths: RunPaths,
+    executable: Path,
+    toolchains: Sequence[Path] = (),
+    extra_executables: Sequence[Path] = (),
+    extra_read_paths: tuple[Path, ...] = (),
 ) -> dict[str, Any]:
-    """Return the runtime settings for one run of ``policy`` (pure; raises nothing)."""
+    """Return the runtime settings for one run of ``policy`` (pure; raises nothing).
+
+    ``toolchains`` are read-only roots the policy names; ``extra_executables`` (preflight
+    commands) get their directories read back like the probe's executable;
+    ``extra_read_paths`` are read-only allow-backs only the service's built-in profiles
+    pass (never a plan or a policy file).
+    """
+    extra = [*extra_read_paths, *toolchains, *(path.parent for path in extra_executables)]
     settings: dict[str, Any] = {
         "network": {
             "allowedDomains": list(policy.allowed_domains),
@@ -129,9 +149,14 @@ def build_settings(
         "filesystem": {
             # docs/ARCHITECTURE.md, "Trust rules": a root read deny with narrow allow-backs.
             "denyRead": ["/", *HIDDEN_SYS_PATHS],
-            "allowRead": _read_backs(runtime, paths, executable),
+            "allowRead": _read_backs(runtime, paths, executable, extra),
             "allowWrite": [str(paths.scratch)],
-            "denyWrite": [str(paths.snapshot), *runtime_default_write_paths(paths.runtime_home)],
+            "denyWrite": [
+                str(paths.snapshot),
+                *map(str, extra_read_paths),
+                *(str(root) for root in toolchains),
+                *runtime_default_write_paths(paths.runtime_home),
+            ],
         },
         "mandatoryDenySearchDepth": 1,
         "enableWeakerNestedSandbox": False,

@@ -38,6 +38,7 @@ from .functions import (
     snapshot_capture,
     snapshot_get,
     snapshot_materialize,
+    typescript_boundary,
 )
 from .registry import ADMIN, AGENT, HOST, Operation, Request, operations
 from .session import ProbeService
@@ -79,4 +80,5 @@ __all__ = [
     "snapshot_capture",
     "snapshot_get",
     "snapshot_materialize",
+    "typescript_boundary",
 ]

@@ -10,6 +10,7 @@ so validation, error codes and the interface label are the same everywhere.
 from __future__ import annotations
 
 import importlib
+import json
 import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -90,11 +91,20 @@ class Operation:
         return self.response_adapter.dump_python(result, mode="json")
 
     def schemas(self) -> dict[str, Any]:
-        """Request and response JSON Schemas."""
-        return {
-            "request": self.request.model_json_schema(),
-            "response": self.response_adapter.json_schema(mode="serialization"),
-        }
+        """Request and response JSON Schemas (a fresh copy of the ones built once)."""
+        schemas: dict[str, Any] = json.loads(self._schemas_json)
+        return schemas
+
+    @cached_property
+    def _schemas_json(self) -> str:
+        # Built once per process: the long-lived faces answer capabilities many times, and
+        # parsing this text back is far cheaper than building (or deep-copying) the schemas.
+        return json.dumps(
+            {
+                "request": self.request.model_json_schema(),
+                "response": self.response_adapter.json_schema(mode="serialization"),
+            }
+        )
 
 
 _TABLE: dict[str, Operation] = {}

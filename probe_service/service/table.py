@@ -47,6 +47,10 @@ from ..policies import load_policy_file, policy_digest
 from ..queue import RunSummary, SubmitResult, batch_counts, batch_results, submit_plans
 from ..snapshot import CaptureResult, Snapshot
 from ..store import Event
+from ..toolchains import ToolchainDigest, check_toolchain_root, digest_toolchain
+from ..toolchains.create import create_python_toolchain
+from ..toolchains.verify import PolicyReport, verify_policy_file
+from ..typescript.models import BoundaryResult
 from . import functions
 from .registry import ADMIN, HOST, Request, operation
 from .session import ProbeService
@@ -55,6 +59,11 @@ __all__: list[str] = []
 
 _HEX64 = r"^[0-9a-f]{64}$"
 _Id = Field(pattern=_HEX64, description="A full 64-hex id (machine faces take full ids).")
+# Claims and obligations are named ``clm_``/``obl_`` and 32 hex (claims/creation.py,
+# claims/obligations.py), not by a content digest.
+_CLAIM = r"^clm_[0-9a-f]{32}$"
+_ClaimId = Field(pattern=_CLAIM, description="A full claim id: clm_ and 32 hex.")
+_ObligationId = Field(pattern=r"^obl_[0-9a-f]{32}$", description="obl_ and 32 hex.")
 
 
 class _Frozen(BaseModel):
@@ -270,6 +279,7 @@ def probe_run(svc: ProbeService, req: ProbeRunRequest) -> ProbeRunResult:
             req.policy_id,
             timeout_s=req.wait_seconds,
             reuse=req.reuse,
+            on_progress=svc.on_progress,
         )
     return functions.probe_run(svc.store, req.plan_id, req.policy_id, reuse=req.reuse)
 
@@ -416,20 +426,45 @@ class PolicyCheckRequest(Request):
 
 class PolicyChecked(_Frozen):
     file: str
-    policies: list[PolicySummary]
+    policies: list[PolicyReport]
 
 
 @operation("policy_check", faces=ADMIN)
 def policy_check(svc: ProbeService, req: PolicyCheckRequest) -> PolicyChecked:
-    """Validate a policy file (administrators only: it takes a path) and list each
-    policy's id and digest."""
-    from ..policies import check_policy_file
-
+    """Validate a policy file (administrators only: it takes a path), verify every pin and
+    toolchain on disk, and list each policy's id and digest with theirs."""
     path = Path(req.file) if req.file else svc.policy_file
-    return PolicyChecked(
-        file=str(path),
-        policies=[PolicySummary(id=p.id, digest=policy_digest(p)) for p in check_policy_file(path)],
+    return PolicyChecked(file=str(path), policies=verify_policy_file(path))
+
+
+class ToolchainCreateRequest(Request):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$", description="Toolchain name.")
+    python: str = Field(description="Absolute path of the base interpreter.")
+    requirements_file: str = Field(description="pip requirements file.")
+    dest: str = Field(description="New directory for the toolchain (must not exist).")
+    index_url: str | None = Field(None, description="Package index (default: pip's own).")
+
+
+@operation("toolchain_create", faces=ADMIN, long_running=True)
+def toolchain_create(svc: ProbeService, req: ToolchainCreateRequest) -> ToolchainDigest:
+    """Build a Python toolchain (administrators only: it runs pip and takes paths): a
+    virtualenv of ``python`` with the requirements installed, readable by the probe uids,
+    and its digest. Refuses an existing or in-repository ``dest``."""
+    return create_python_toolchain(
+        Path(req.python), Path(req.requirements_file), Path(req.dest), index_url=req.index_url
     )
+
+
+class ToolchainDigestRequest(Request):
+    path: str = Field(description="The toolchain's root directory.")
+
+
+@operation("toolchain_digest", faces=ADMIN)
+def toolchain_digest(svc: ProbeService, req: ToolchainDigestRequest) -> ToolchainDigest:
+    """Check a toolchain root against the policy file's safety rules (administrators only)
+    and return its content digest."""
+    root = check_toolchain_root(Path(req.path).name, str(Path(req.path).absolute()))
+    return digest_toolchain(root)
 
 
 # --- claims -----------------------------------------------------------------------------
@@ -463,7 +498,7 @@ def claim_create(svc: ProbeService, req: ClaimCreateRequest) -> ClaimRecord:
 
 
 class ClaimSupersedeRequest(ClaimCreateRequest):
-    predecessor_id: str = _Id
+    predecessor_id: str = _ClaimId
     rationale: str = Field(min_length=1, max_length=4000)
 
 
@@ -483,7 +518,7 @@ def claim_supersede(svc: ProbeService, req: ClaimSupersedeRequest) -> ClaimRecor
 
 
 class ClaimWithdrawRequest(Request):
-    claim_id: str = _Id
+    claim_id: str = _ClaimId
     rationale: str = Field(min_length=1, max_length=4000)
     scope: str | None = None
 
@@ -498,7 +533,7 @@ def claim_withdraw(svc: ProbeService, req: ClaimWithdrawRequest) -> Tombstone:
 
 
 class ClaimShowRequest(Request):
-    claim_id: str = _Id
+    claim_id: str = _ClaimId
     scope: str | None = None
 
 
@@ -613,7 +648,7 @@ def change_analyze(svc: ProbeService, req: ChangeAnalyzeRequest) -> ChangeAnalys
 class ObligationListRequest(Request):
     scope: str | None = None
     state: Literal["open", "resolved"] | None = None
-    claim_id: str | None = Field(None, pattern=_HEX64)
+    claim_id: str | None = Field(None, pattern=_CLAIM)
     snapshot_id: str | None = Field(None, pattern=_HEX64)
     limit: int = Field(1000, ge=1, le=10_000)
 
@@ -638,11 +673,11 @@ def obligation_list(svc: ProbeService, req: ObligationListRequest) -> Obligation
 
 
 class ObligationResolveRequest(Request):
-    obligation_id: str = _Id
+    obligation_id: str = _ObligationId
     resolution: Literal["rechecked", "accepted_risk", "superseded", "withdrawn"]
     rationale: str = Field(min_length=1, max_length=4000)
     receipt: str | None = Field(None, pattern=_HEX64, description="For rechecked.")
-    successor_claim_id: str | None = Field(None, pattern=_HEX64, description="For superseded.")
+    successor_claim_id: str | None = Field(None, pattern=_CLAIM, description="For superseded.")
     scope: str | None = None
     resolved_by: str | None = Field(None, max_length=200)
 
@@ -722,3 +757,32 @@ def knowledge_events(svc: ProbeService, req: KnowledgeEventsRequest) -> Events:
     )
     last = found[-1].cursor if found else req.after
     return Events(events=found, next_after=last)
+
+
+# --- TypeScript -------------------------------------------------------------------------
+
+
+class TypescriptBoundaryRequest(Request):
+    snapshot_id: str = _Id
+    symbol: str = Field(min_length=1, max_length=512, description="The symbol's name.")
+    # Not ``file``: this names a path inside the snapshot, never one on this machine.
+    declared_in: str | None = Field(
+        None, max_length=4096, description="The declaring file's path inside the snapshot."
+    )
+    max_results: int = Field(1000, ge=1, le=100_000)
+
+
+@operation("typescript_boundary", faces=HOST, long_running=True)
+def typescript_boundary(svc: ProbeService, req: TypescriptBoundaryRequest) -> BoundaryResult:
+    """Resolve a TypeScript symbol's definitions and consumers from the materialized
+    snapshot (never a working tree) with an isolated, pinned compiler in the sandbox, with
+    completeness signals: a result that is incomplete, truncated or unavailable says so and
+    never counts as current for a claim."""
+    return functions.typescript_boundary(
+        svc.store, req.snapshot_id, req.symbol, req.declared_in, max_results=req.max_results
+    )
+
+
+# The CLI's own rows (id prefixes, key creation, JSONL batches) and the web view's read-only
+# rows (docs/ARCHITECTURE.md, "Web view") live beside this table.
+from . import table_cli, table_web  # noqa: E402, F401

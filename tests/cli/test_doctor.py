@@ -17,7 +17,7 @@ class TestDoctor:
         doc = json.loads(out)
         names = {c["name"] for c in doc["checks"]}
         expected = {"runtime digest", "bubblewrap", "socat", "ripgrep", "cgroups", "policy file"}
-        assert expected | {"mechanism", "store (embedded)"} <= names
+        assert expected | {"mechanism", "store (embedded)", "typescript worker"} <= names
         assert code == (0 if doc["ok"] else 1)
         assert all(c["fix"] for c in doc["checks"] if not c["ok"])
 

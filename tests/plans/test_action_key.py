@@ -74,3 +74,23 @@ def test_resolved_executable_path_is_in_the_key(tmp_path: Path) -> None:
 def test_toolchains_hook_is_empty_until_toolchains_exist() -> None:
     """Toolchain digests have a place in the key; none are recorded yet."""
     assert action_inputs("plan", PLAN, policy(), "sandbox", {}).toolchains == ()
+
+
+def test_toolchain_digests_are_in_the_key(tmp_path: Path) -> None:
+    """A toolchain whose content changed is another action; an unchanged one is the same."""
+    from probe_service.toolchains import resolve_toolchains
+
+    root = tmp_path / "tc"
+    (root / "lib").mkdir(parents=True)
+    (root / "lib" / "m.py").write_text("A = 1\n")
+    pol = policy(toolchains={"tc": str(root)})
+
+    def keyed() -> str:
+        inputs = action_inputs("plan", PLAN, pol, "sandbox", {}, resolve_toolchains(pol))
+        return action_key_for(inputs)
+
+    first = keyed()
+    assert keyed() == first
+    (root / "lib" / "m.py").write_text("A = 2\n")
+    assert keyed() != first
+    assert key({}) != first  # and a policy with no toolchain keys differently again

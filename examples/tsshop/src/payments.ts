@@ -1,0 +1,3 @@
+export function chargeCard(amountCents: number): boolean {
+  return amountCents > 0;
+}

@@ -1,0 +1,34 @@
+"""Toolchains: administrator-declared trees a probe may read and execute, with digests.
+
+docs/ARCHITECTURE.md, "Toolchains".
+"""
+
+from __future__ import annotations
+
+from .digest import (
+    ExternalTarget,
+    ToolchainDigest,
+    ToolchainDigester,
+    digest_toolchain,
+)
+from .resolve import (
+    ResolvedToolchain,
+    ToolchainChanged,
+    recheck_toolchains,
+    resolve_toolchains,
+)
+from .roots import ToolchainUnsafe, check_toolchain_pins, check_toolchain_root
+
+__all__ = [
+    "ExternalTarget",
+    "ResolvedToolchain",
+    "ToolchainChanged",
+    "ToolchainDigest",
+    "ToolchainDigester",
+    "ToolchainUnsafe",
+    "check_toolchain_pins",
+    "check_toolchain_root",
+    "digest_toolchain",
+    "recheck_toolchains",
+    "resolve_toolchains",
+]

@@ -1,0 +1,127 @@
+"""What ``policy check`` verifies beyond the file itself: every pin and every toolchain.
+
+docs/ARCHITECTURE.md, "Toolchains": each pin exists and is a regular executable file,
+each toolchain root is a directory that keeps the safety rules, and the probe uids can
+reach both -- a toolchain under ``/root`` is refused here, naming the ancestor that stops
+them, instead of surfacing later as a probe's ``No module named ...``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from ..errors import PolicyError, ProbeServiceError, SandboxUnavailable
+from ..policies import Policy, capture_identity, load_policy_file, policy_digest
+from ..policies.executables import resolve_executable
+from ..policies.model import toolchain_of_pin
+from ..sandbox.identity import PROBE_SLOTS, PROBE_UID_BASE, check_reachable
+from .resolve import resolve_toolchains
+
+__all__ = ["PinReport", "PolicyReport", "ToolchainReport", "verify_policy_file"]
+
+
+class PinReport(BaseModel):
+    """One pinned executable: where it points and its content digest."""
+
+    model_config = ConfigDict(frozen=True)
+
+    executable: str
+    pin: str
+    resolved: str
+    sha256: str
+    toolchain: str | None
+
+
+class ToolchainReport(BaseModel):
+    """One toolchain: its root, digest and size."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    path: str
+    sha256: str
+    files: int
+    bytes: int
+    external: list[dict[str, str | None]]
+
+
+class PolicyReport(BaseModel):
+    """One verified policy."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    digest: str
+    pins: list[PinReport]
+    toolchains: list[ToolchainReport]
+
+
+def _reachable(path: Path, what: str) -> None:
+    # Every slot uid is "other" to a root-owned tree, so the first slot stands for all.
+    try:
+        check_reachable(path, what, uid=PROBE_UID_BASE, gid=PROBE_UID_BASE)
+    except SandboxUnavailable as exc:
+        last = PROBE_UID_BASE + PROBE_SLOTS - 1
+        raise PolicyError(
+            f"{exc} -- probes run as uids {PROBE_UID_BASE}-{last}, which must be able to "
+            "search every ancestor and read the tree (put it under e.g. /opt, mode 0755)"
+        ) from exc
+
+
+def _pin(policy: Policy, executable: str, pin: str) -> PinReport:
+    try:
+        resolved = resolve_executable(policy, executable)
+        identity = capture_identity(resolved)
+    except ProbeServiceError as exc:
+        raise PolicyError(f"pin for {executable!r} ({pin}): {exc}") from exc
+    _reachable(Path(pin), f"pin for {executable!r}")
+    _reachable(resolved, f"pin for {executable!r}")
+    return PinReport(
+        executable=executable,
+        pin=pin,
+        resolved=str(resolved),
+        sha256=identity.sha256,
+        toolchain=toolchain_of_pin(policy, pin),
+    )
+
+
+def _verify(policy: Policy) -> PolicyReport:
+    toolchains = []
+    for resolved in resolve_toolchains(policy):
+        _reachable(Path(resolved.path), f"toolchain {resolved.name!r}")
+        if resolved.digest.unreadable:
+            raise PolicyError(
+                f"toolchain {resolved.name!r} ({resolved.path}): entries other users cannot "
+                f"read, so the probe cannot either: {', '.join(resolved.digest.unreadable)}"
+            )
+        toolchains.append(
+            ToolchainReport(
+                name=resolved.name,
+                path=resolved.path,
+                sha256=resolved.digest.sha256,
+                files=resolved.digest.files,
+                bytes=resolved.digest.bytes,
+                external=[target.model_dump() for target in resolved.digest.external],
+            )
+        )
+    pins = [_pin(policy, name, pin) for name, pin in sorted(policy.executable_pins.items())]
+    return PolicyReport(
+        id=policy.id, digest=policy_digest(policy), pins=pins, toolchains=toolchains
+    )
+
+
+def verify_policy_file(path: Path) -> list[PolicyReport]:
+    """Load ``path`` and verify every policy's pins and toolchains.
+
+    Raises ``PolicyError`` naming the file, the policy and the pin or toolchain at fault.
+    """
+    policy_file = load_policy_file(path)
+    reports = []
+    for policy in policy_file.policies:
+        try:
+            reports.append(_verify(policy))
+        except PolicyError as exc:
+            raise PolicyError(f"{path}: policy {policy.id!r}: {exc}") from exc
+    return reports

@@ -1,0 +1,207 @@
+"""``typescript_boundary``: definitions and consumers of a symbol in one stored snapshot.
+
+docs/ARCHITECTURE.md, "TypeScript boundary". The worker's answer is data: it is checked
+against the request (adapter, symbol, file) and every span against the snapshot's own
+bytes before it is believed; an answer that does not match is ``unavailable``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..claims.digests import digest_json
+from ..claims.models import MAX_QUERY_RESULTS
+from ..claims.queries import ANALYZER_VERSION, typescript_domain
+from ..claims.sources import SnapshotSource
+from ..claims.views import BlobMissing, TreeView
+from ..errors import InvalidInput, NotFound
+from ..sandbox import SandboxRuntime
+from ..store import Store
+from .install import PINNED_TYPESCRIPT, WorkerInstall
+from .models import BoundaryProject, BoundaryResult, BoundarySite
+from .worker import ADAPTER_VERSION, WorkerAnswer, run_worker, span_matches
+
+__all__ = ["boundary_for_tree", "result_identity", "typescript_boundary"]
+
+_SYMBOL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
+
+
+def typescript_boundary(
+    store: Store,
+    snapshot_id: str,
+    symbol: str,
+    file: str | None = None,
+    *,
+    max_results: int = 1000,
+    runtime: SandboxRuntime | None = None,
+    worker: WorkerInstall | None = None,
+) -> BoundaryResult:
+    """Resolve the definitions and consumers of ``symbol`` in the stored snapshot.
+
+    Raises InvalidInput for a malformed symbol, file or limit; NotFound when the snapshot
+    (or a blob it names) is not in the store. Budgets, sandbox and worker failures are
+    answers (``unavailable``), never exceptions.
+    """
+    check_request(symbol, file, max_results)
+    tree = SnapshotSource(store).require(snapshot_id)
+    try:
+        return boundary_for_tree(
+            tree,
+            (symbol, file, max_results),
+            runtime=runtime,
+            worker=worker,
+            forbidden_roots=(store.root,),
+        )
+    except BlobMissing as exc:
+        raise NotFound(f"snapshot {snapshot_id}: blob missing from the store: {exc}") from exc
+
+
+def check_request(symbol: str, file: str | None, max_results: int) -> None:
+    """Raise InvalidInput naming the field when the request is malformed."""
+    if not symbol or len(symbol) > 200 or not set(symbol) <= _SYMBOL_CHARS or symbol[0].isdigit():
+        raise InvalidInput(f"symbol: {symbol!r} is not a TypeScript identifier")
+    if file is not None:
+        parts = file.split("/")
+        if file.startswith("/") or "\\" in file or any(p in ("", ".", "..") for p in parts):
+            raise InvalidInput(f"file: {file!r} is not a clean relative path in the snapshot")
+    if not 1 <= max_results <= MAX_QUERY_RESULTS:
+        raise InvalidInput(f"max_results: {max_results} is not within 1..{MAX_QUERY_RESULTS}")
+
+
+def boundary_for_tree(
+    tree: TreeView,
+    request: tuple[str, str | None, int],
+    *,
+    domain_glob: str = "**",
+    runtime: SandboxRuntime | None = None,
+    worker: WorkerInstall | None = None,
+    forbidden_roots: Sequence[Path] = (),
+) -> BoundaryResult:
+    """The boundary of ``request`` (symbol, file, max results) in ``tree``'s inputs.
+
+    Raises BlobMissing when a blob of the inputs cannot be read.
+    """
+    domain = typescript_domain(domain_glob, tree)
+    answer = run_worker(
+        tree, domain, request, runtime=runtime, worker=worker, forbidden_roots=forbidden_roots
+    )
+    base = {
+        "snapshot_id": tree.snapshot_id,
+        "symbol": request[0],
+        "file": request[1],
+        "adapter_version": ADAPTER_VERSION,
+        "typescript_version": PINNED_TYPESCRIPT,
+        "worker_digest": answer.worker_digest,
+        "input_fingerprint": domain.content_digest,
+    }
+    if answer.reason is None:
+        try:
+            return _from_answer(base, answer, request)
+        except _Mismatch as exc:
+            answer.reason, answer.detail = "worker_answer_mismatch", str(exc)
+        except ValidationError as exc:
+            answer.reason, answer.detail = "worker_output_invalid", str(exc.errors()[0]["msg"])
+    return _unavailable(base, answer)
+
+
+class _Mismatch(Exception):
+    """The worker's answer does not match the request or the snapshot."""
+
+
+def _unavailable(base: dict[str, Any], answer: WorkerAnswer) -> BoundaryResult:
+    fields = {
+        **base,
+        "status": "unavailable",
+        "reason": answer.reason or "worker_failed",
+        "applicable": True,
+        "discovery_complete": False,
+        "complete": False,
+        "truncated": answer.reason in ("input_budget", "output_budget"),
+        "unknowns": (f"{answer.reason}: {answer.detail}",),
+    }
+    fields["result_fingerprint"] = result_identity(fields)
+    return BoundaryResult.model_validate(fields)
+
+
+def _from_answer(
+    base: dict[str, Any], answer: WorkerAnswer, request: tuple[str, str | None, int]
+) -> BoundaryResult:
+    data = answer.data
+    if (
+        data.get("adapter") != ADAPTER_VERSION
+        or data.get("typescript_version") != PINNED_TYPESCRIPT
+    ):
+        raise _Mismatch(f"adapter {data.get('adapter')!r} / {data.get('typescript_version')!r}")
+    if data.get("symbol") != request[0] or data.get("file") != request[1]:
+        raise _Mismatch("the answer names another symbol or file than was asked")
+    if data.get("status") == "unavailable":
+        answer.reason, answer.detail = "input_budget", "; ".join(map(str, data.get("unknowns", [])))
+        return _unavailable(base, answer)
+    if data.get("status") not in ("ok", "inapplicable"):
+        answer.reason = "worker_error"
+        answer.detail = "; ".join(map(str, data.get("unknowns", [])))[:2000]
+        return _unavailable(base, answer)
+    unknowns = [str(u) for u in data.get("unknowns", [])]
+    unknowns += [f"symbolic link not materialized: {p}" for p in answer.skipped_links]
+    complete = bool(data.get("complete")) and not answer.skipped_links
+    truncated = bool(data.get("truncated"))
+    applicable = bool(data.get("applicable"))
+    status = "inapplicable" if not applicable else ("complete" if complete else "incomplete")
+    fields = {
+        **base,
+        "status": status,
+        "applicable": applicable,
+        "discovery_complete": bool(data.get("discovery_complete")) and not answer.skipped_links,
+        "complete": complete and not truncated,
+        "truncated": truncated,
+        "projects": [BoundaryProject.model_validate(p) for p in data.get("projects", [])],
+        "definitions": [_site(s, answer.files) for s in data.get("definitions", [])],
+        "consumers": [_site(s, answer.files) for s in data.get("consumers", [])],
+        "unknowns": tuple(unknowns),
+        "unavailable_packages": tuple(data.get("unavailable_packages", [])),
+        "outside_reads": tuple(data.get("outside_reads", [])),
+        "domain_fingerprint": data.get("domain_fingerprint"),
+        "resolution_fingerprint": data.get("resolution_fingerprint"),
+    }
+    fields["result_fingerprint"] = result_identity(fields)
+    return BoundaryResult.model_validate(fields)
+
+
+def _site(raw: Any, files: dict[str, bytes]) -> BoundarySite:
+    if not isinstance(raw, dict):
+        raise _Mismatch("a site is not a map")
+    path, start, end, sha = raw.get("path"), raw.get("start"), raw.get("end"), raw.get("sha256")
+    if not (isinstance(path, str) and isinstance(start, int) and isinstance(end, int)):
+        raise _Mismatch("a site lacks its path or byte span")
+    if not isinstance(sha, str) or not span_matches(files, path, start, end, sha):
+        raise _Mismatch(f"{path}:{start}-{end}: span does not match the snapshot's bytes")
+    line = files[path][:start].count(b"\n") + 1
+    return BoundarySite.model_validate({**raw, "line": line})
+
+
+def result_identity(fields: dict[str, Any]) -> str:
+    """Digest of what a claim depends on: definitions and consumers by path, role and span
+    content (not position, so moving code keeps it), completeness and truncation."""
+
+    def sites(key: str) -> list[list[str]]:
+        items = fields.get(key, ())
+        return sorted([_get(s, "path"), _get(s, "role"), _get(s, "sha256")] for s in items)
+
+    return digest_json(
+        {
+            "analyzer": ANALYZER_VERSION["typescript_boundary"],
+            "definitions": sites("definitions"),
+            "consumers": sites("consumers"),
+            "status": fields["status"],
+            "complete": fields["complete"],
+            "truncated": fields["truncated"],
+        }
+    )
+
+
+def _get(site: Any, key: str) -> str:
+    return str(site[key] if isinstance(site, dict) else getattr(site, key))

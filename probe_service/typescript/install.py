@@ -1,0 +1,161 @@
+"""Locate and verify the TypeScript boundary worker install (``tsboundary/``).
+
+docs/ARCHITECTURE.md, "TypeScript boundary": the worker and the pinned compiler are
+verified like the Sandbox Runtime: the installed ``typescript`` says the pinned version,
+and one SHA-256 over ``boundary.cjs`` and the whole ``node_modules`` tree equals
+``tsboundary/worker.sha256``. A root caller whose checkout the probe uids cannot reach
+gets a staged, root-owned, world-readable copy, verified again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import probe_service
+from probe_service.errors import SandboxUnavailable
+from probe_service.sandbox.identity import PROBE_UID_BASE, check_reachable
+from probe_service.sandbox.runtime import runtime_tree_digest, verify_fingerprints
+
+__all__ = [
+    "PINNED_TYPESCRIPT",
+    "WORKER_DIR_ENV",
+    "WORKER_FILE",
+    "WorkerInstall",
+    "default_worker_dir",
+    "locate_worker",
+    "verify_worker_unchanged",
+    "worker_tree_digest",
+]
+
+PINNED_TYPESCRIPT = "5.9.3"
+WORKER_DIR_ENV = "BYTE_PROBE_TSBOUNDARY_DIR"
+WORKER_FILE = "boundary.cjs"
+DIGEST_FILE = "worker.sha256"
+_OWN_FILES = (WORKER_FILE,)
+#: Where a root caller keeps copies of the verified worker that probe uids can read.
+STAGING_DIR = Path("/var/lib/byte-probe/tsboundary")
+_Fingerprint = tuple[str, int, int, int, int]
+
+
+@dataclass(frozen=True)
+class WorkerInstall:
+    """A verified worker install: its directory, entry file and digest."""
+
+    install_dir: Path
+    worker_path: Path
+    digest: str
+    fingerprints: tuple[_Fingerprint, ...]
+
+
+def default_worker_dir() -> Path:
+    """Return ``$BYTE_PROBE_TSBOUNDARY_DIR`` or ``<repo>/tsboundary`` beside the package."""
+    override = os.environ.get(WORKER_DIR_ENV)
+    if override:
+        return Path(override)
+    return Path(probe_service.__file__).resolve().parent.parent / "tsboundary"
+
+
+def worker_tree_digest(install_dir: Path) -> tuple[str, tuple[_Fingerprint, ...]]:
+    """Digest of ``boundary.cjs`` and every file and link under ``node_modules``.
+
+    Raises ``SandboxUnavailable`` (``sandbox_unverified``) like the runtime digest.
+    """
+    return runtime_tree_digest(install_dir, _OWN_FILES)
+
+
+def _check_version(install_dir: Path) -> None:
+    manifest_path = install_dir / "node_modules" / "typescript" / "package.json"
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SandboxUnavailable(
+            f"{manifest_path}: TypeScript not installed (run `make setup`)",
+            reason="sandbox_prerequisite_missing",
+        ) from exc
+    if manifest.get("version") != PINNED_TYPESCRIPT:
+        raise SandboxUnavailable(
+            f"{manifest_path}: version {manifest.get('version')!r} is not {PINNED_TYPESCRIPT}",
+            reason="sandbox_unverified",
+        )
+
+
+def _recorded_digest(install_dir: Path) -> str:
+    try:
+        words = (install_dir / DIGEST_FILE).read_text(encoding="utf-8").split()
+    except OSError as exc:
+        raise SandboxUnavailable(
+            f"{install_dir / DIGEST_FILE}: no recorded worker digest", reason="sandbox_unverified"
+        ) from exc
+    return words[0] if words else ""
+
+
+def _reachable(root: Path) -> bool:
+    try:
+        for name in ("node_modules", *_OWN_FILES):
+            check_reachable(root / name, "worker", uid=PROBE_UID_BASE, gid=PROBE_UID_BASE)
+    except SandboxUnavailable:
+        return False
+    return True
+
+
+def _stage(root: Path, digest: str) -> Path:
+    staged = STAGING_DIR / digest
+    if (staged / "node_modules").is_dir():
+        return staged
+    STAGING_DIR.mkdir(mode=0o755, parents=True, exist_ok=True)
+    for parent in (STAGING_DIR.parent, STAGING_DIR):
+        parent.chmod(0o755)
+    temporary = Path(tempfile.mkdtemp(prefix=".staging-", dir=STAGING_DIR))
+    temporary.chmod(0o755)
+    shutil.copytree(root / "node_modules", temporary / "node_modules", symlinks=True)
+    for name in _OWN_FILES:
+        shutil.copy2(root / name, temporary / name)
+    (temporary / DIGEST_FILE).write_text(f"{digest}  staged copy\n", encoding="utf-8")
+    try:
+        temporary.rename(staged)
+    except OSError:  # another caller staged it first
+        shutil.rmtree(temporary, ignore_errors=True)
+    return staged
+
+
+def locate_worker(install_dir: Path | None = None) -> WorkerInstall:
+    """Verify the worker in ``install_dir``; raises ``SandboxUnavailable`` (with reason)."""
+    root = Path(os.path.realpath(install_dir or default_worker_dir()))
+    _check_version(root)
+    digest, prints = worker_tree_digest(root)
+    if digest != _recorded_digest(root):
+        raise SandboxUnavailable(
+            f"{root}: worker digest {digest} differs from {DIGEST_FILE}",
+            reason="sandbox_unverified",
+        )
+    if os.geteuid() == 0 and not _reachable(root):
+        root = _stage(root, digest)
+        staged, prints = worker_tree_digest(root)
+        if staged != digest:
+            raise SandboxUnavailable(
+                f"{root}: staged worker digest {staged} differs from {digest}",
+                reason="sandbox_unverified",
+            )
+    return WorkerInstall(root, root / WORKER_FILE, digest, prints)
+
+
+def verify_worker_unchanged(worker: WorkerInstall) -> None:
+    """Cheaply confirm no worker file changed since verification; raises ``SandboxUnavailable``."""
+    verify_fingerprints(worker.install_dir, worker.fingerprints, _OWN_FILES)
+
+
+if __name__ == "__main__":  # pragma: no cover - maintenance entry point
+    import sys
+
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else default_worker_dir()
+    value, _ = worker_tree_digest(target)
+    (target / DIGEST_FILE).write_text(
+        f"{value}  {WORKER_FILE} and node_modules "
+        "(every file and link except node_modules/.package-lock.json)\n",
+        encoding="utf-8",
+    )

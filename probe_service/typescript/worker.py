@@ -1,0 +1,173 @@
+"""Run the TypeScript boundary worker on one snapshot, in the sandbox, and read its answer.
+
+docs/ARCHITECTURE.md, "TypeScript boundary": the snapshot's TypeScript inputs are
+materialized into a disposable directory (never a working tree), within the input caps,
+and the verified worker runs there under the built-in profile. Every failure — a budget,
+the sandbox, the worker, an answer that does not match the request or the snapshot —
+becomes an ``unavailable`` answer with a machine-readable reason, never an exception.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..claims.digests import digest_bytes
+from ..claims.queries import Domain
+from ..claims.views import TreeView
+from ..errors import SandboxUnavailable
+from ..fstree import discard_tree
+from ..rundirs import make_run_dir
+from ..sandbox import SandboxRuntime, locate_runtime, run_sandboxed
+from .install import WorkerInstall, locate_worker, verify_worker_unchanged
+from .profile import BOUNDARY_PROFILE, HEAP_MIB, MAX_INPUT_BYTES, MAX_INPUT_FILES
+
+__all__ = [
+    "ADAPTER_VERSION",
+    "WorkerAnswer",
+    "check_input_budget",
+    "run_worker",
+    "span_matches",
+]
+
+#: The worker's protocol version; it echoes it in every answer.
+ADAPTER_VERSION = "typescript-boundary/1"
+_DIR_MODE = 0o755
+_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclass
+class WorkerAnswer:
+    """The worker's parsed answer, or why there is none (``reason`` set)."""
+
+    data: dict[str, Any] = field(default_factory=dict)
+    reason: str | None = None
+    detail: str = ""
+    worker_digest: str | None = None
+    #: Files written into the materialization, by path (for span verification).
+    files: dict[str, bytes] = field(default_factory=dict)
+    #: Links in the input set that were not materialized (explicit unknowns).
+    skipped_links: tuple[str, ...] = ()
+
+
+def check_input_budget(domain: Domain) -> str | None:
+    """Return why ``domain`` exceeds the compiler input caps, or ``None`` when it fits."""
+    files = sum(1 for m in domain.members if m.kind == "file")
+    size = sum(m.size for m in domain.members if m.kind == "file")
+    if files > MAX_INPUT_FILES:
+        return f"{files} TypeScript input files exceed the {MAX_INPUT_FILES}-file cap"
+    if size > MAX_INPUT_BYTES:
+        return f"{size} bytes of TypeScript input exceed the {MAX_INPUT_BYTES}-byte cap"
+    return None
+
+
+def _write_inputs(domain: Domain, tree: TreeView, root: Path, answer: WorkerAnswer) -> None:
+    """Write the domain's files under ``root`` (links are not followed: listed as unknowns)."""
+    root.mkdir(mode=_DIR_MODE)
+    links: list[str] = []
+    for member in domain.members:
+        if member.kind != "file":
+            links.append(member.path)
+            continue
+        data = tree.read(member)
+        target = root / member.path
+        target.parent.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+        fd = os.open(target, _FILE_FLAGS, 0o444)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        answer.files[member.path] = data
+    answer.skipped_links = tuple(links)
+
+
+def _worker_args(worker: WorkerInstall, symbol: str, file: str | None, limit: int) -> list[str]:
+    args = [f"--max-old-space-size={HEAP_MIB}", str(worker.worker_path), "--root", "."]
+    args += ["--symbol", symbol, "--max-results", str(limit)]
+    args += ["--max-files", str(MAX_INPUT_FILES), "--max-bytes", str(MAX_INPUT_BYTES)]
+    return args + (["--file", file] if file is not None else [])
+
+
+def _read_output(stdout: bytes, stderr: bytes, exit_code: int | None) -> WorkerAnswer:
+    if exit_code != 0:
+        if b"heap limit" in stderr or b"heap out of memory" in stderr:
+            return WorkerAnswer(reason="heap_budget", detail=f"{HEAP_MIB} MiB V8 heap exhausted")
+        return WorkerAnswer(reason="worker_failed", detail=f"worker exited with {exit_code}")
+    try:
+        data = json.loads(stdout.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return WorkerAnswer(reason="worker_output_invalid", detail="worker output is not JSON")
+    if not isinstance(data, dict):
+        return WorkerAnswer(reason="worker_output_invalid", detail="worker output is not a map")
+    return WorkerAnswer(data=data)
+
+
+def _sandbox_answer(status: str, reason: str | None, detail: str) -> WorkerAnswer:
+    if status == "output_limit":
+        return WorkerAnswer(reason="output_budget", detail="4 MiB stdout+stderr budget crossed")
+    if status == "timeout":
+        return WorkerAnswer(reason="timeout", detail=detail or "worker timed out")
+    if reason == "memory_limit":
+        return WorkerAnswer(reason="memory_budget", detail=detail)
+    return WorkerAnswer(reason=f"sandbox:{reason or status}", detail=detail)
+
+
+def run_worker(
+    tree: TreeView,
+    domain: Domain,
+    request: tuple[str, str | None, int],
+    *,
+    runtime: SandboxRuntime | None = None,
+    worker: WorkerInstall | None = None,
+    forbidden_roots: Sequence[Path] = (),
+) -> WorkerAnswer:
+    """Materialize ``domain`` of ``tree`` and run the worker for ``(symbol, file, limit)``.
+
+    Never raises for a refusal: the answer carries ``reason``. ``BlobMissing`` (a blob the
+    store cannot produce) propagates, as for every other query.
+    """
+    symbol, file, limit = request
+    over = check_input_budget(domain)
+    if over is not None:
+        return WorkerAnswer(reason="input_budget", detail=over)
+    try:
+        runtime = runtime or locate_runtime()
+        worker = worker or locate_worker()
+        verify_worker_unchanged(worker)
+    except SandboxUnavailable as exc:
+        return WorkerAnswer(reason=f"sandbox:{exc.reason}", detail=str(exc))
+    workdir = make_run_dir()
+    answer = WorkerAnswer(worker_digest=worker.digest)
+    with ExitStack() as cleanup:
+        cleanup.callback(discard_tree, workdir)
+        snapshot_dir, scratch = workdir / "snapshot", workdir / "scratch"
+        _write_inputs(domain, tree, snapshot_dir, answer)
+        scratch.mkdir()
+        result = run_sandboxed(
+            policy=BOUNDARY_PROFILE,
+            executable="node",
+            args=_worker_args(worker, symbol, file, limit),
+            snapshot_dir=snapshot_dir,
+            scratch_dir=scratch,
+            runtime=runtime,
+            extra_forbidden_roots=tuple(forbidden_roots),
+            extra_read_paths=(worker.install_dir,),
+        )
+    if result.status != "ok":
+        outcome = _sandbox_answer(result.status, result.reason, result.detail)
+    else:
+        outcome = _read_output(result.stdout, result.stderr, result.exit_code)
+    outcome.worker_digest, outcome.files = worker.digest, answer.files
+    outcome.skipped_links = answer.skipped_links
+    return outcome
+
+
+def span_matches(files: dict[str, bytes], path: str, start: int, end: int, sha256: str) -> bool:
+    """Whether the worker's span names bytes of a materialized file with that SHA-256."""
+    data = files.get(path)
+    if data is None or not 0 <= start < end <= len(data):
+        return False
+    return digest_bytes(data[start:end]) == sha256

@@ -1,0 +1,164 @@
+"""The junit_xml oracle: a hardened, bounded decoder and the verdicts it gives."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from probe_service.errors import JunitReportInvalid
+from probe_service.plans import parse_plan
+from probe_service.plans.junit_report import (
+    MAX_JUNIT_CASES,
+    MAX_JUNIT_REPORT_BYTES,
+    decode_junit_report,
+)
+from probe_service.plans.oracle import decide_outcome, evaluate_check
+
+from .conftest import oracle_doc, plan_doc
+
+REPORT = b"""<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" tests="3">
+<testcase classname="tests.test_calc" name="test_add" time="0.002">
+  <system-out>adding</system-out></testcase>
+<testcase classname="tests.test_calc" name="test_div" time="0.010">
+  <failure message="ZeroDivisionError">trace</failure></testcase>
+<testcase classname="tests.test_calc" name="test_later" time="0"><skipped message="todo"/>
+</testcase>
+</testsuite></testsuites>"""
+
+
+def _plan(require: tuple[str, ...] = (), refutes: bool = True) -> object:
+    check = {"kind": "junit_xml", "path": "out/report.xml", "require": list(require)}
+    return parse_plan(plan_doc(oracle=oracle_doc(check=check), failure_refutes=refutes))
+
+
+def _scratch_with(tmp_path: Path, data: bytes) -> Path:
+    (tmp_path / "out").mkdir(exist_ok=True)
+    (tmp_path / "out" / "report.xml").write_bytes(data)
+    return tmp_path
+
+
+class TestDecoder:
+    def test_cases_keep_outcome_time_message_and_output(self) -> None:
+        """Each test case is kept with its outcome, time, message and captured output."""
+        report = decode_junit_report(REPORT)
+        assert [(c.id, c.outcome, c.time) for c in report.cases] == [
+            ("tests.test_calc::test_add", "passed", 0.002),
+            ("tests.test_calc::test_div", "failed", 0.01),
+            ("tests.test_calc::test_later", "skipped", 0.0),
+        ]
+        assert report.cases[0].system_out == "adding"
+        assert report.cases[1].message == "ZeroDivisionError"
+        assert report.counts() == {"tests": 3, "passed": 1, "failed": 1, "error": 0, "skipped": 1}
+
+    def test_doctype_is_refused_naming_the_report(self) -> None:
+        """A DOCTYPE (the door to entity expansion and external references) is refused."""
+        bomb = (
+            b'<!DOCTYPE t [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;">]>'
+            b"<testsuite><testcase name='&b;'/></testsuite>"
+        )
+        with pytest.raises(JunitReportInvalid, match=r"report.xml: refused: a DOCTYPE"):
+            decode_junit_report(bomb, "report.xml")
+
+    def test_external_entity_is_refused(self) -> None:
+        """An XXE attempt reading a host file is refused before anything is resolved."""
+        xxe = (
+            b'<?xml version="1.0"?><!DOCTYPE t [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
+            b"<testsuite><testcase name='&x;'/></testsuite>"
+        )
+        with pytest.raises(JunitReportInvalid, match=r"refused"):
+            decode_junit_report(xxe)
+
+    def test_report_over_its_size_limit_is_refused_naming_the_limit(self) -> None:
+        """A report larger than the limit is refused before it is parsed."""
+        big = b"<testsuite>" + b" " * MAX_JUNIT_REPORT_BYTES + b"</testsuite>"
+        with pytest.raises(JunitReportInvalid, match=f"over the {MAX_JUNIT_REPORT_BYTES}-byte"):
+            decode_junit_report(big, "report.xml")
+
+    def test_too_many_cases_are_refused(self) -> None:
+        """More test cases than the limit are refused, naming the limit."""
+        many = b"<testsuite>" + b"<testcase name='t'/>" * (MAX_JUNIT_CASES + 1) + b"</testsuite>"
+        with pytest.raises(JunitReportInvalid, match=f"more than {MAX_JUNIT_CASES}"):
+            decode_junit_report(many)
+
+    @pytest.mark.parametrize("data", [b"", b"<testsuite>", b"<html/>", b"\xff\xfe<a/>"])
+    def test_malformed_reports_raise_the_one_error(self, data: bytes) -> None:
+        """Anything that is not a JUnit document raises JunitReportInvalid."""
+        with pytest.raises(JunitReportInvalid):
+            decode_junit_report(data)
+
+    def test_long_output_is_bounded(self) -> None:
+        """Captured output is cut to its bound with a note saying how much was left out."""
+        data = b"<testsuite><testcase name='t'><system-out>" + b"x" * 10_000
+        data += b"</system-out></testcase></testsuite>"
+        kept = decode_junit_report(data).cases[0].system_out
+        assert len(kept) < 4200
+        assert "more characters not kept" in kept
+
+
+class TestVerdicts:
+    def test_all_tests_must_pass_by_default(self, tmp_path: Path) -> None:
+        """With no require list, one failure fails the check (refutes when declared so)."""
+        verdict = evaluate_check(_plan(), 1, b"", _scratch_with(tmp_path, REPORT))
+        assert (verdict.passed, verdict.error) == (False, False)
+        assert verdict.junit is not None
+        assert decide_outcome(_plan(), None, verdict).outcome == "refutes"
+
+    def test_a_named_subset_may_pass(self, tmp_path: Path) -> None:
+        """Requiring only the passing test supports, whatever the others did."""
+        plan = _plan(require=("tests.test_calc::test_add",))
+        verdict = evaluate_check(plan, 1, b"", _scratch_with(tmp_path, REPORT))
+        assert verdict.passed
+        assert decide_outcome(plan, None, verdict).outcome == "supports"
+
+    def test_a_required_test_missing_from_the_report_is_inconclusive(self, tmp_path: Path) -> None:
+        """A required test that did not run is an oracle error, never a refutation."""
+        plan = _plan(require=("tests.test_calc::test_absent",))
+        verdict = evaluate_check(plan, 0, b"", _scratch_with(tmp_path, REPORT))
+        assert verdict.error
+        assert decide_outcome(plan, None, verdict).outcome == "inconclusive"
+
+    def test_a_report_with_no_test_fails(self, tmp_path: Path) -> None:
+        """ "All tests pass" over zero tests is not a pass."""
+        verdict = evaluate_check(_plan(), 0, b"", _scratch_with(tmp_path, b"<testsuites/>"))
+        assert not verdict.passed
+
+    def test_no_report_is_inconclusive(self, tmp_path: Path) -> None:
+        """A probe that wrote no report (e.g. pytest missing) is an oracle error."""
+        verdict = evaluate_check(_plan(), 1, b"", tmp_path)
+        assert verdict.error
+        assert "no JUnit report" in verdict.detail
+
+    def test_oversized_report_in_scratch_is_inconclusive_naming_the_limit(
+        self, tmp_path: Path
+    ) -> None:
+        """A report over the limit is not read whole and ends the check as an error."""
+        scratch = _scratch_with(tmp_path, b"<testsuite>" + b" " * MAX_JUNIT_REPORT_BYTES)
+        verdict = evaluate_check(_plan(), 0, b"", scratch)
+        assert verdict.error
+        assert f"{MAX_JUNIT_REPORT_BYTES}-byte report limit" in verdict.detail
+
+    def test_doctype_report_in_scratch_is_inconclusive(self, tmp_path: Path) -> None:
+        """A report with a DOCTYPE is refused with a clear reason; the check errs."""
+        scratch = _scratch_with(tmp_path, b"<!DOCTYPE t><testsuite/>")
+        verdict = evaluate_check(_plan(), 0, b"", scratch)
+        assert verdict.error
+        assert "DOCTYPE" in verdict.detail
+
+    def test_a_linked_report_is_not_followed(self, tmp_path: Path) -> None:
+        """A report that is a link (say to a host file) is never read through."""
+        (tmp_path / "out").mkdir()
+        os.symlink("/etc/passwd", tmp_path / "out" / "report.xml")
+        verdict = evaluate_check(_plan(), 0, b"", tmp_path)
+        assert (verdict.error, verdict.junit) == (True, None)
+        assert "root:" not in verdict.detail
+
+
+class TestPlanField:
+    def test_report_path_must_stay_in_scratch(self) -> None:
+        """The report path obeys the scratch path rules (no '..', no absolute path)."""
+        check = {"kind": "junit_xml", "path": "../report.xml"}
+        with pytest.raises(Exception, match=r"oracle.check.path"):
+            parse_plan(plan_doc(oracle=oracle_doc(check=check)))
