@@ -236,6 +236,10 @@ SLOW_PATHS = (
     "tests/sandbox/test_limits.py",
     "tests/sandbox/test_network.py",
     "tests/test_walkthrough.py",
+    # One scenario through every face (API, host and MCP subprocesses), like the walkthrough:
+    # the two costliest tests of the quick loop (30 s and 7 s on the loaded machine).
+    "tests/faces/test_parity.py",
+    "tests/faces/test_bad_input.py",
 )
 
 #: Fixtures that make a test slow wherever it lives: ``start_farm`` starts real worker
