@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
@@ -75,19 +76,44 @@ def postgres_base_url() -> Iterator[str]:
     yield url
 
 
-@pytest.fixture
-def pg_url(postgres_base_url: str) -> Iterator[str]:
-    """A URL whose search_path is a fresh schema, dropped after the test."""
+@contextmanager
+def fresh_schema(postgres_base_url: str) -> Iterator[str]:
+    """A URL whose search_path is a fresh schema, dropped on exit."""
     schema = f"t_{uuid.uuid4().hex[:12]}"
     # pre_ping: a test may terminate backends on purpose; teardown must still work.
     admin = create_engine(postgres_base_url, pool_pre_ping=True)
     with admin.begin() as conn:
         conn.execute(text(f'CREATE SCHEMA "{schema}"'))
     sep = "&" if "?" in postgres_base_url else "?"
-    yield f"{postgres_base_url}{sep}options={quote(f'-csearch_path={schema}')}"
-    with admin.begin() as conn:
-        conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-    admin.dispose()
+    try:
+        yield f"{postgres_base_url}{sep}options={quote(f'-csearch_path={schema}')}"
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture
+def pg_url(postgres_base_url: str) -> Iterator[str]:
+    """A URL whose search_path is a fresh schema, dropped after the test."""
+    with fresh_schema(postgres_base_url) as url:
+        yield url
+
+
+@contextmanager
+def fresh_redis_namespace(redis_url: str) -> Iterator[str]:
+    """A fresh key namespace; its keys are deleted on exit."""
+    import redis
+
+    namespace = f"test-{uuid.uuid4().hex[:12]}"
+    try:
+        yield namespace
+    finally:
+        client = redis.Redis.from_url(redis_url)
+        keys = list(client.scan_iter(f"{namespace}*"))
+        if keys:
+            client.delete(*keys)
+        client.close()
 
 
 @pytest.fixture(scope="session")
@@ -121,15 +147,8 @@ def redis_url() -> Iterator[str]:
 @pytest.fixture
 def redis_namespace(redis_url: str) -> Iterator[str]:
     """A fresh key namespace for one test; its keys are deleted afterwards."""
-    import redis
-
-    namespace = f"test-{uuid.uuid4().hex[:12]}"
-    yield namespace
-    client = redis.Redis.from_url(redis_url)
-    keys = list(client.scan_iter(f"{namespace}*"))
-    if keys:
-        client.delete(*keys)
-    client.close()
+    with fresh_redis_namespace(redis_url) as namespace:
+        yield namespace
 
 
 @pytest.fixture(scope="session")
@@ -215,16 +234,28 @@ _SERVICE_MARKERS = {
 }
 
 #: Tests that take more than a few seconds or launch many probes: attacks, farms, state
-#: machines, crash injection, the walkthrough. `make quick` (`-m "not slow"`) leaves them out.
+#: machines, decoder fuzzers (each feeds 60-150 inputs, comparing the store around each),
+#: crash injection, the walkthrough. `make quick` (`-m "not slow"`) leaves them out;
+#: `make test` and `make security` run them.
 SLOW_PATHS = (
     "tests/security/",
     "tests/crash/",
+    "tests/fuzz/",
     "tests/queue/test_reliability.py",
     "tests/claims/test_state_machine.py",
     "tests/sandbox/test_limits.py",
     "tests/sandbox/test_network.py",
     "tests/test_walkthrough.py",
+    # One scenario through every face (API, host and MCP subprocesses), like the walkthrough:
+    # the two costliest tests of the quick loop (30 s and 7 s on the loaded machine).
+    "tests/faces/test_parity.py",
+    "tests/faces/test_bad_input.py",
 )
+
+#: Fixtures that make a test slow wherever it lives: ``start_farm`` starts real worker
+#: processes (supervisor, dramatiq, migrations, the janitor) and stops them with SIGTERM,
+#: 8-13 s a test on an idle machine.
+SLOW_FIXTURES = frozenset({"start_farm"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -239,5 +270,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if fixture in fixtures:
                 item.add_marker(marker)
         relative = Path(str(item.path)).relative_to(root).as_posix()
-        if relative.startswith(SLOW_PATHS):
+        if relative.startswith(SLOW_PATHS) or fixtures & SLOW_FIXTURES:
             item.add_marker("slow")

@@ -9,7 +9,6 @@ retries are only for infrastructure errors.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -20,6 +19,7 @@ from dramatiq.brokers.redis import RedisBroker
 from dramatiq.errors import BrokerConnectionError as DramatiqConnectionError
 
 from ..errors import BrokerUnavailable, InfrastructureError
+from .runs import NAMESPACE_ENV, configured_namespace
 
 __all__ = [
     "ACTOR_NAME",
@@ -27,11 +27,11 @@ __all__ = [
     "NAMESPACE_ENV",
     "REDIS_URL_ENV",
     "ProbeQueue",
+    "configured_namespace",
     "map_broker_errors",
 ]
 
 REDIS_URL_ENV = "PROBE_REDIS_URL"
-NAMESPACE_ENV = "PROBE_REDIS_NAMESPACE"
 DEFAULT_QUEUE = "probes"
 ACTOR_NAME = "run_probe"
 #: Retries are for infrastructure errors only; a probe outcome is never retried.
@@ -71,7 +71,7 @@ class ProbeQueue:
         self.url = url
         self.queue_name = queue_name
         self.broker = broker or RedisBroker(  # type: ignore[no-untyped-call]
-            url=url, namespace=namespace or os.environ.get(NAMESPACE_ENV, "byte-probe")
+            url=url, namespace=namespace or configured_namespace()
         )
         # One actor per queue on a broker; the default queue keeps the plain name.
         name = ACTOR_NAME if queue_name == DEFAULT_QUEUE else f"{ACTOR_NAME}_{queue_name}"
@@ -84,6 +84,11 @@ class ProbeQueue:
             max_backoff=30_000,
             time_limit=ACTOR_TIME_LIMIT_MS,
         )(handler or _not_a_worker)
+
+    @property
+    def namespace(self) -> str:
+        """The Redis key namespace this queue sends to (and its runs are stored under)."""
+        return str(self.broker.namespace)
 
     def enqueue(self, run_ids: Sequence[str]) -> int:
         """Send one message per run id; return how many were sent before any failure.

@@ -32,6 +32,7 @@ from .runs import (
     requeue_run,
     stale_queued_runs,
 )
+from .tables import DEFAULT_NAMESPACE
 
 __all__ = ["WorkerContext", "execute_run", "reap_runs"]
 
@@ -49,6 +50,9 @@ class WorkerContext:
     max_attempts: int = 3
     resend_after_ms: int = 300_000
     reuse: bool = True
+    #: The queue namespace this worker consumes; it executes and re-sends only runs
+    #: submitted to it (docs/ARCHITECTURE.md, "Queue namespaces").
+    namespace: str = DEFAULT_NAMESPACE
     #: Renews the leases of the runs this context is running, from one shared thread.
     leases: LeaseKeeper = field(init=False)
 
@@ -62,10 +66,12 @@ def execute_run(ctx: WorkerContext, run_id: str) -> str:
     Raises InfrastructureError (store or broker unavailable) so the actor is retried;
     every other failure ends the run with a recorded reason.
     """
-    claim = claim_run(ctx.store, run_id, ctx.owner, ctx.lease_ms)
+    claim = claim_run(ctx.store, run_id, ctx.owner, ctx.lease_ms, namespace=ctx.namespace)
     run = claim.run
     if run is None:
-        return claim.why  # duplicate delivery or another worker holds it: ack, do nothing
+        if claim.why == "other_namespace":
+            log.warning("run %s: submitted to another queue namespace; refused", run_id)
+        return claim.why  # duplicate delivery, another worker or namespace: ack, do nothing
     if run.attempts > ctx.max_attempts:
         _abandon(ctx, run.run_id, run.plan_id, run.policy_id)
         return "worker_lost"
@@ -186,11 +192,19 @@ def _abandon(
 
 
 def reap_runs(ctx: WorkerContext, enqueue: Callable[[Sequence[str]], int]) -> dict[str, int]:
-    """Requeue runs whose lease expired, abandon those out of attempts, resend stale ones."""
+    """Requeue runs whose lease expired, abandon those out of attempts, resend stale ones;
+    only runs of the context's queue namespace are touched."""
     counts = {"requeued": 0, "abandoned": 0, "resent": 0}
-    for run in expired_runs(ctx.store):
+    for run in expired_runs(ctx.store, ctx.namespace):
         if run.attempts >= ctx.max_attempts:
-            claim = claim_run(ctx.store, run.run_id, ctx.owner, ctx.lease_ms, count_attempt=False)
+            claim = claim_run(
+                ctx.store,
+                run.run_id,
+                ctx.owner,
+                ctx.lease_ms,
+                count_attempt=False,
+                namespace=ctx.namespace,
+            )
             if claim.run is not None:
                 _abandon(ctx, run.run_id, run.plan_id, run.policy_id)
                 counts["abandoned"] += 1
@@ -198,7 +212,7 @@ def reap_runs(ctx: WorkerContext, enqueue: Callable[[Sequence[str]], int]) -> di
             enqueue([run.run_id])
             mark_enqueued(ctx.store, [run.run_id])
             counts["requeued"] += 1
-    stale = stale_queued_runs(ctx.store, ctx.resend_after_ms)
+    stale = stale_queued_runs(ctx.store, ctx.namespace, ctx.resend_after_ms)
     if stale:
         sent = enqueue(stale)
         mark_enqueued(ctx.store, stale[:sent])

@@ -3,7 +3,7 @@
 The farm is the ``runs`` table: queue depth and running runs are counted there by index
 range; outcomes, reasons, throughput and submit-to-receipt latency per time bucket come
 from ``farm_minutes``, which a trigger keeps per minute as runs finish (migration
-``0011_web_indexes``), so a day costs at most 1,440 rows per outcome and reason however
+``0008_web_indexes``), so a day costs at most 1,440 rows per outcome and reason however
 many runs it held. Workers are those holding a lease now and those that
 wrote one of the newest receipts (the worker name is an operational field of a receipt).
 """
@@ -35,7 +35,7 @@ WORKER_SAMPLE = 200
 MINUTE_MS = 60_000
 
 #: Finished queued runs per minute, outcome and reason, kept by a trigger on ``runs``
-#: (migration ``0011_web_indexes``). Not on the shared metadata: only the migration
+#: (migration ``0008_web_indexes``). Not on the shared metadata: only the migration
 #: creates it, and only this module reads it.
 farm_minutes = Table(
     "farm_minutes",

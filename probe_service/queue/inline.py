@@ -9,6 +9,7 @@ from ..errors import SandboxUnavailable
 from ..sandbox import SandboxRuntime, locate_runtime
 from ..store import Store
 from .execute import WorkerContext, execute_run
+from .runs import configured_namespace
 
 __all__ = ["run_inline"]
 
@@ -19,6 +20,7 @@ def run_inline(store: Store, run_ids: Sequence[str], threads: int = 2) -> list[s
         runtime: SandboxRuntime | None = locate_runtime()
     except SandboxUnavailable:
         runtime = None  # each run then ends inconclusive with the runtime's own reason
-    ctx = WorkerContext(store=store, runtime=runtime)
+    # The runs were stored under the configured namespace by the same process's submit.
+    ctx = WorkerContext(store=store, runtime=runtime, namespace=configured_namespace())
     with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
         return list(pool.map(lambda run_id: execute_run(ctx, run_id), run_ids))

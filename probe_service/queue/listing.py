@@ -7,7 +7,7 @@ noted in ``inprocess_runs`` by a trigger on ``receipts``.
 The list merges both, newest first: a queued run by its submission time, a run in process
 by its receipt's time. Pagination is by keyset (a cursor of time and run id), so a page
 costs the same at the start and at the end of a 100,000-run store; the indexes come with
-migration ``0011_web_indexes``.
+migration ``0008_web_indexes``.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class _Frozen(BaseModel):
 STATES = ("queued", "running", "done")
 
 #: The snapshot and policy ids of each stored plan, kept by a trigger on ``plans``
-#: (migration ``0011_web_indexes``), so runs filter by snapshot through an index.
+#: (migration ``0008_web_indexes``), so runs filter by snapshot through an index.
 plan_keys = Table(
     "plan_keys",
     MetaData(),
@@ -53,7 +53,7 @@ plan_keys = Table(
 )
 
 #: Runs executed in a process (no ``runs`` row), one per receipt; written by a trigger on
-#: ``receipts`` (migration ``0011_web_indexes``), insert-only. Not on the shared metadata:
+#: ``receipts`` (migration ``0008_web_indexes``), insert-only. Not on the shared metadata:
 #: only the migration creates it, and only this module reads it.
 inprocess_runs = Table(
     "inprocess_runs",

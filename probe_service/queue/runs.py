@@ -6,6 +6,7 @@ number of machines can race on the same row and exactly one wins.
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Sequence
@@ -14,14 +15,16 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, and_, func, insert, or_, select, update
 
 from ..store import Store
-from .tables import runs
+from .tables import DEFAULT_NAMESPACE, runs
 
 __all__ = [
+    "NAMESPACE_ENV",
     "Claim",
     "RunRow",
     "batch_counts",
     "cancel_run",
     "claim_run",
+    "configured_namespace",
     "create_runs",
     "expired_runs",
     "finish_run",
@@ -33,6 +36,14 @@ __all__ = [
     "requeue_run",
     "stale_queued_runs",
 ]
+
+
+NAMESPACE_ENV = "PROBE_REDIS_NAMESPACE"
+
+
+def configured_namespace() -> str:
+    """The queue namespace: ``PROBE_REDIS_NAMESPACE``, or ``byte-probe`` when unset or empty."""
+    return os.environ.get(NAMESPACE_ENV) or DEFAULT_NAMESPACE
 
 
 def now_ms() -> int:
@@ -64,10 +75,16 @@ class Claim:
 
 
 def new_run_rows(
-    batch_id: str, start: int, items: Sequence[tuple[str, str]], *, reuse: bool = True
+    batch_id: str,
+    start: int,
+    items: Sequence[tuple[str, str]],
+    *,
+    namespace: str,
+    reuse: bool = True,
 ) -> list[dict[str, object]]:
-    """Rows for new queued runs of ``(plan_id, policy_id)``, numbered from ``start``;
-    ``reuse=False`` asks the worker to execute even when a reusable receipt exists."""
+    """Rows for new queued runs of ``(plan_id, policy_id)`` on queue ``namespace``, numbered
+    from ``start``; ``reuse=False`` asks the worker to execute even when a reusable receipt
+    exists."""
     submitted = now_ms()
     return [
         {
@@ -80,14 +97,22 @@ def new_run_rows(
             "attempts": 0,
             "submitted_ms": submitted,
             "reuse": reuse,
+            "namespace": namespace,
         }
         for i, (plan_id, policy_id) in enumerate(items)
     ]
 
 
-def create_runs(store: Store, batch_id: str, items: Sequence[tuple[str, str]]) -> list[str]:
-    """Insert one queued run per ``(plan_id, policy_id)``; return the new run ids in order."""
-    rows = new_run_rows(batch_id, 0, items)
+def create_runs(
+    store: Store,
+    batch_id: str,
+    items: Sequence[tuple[str, str]],
+    *,
+    namespace: str = DEFAULT_NAMESPACE,
+) -> list[str]:
+    """Insert one queued run per ``(plan_id, policy_id)`` on queue ``namespace``; return the
+    new run ids in order."""
+    rows = new_run_rows(batch_id, 0, items, namespace=namespace)
     if rows:
         with store.transaction() as conn:
             conn.execute(insert(runs), rows)
@@ -105,17 +130,28 @@ def mark_enqueued(store: Store, run_ids: Sequence[str]) -> None:
 
 
 def claim_run(
-    store: Store, run_id: str, owner: str, lease_ms: int, *, count_attempt: bool = True
+    store: Store,
+    run_id: str,
+    owner: str,
+    lease_ms: int,
+    *,
+    count_attempt: bool = True,
+    namespace: str = DEFAULT_NAMESPACE,
 ) -> Claim:
     """Take the lease on a queued run (or one whose lease expired) and count the attempt.
 
-    The janitor claims without counting when it only means to close a run for good.
+    The janitor claims without counting when it only means to close a run for good. A run
+    submitted to another queue namespace is refused (``other_namespace``) and left as it
+    was: only its own namespace's workers execute it (docs/ARCHITECTURE.md, "Queue
+    namespaces").
     """
     now = now_ms()
     with store.transaction() as conn:
         row = conn.execute(select(runs).where(runs.c.run_id == run_id)).first()
         if row is None:
             return Claim(None, "unknown_run")
+        if row.namespace != namespace:
+            return Claim(None, "other_namespace")
         if row.state == "done":
             return Claim(None, "already_done")
         if row.state == "running" and (row.lease_expires_ms or 0) > now:
@@ -124,6 +160,7 @@ def claim_run(
             update(runs)
             .where(
                 runs.c.run_id == run_id,
+                runs.c.namespace == namespace,
                 runs.c.state == row.state,
                 runs.c.attempts == row.attempts,
                 # A janitor's claim leaves attempts as they were, so state and attempts alone
@@ -232,24 +269,32 @@ def requeue_run(store: Store, run_id: str) -> bool:
         )
 
 
-def expired_runs(store: Store, limit: int = 500) -> list[RunRow]:
-    """Runs whose worker stopped renewing its lease."""
+def expired_runs(store: Store, namespace: str, limit: int = 500) -> list[RunRow]:
+    """Runs of queue ``namespace`` whose worker stopped renewing its lease."""
     with store.reading() as conn:
         rows = conn.execute(
             select(runs)
-            .where(runs.c.state == "running", runs.c.lease_expires_ms < now_ms())
+            .where(
+                runs.c.namespace == namespace,
+                runs.c.state == "running",
+                runs.c.lease_expires_ms < now_ms(),
+            )
             .limit(limit)
         )
         return [RunRow(r.run_id, r.plan_id, r.policy_id, r.state, r.attempts) for r in rows]
 
 
-def stale_queued_runs(store: Store, older_than_ms: int, limit: int = 1000) -> list[str]:
-    """Queued runs whose message was never sent, or sent long ago and never claimed."""
+def stale_queued_runs(
+    store: Store, namespace: str, older_than_ms: int, limit: int = 1000
+) -> list[str]:
+    """Queued runs of queue ``namespace`` whose message was never sent, or sent long ago
+    and never claimed; runs of other namespaces are never theirs to re-send."""
     cutoff = now_ms() - older_than_ms
     with store.reading() as conn:
         rows = conn.execute(
             select(runs.c.run_id)
             .where(
+                runs.c.namespace == namespace,
                 runs.c.state == "queued",
                 or_(
                     and_(runs.c.enqueued_ms.is_(None), runs.c.submitted_ms < cutoff),

@@ -25,7 +25,7 @@ from ..plans.persist import insert_plans, plan_row
 from ..plans.tables import plans
 from ..store import Store, append_event
 from ..store.schema import snapshots
-from .runs import batch_counts, mark_enqueued, new_run_rows
+from .runs import batch_counts, configured_namespace, mark_enqueued, new_run_rows
 from .tables import runs
 
 if TYPE_CHECKING:
@@ -126,11 +126,13 @@ def _persist_batch(
     chunk: Sequence[Plan | str],
     policy_id: str,
     reuse: bool,
+    namespace: str,
 ) -> list[str]:
     """Write a chunk's plans and runs in one transaction; return its run ids."""
     rows = [plan_row(item) for item in chunk if isinstance(item, Plan)]
     plan_ids = [item if isinstance(item, str) else plan_id_of(item) for item in chunk]
-    ids = new_run_rows(batch_id, start, [(p, policy_id) for p in plan_ids], reuse=reuse)
+    pairs = [(p, policy_id) for p in plan_ids]
+    ids = new_run_rows(batch_id, start, pairs, namespace=namespace, reuse=reuse)
     with store.transaction() as conn:
         _require_known(conn, chunk)
         insert_plans(conn, rows)
@@ -170,12 +172,14 @@ def submit_plans(
     reuse: bool = True,
 ) -> SubmitResult:
     """Persist every item as a queued run, then enqueue them (when a broker is given);
-    with ``reuse=False`` every run executes even when a reusable receipt exists.
+    with ``reuse=False`` every run executes even when a reusable receipt exists. Each run
+    belongs to the broker's namespace (``PROBE_REDIS_NAMESPACE`` when no broker is given).
 
     Raises InvalidPlan (nothing persisted) when a plan id or snapshot is not stored,
     BrokerUnavailable after persisting, naming the batch to resume.
     """
     batch_id = batch_id or uuid.uuid4().hex
+    namespace = queue.namespace if queue is not None else configured_namespace()
     # Check every chunk before persisting any: a refused submission must leave no queued
     # run behind, or the janitor would later send runs the caller was told were refused.
     with store.reading() as conn:
@@ -185,7 +189,13 @@ def submit_plans(
     for start in range(0, len(items), BATCH_SIZE):
         run_ids.extend(
             _persist_batch(
-                store, batch_id, start, items[start : start + BATCH_SIZE], policy_id, reuse
+                store,
+                batch_id,
+                start,
+                items[start : start + BATCH_SIZE],
+                policy_id,
+                reuse,
+                namespace,
             )
         )
     enqueued = 0
@@ -213,19 +223,29 @@ def _enqueue(store: Store, queue: ProbeQueue, batch_id: str, run_ids: Sequence[s
 def resume_batch(store: Store, queue: ProbeQueue, batch_id: str) -> int:
     """Enqueue again every run of a batch that is still queued; return how many were sent.
 
-    Raises NotFound-like InvalidInput for an unknown batch, BrokerUnavailable.
+    Raises InvalidInput for an unknown batch, or one submitted to another queue namespace
+    (its runs are only ever sent to their own namespace); BrokerUnavailable.
     """
     with store.reading() as conn:
         known = conn.execute(
-            select(runs.c.run_id).where(runs.c.batch_id == batch_id).limit(1)
+            select(runs.c.namespace).where(runs.c.batch_id == batch_id).limit(1)
         ).first()
         queued = list(
             conn.execute(
-                select(runs.c.run_id).where(runs.c.batch_id == batch_id, runs.c.state == "queued")
+                select(runs.c.run_id).where(
+                    runs.c.batch_id == batch_id,
+                    runs.c.state == "queued",
+                    runs.c.namespace == queue.namespace,
+                )
             ).scalars()
         )
     if known is None:
         raise InvalidInput(f"batch {batch_id}: no such batch")
+    if known.namespace != queue.namespace:
+        raise InvalidInput(
+            f"batch {batch_id}: submitted to queue namespace {known.namespace!r}, not "
+            f"{queue.namespace!r}; resume it with PROBE_REDIS_NAMESPACE={known.namespace}"
+        )
     return _enqueue(store, queue, batch_id, queued)
 
 

@@ -6,7 +6,11 @@ from sqlalchemy import BigInteger, Boolean, Column, Index, Integer, String, Tabl
 
 from ..store.schema import metadata
 
-__all__ = ["runs"]
+__all__ = ["DEFAULT_NAMESPACE", "runs"]
+
+#: The queue namespace when ``PROBE_REDIS_NAMESPACE`` is unset, and that of rows written
+#: before 0007_run_namespace.
+DEFAULT_NAMESPACE = "byte-probe"
 
 runs = Table(
     "runs",
@@ -30,6 +34,10 @@ runs = Table(
     # added by 0005_trust: the submitter's reuse choice, and whether a receipt was reused
     Column("reuse", Boolean, nullable=False, server_default=true()),
     Column("reused", Boolean, nullable=True),
+    # added by 0007_run_namespace: the queue namespace the run was submitted to; only
+    # workers and janitors of that namespace send or execute it
+    Column("namespace", String(128), nullable=False, server_default=DEFAULT_NAMESPACE),
     Index("ix_runs_state_lease", "state", "lease_expires_ms"),
     Index("ix_runs_batch", "batch_id", "seq"),
+    Index("ix_runs_namespace_state", "namespace", "state"),
 )

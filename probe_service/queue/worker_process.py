@@ -19,7 +19,7 @@ import dramatiq
 from ..errors import ProbeServiceError, SandboxUnavailable
 from ..sandbox import SandboxRuntime, locate_runtime
 from ..store import DATABASE_URL_ENV, open_store
-from .broker import DEFAULT_QUEUE, REDIS_URL_ENV, ProbeQueue
+from .broker import DEFAULT_QUEUE, REDIS_URL_ENV, ProbeQueue, configured_namespace
 from .execute import WorkerContext, execute_run, reap_runs
 
 __all__ = ["main"]
@@ -32,7 +32,7 @@ def _env_int(name: str, default: int) -> int:
     return int(value) if value else default
 
 
-def _context_from_env(runtime: SandboxRuntime | None) -> WorkerContext:
+def _context_from_env(runtime: SandboxRuntime | None, namespace: str) -> WorkerContext:
     store = open_store(Path(os.environ.get("PROBE_ROOT", ".")), os.environ.get(DATABASE_URL_ENV))
     return WorkerContext(
         store=store,
@@ -40,6 +40,7 @@ def _context_from_env(runtime: SandboxRuntime | None) -> WorkerContext:
         lease_ms=_env_int("PROBE_LEASE_MS", 30_000),
         max_attempts=_env_int("PROBE_MAX_ATTEMPTS", 3),
         resend_after_ms=_env_int("PROBE_RESEND_AFTER_MS", 300_000),
+        namespace=namespace,
     )
 
 
@@ -71,13 +72,16 @@ def main(argv: list[str] | None = None) -> int:
         # Runs still end, inconclusive with this reason, instead of waiting forever.
         log.error("sandbox unavailable (%s): %s", exc.reason, exc)
         runtime = None
-    ctx = _context_from_env(runtime)
+    # The context and the broker read the namespace once, from the same place, so this
+    # worker executes and re-sends only the runs submitted to the queue it consumes.
+    namespace = configured_namespace()
+    ctx = _context_from_env(runtime, namespace)
 
     def handle(run_id: str) -> None:
         outcome = execute_run(ctx, run_id)
         log.info("run %s: %s", run_id, outcome)
 
-    queue = ProbeQueue(url, queue_name=args.queues[0], handler=handle)
+    queue = ProbeQueue(url, namespace=namespace, queue_name=args.queues[0], handler=handle)
     for queue_name in args.queues[1:]:
         ProbeQueue(url, queue_name=queue_name, handler=handle, broker=queue.broker)
     worker = dramatiq.Worker(queue.broker, queues=set(args.queues), worker_threads=args.threads)

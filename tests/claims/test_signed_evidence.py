@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from sqlalchemy import insert, select
 
 from probe_service import service
 from probe_service.claims import (
@@ -18,7 +19,9 @@ from probe_service.claims import (
     store_receipts,
 )
 from probe_service.cli import main
+from probe_service.plans.persist import load_envelope
 from probe_service.plans.signing import SigningKey, create_key_pair, load_signing_key
+from probe_service.plans.tables import receipt_signatures, receipts
 from probe_service.store import Store
 
 from .helpers import PARSE_PY, WorkTree, claim_request, stored_receipt
@@ -124,6 +127,32 @@ class TestGateRequireSigned:
         result = gate(tree.store, unsigned_snap, require_signed=service.signature_requirement(
             tree.store, [str(old_public)]))  # fmt: skip
         assert any(why.endswith(f"receipt {receipt}: unsigned") for why in result.unsigned_evidence)
+
+    def test_envelope_copied_onto_another_receipt_refused(
+        self, any_store: Store, tmp_path: Path, keys: list[tuple[SigningKey, Path]]
+    ) -> None:
+        """A valid envelope copied from a signed receipt onto an unsigned one does not make
+        it signed: the gate refuses it as an envelope for another receipt."""
+        root = tmp_path / "w"
+        root.mkdir()
+        tree = WorkTree(root, any_store)
+        old, old_public = keys[0]
+        _, _, signed = signed_claim(tree, old)
+        _, snap, unsigned = signed_claim(tree.write("src/u.py", "z = 3\n"), None)
+        envelope = load_envelope(any_store, signed)
+        with any_store.transaction() as conn:  # the forgery: insert-only allows a new row
+            run_id = conn.execute(
+                select(receipts.c.run_id).where(receipts.c.receipt_sha256 == unsigned)
+            ).scalar_one()
+            conn.execute(insert(receipt_signatures).values(
+                run_id=run_id, receipt_sha256=unsigned, keyid=old.fingerprint,
+                envelope=json.dumps(envelope), created_at="2026-01-01T00:00:00Z"))  # fmt: skip
+        result = gate(any_store, snap, require_signed=service.signature_requirement(
+            any_store, [str(old_public)]))  # fmt: skip
+        assert not result.passed
+        refused = [why for why in result.unsigned_evidence if f"receipt {unsigned}" in why]
+        assert refused
+        assert "another receipt" in refused[0]
 
     def test_cli_gate_require_signed_exits_1_naming_receipt(
         self,

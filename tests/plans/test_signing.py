@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
+from sqlalchemy.exc import DBAPIError
 
 from probe_service import service
 from probe_service.canonical import canonical_json
@@ -173,6 +174,19 @@ class TestSignedReceipts:
         abandoned(any_store, key)
         abandoned(any_store, key)
         assert (count(any_store, receipts), count(any_store, receipt_signatures)) == (1, 1)
+
+    @pytest.mark.parametrize("statement", ["UPDATE receipt_signatures SET keyid = 'x'",
+                                           "DELETE FROM receipt_signatures"])  # fmt: skip
+    def test_stored_envelope_cannot_be_changed_or_deleted(
+        self, any_store: Store, key_pair: tuple[SigningKey, Path], statement: str
+    ) -> None:
+        """Raw SQL UPDATE or DELETE of a stored envelope is refused by the database."""
+        key, public = key_pair
+        receipt = abandoned(any_store, key)
+        with pytest.raises(DBAPIError, match="immutable"), any_store.engine.begin() as conn:
+            conn.execute(text(statement))
+        envelope = load_envelope(any_store, receipt["receipt_sha256"])
+        assert verify_envelope(envelope, [load_public_key(public)]).signer == key.fingerprint
 
 
 def independent_verify(envelope: dict[str, Any], public_pem: bytes) -> dict[str, Any]:

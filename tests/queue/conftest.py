@@ -25,10 +25,9 @@ POLICY_ID = "queue-shell"
 BATCH_DEADLINE_S = 420.0
 
 
-@pytest.fixture
-def policy_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An owner-only policy file, named by BYTE_PROBE_POLICY_FILE for this process."""
-    path = tmp_path / "probe-policies.json"
+def write_policy_file(directory: Path) -> Path:
+    """Write the queue tests' owner-only policy file into ``directory``; return its path."""
+    path = directory / "probe-policies.json"
     doc = {
         "schema": 1,
         "policies": [
@@ -45,8 +44,23 @@ def policy_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     }
     path.write_text(json.dumps(doc))
     path.chmod(0o600)
+    return path
+
+
+@pytest.fixture
+def policy_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An owner-only policy file, named by BYTE_PROBE_POLICY_FILE for this process."""
+    path = write_policy_file(tmp_path)
     monkeypatch.setenv("BYTE_PROBE_POLICY_FILE", str(path))
     return path
+
+
+def capture_hello(store: Store, directory: Path) -> str:
+    """Capture a one-file snapshot from ``directory``/src into ``store``; return its id."""
+    src = directory / "src"
+    src.mkdir()
+    (src / "hello.txt").write_text("hello\n")
+    return snapshot_capture(store, src).snapshot_id
 
 
 @pytest.fixture
@@ -60,10 +74,7 @@ def shared_store(tmp_path: Path, pg_url: str) -> Iterator[Store]:
 @pytest.fixture
 def snapshot_id(shared_store: Store, tmp_path: Path) -> str:
     """A captured one-file snapshot in the shared store."""
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "hello.txt").write_text("hello\n")
-    return snapshot_capture(shared_store, src).snapshot_id
+    return capture_hello(shared_store, tmp_path)
 
 
 def shell_plan(snapshot_id: str, script: str, name: str) -> dict[str, Any]:

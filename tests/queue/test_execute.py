@@ -31,7 +31,7 @@ from probe_service.queue import (
 )
 from probe_service.queue.broker import _retry_infrastructure
 from probe_service.queue.runs import claim_run, expired_runs
-from probe_service.queue.tables import runs
+from probe_service.queue.tables import DEFAULT_NAMESPACE, runs
 from probe_service.sandbox import locate_runtime
 from probe_service.store import Store
 from probe_service.store.schema import events
@@ -57,7 +57,7 @@ def _count(store: Store, table: Any, *where: Any) -> int:
 def _claim_with_tiny_lease(store: Store, run_id: str) -> None:
     """A worker claims the run with a 1 ms lease and vanishes; wait until it expires."""
     claim_run(store, run_id, "vanished-worker", 1)
-    while not any(r.run_id == run_id for r in expired_runs(store)):
+    while not any(r.run_id == run_id for r in expired_runs(store, DEFAULT_NAMESPACE)):
         time.sleep(0.005)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -13,37 +14,47 @@ from probe_service.queue import ProbeQueue, WorkerContext, execute_run, submit_p
 from probe_service.queue.metrics import StoreCollector
 from probe_service.queue.runs import claim_run, finish_run
 from probe_service.sandbox import locate_runtime
-from probe_service.store import Store
+from probe_service.store import Store, open_store
 from probe_service.store.engine import create_store_engine
 
-from .conftest import POLICY_ID, shell_plan
+from ..conftest import fresh_redis_namespace, fresh_schema, make_searchable
+from .conftest import POLICY_ID, capture_hello, shell_plan, write_policy_file
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def scraped(
-    shared_store: Store,
-    snapshot_id: str,
-    policy_file: Path,
-    redis_url: str,
-    redis_namespace: str,
+    tmp_path_factory: pytest.TempPathFactory, postgres_base_url: str, redis_url: str
 ) -> Iterator[dict[str, Metric]]:
-    """One scrape after: a supported run, a canary stop, and two runs waiting in Redis."""
-    plans = [parse_plan(shell_plan(snapshot_id, f"exit 0 # m{i}", f"m{i}")) for i in range(4)]
-    queue = ProbeQueue(redis_url, namespace=redis_namespace)
-    first = submit_plans(shared_store, None, plans[:2], POLICY_ID).run_ids
-    submit_plans(shared_store, queue, plans[2:], POLICY_ID)
-    execute_run(WorkerContext(store=shared_store, runtime=locate_runtime()), first[0])
-    claim_run(shared_store, first[1], "worker-a", 60_000)
-    finish_run(
-        shared_store,
-        first[1],
-        outcome="inconclusive",
-        reason="canary_readable",
-        receipt_sha256=None,
-        action_key=None,
-    )
-    yield {m.name: m for m in StoreCollector(shared_store, queue).collect()}
-    queue.close()
+    """One scrape after: a supported run, a canary stop, and two runs waiting in Redis.
+
+    Module-scoped: every test reads the same scrape, so the sandboxed run, the schema and
+    the snapshot are made once (about 1 s each test otherwise), in resources of its own.
+    """
+    root = tmp_path_factory.mktemp("metrics")
+    make_searchable(root)
+    with ExitStack() as stack:
+        patch = stack.enter_context(pytest.MonkeyPatch.context())
+        patch.setenv("BYTE_PROBE_POLICY_FILE", str(write_policy_file(root)))
+        store = open_store(root, stack.enter_context(fresh_schema(postgres_base_url)))
+        stack.callback(store.close)
+        namespace = stack.enter_context(fresh_redis_namespace(redis_url))
+        queue = ProbeQueue(redis_url, namespace=namespace)
+        stack.callback(queue.close)
+        snapshot_id = capture_hello(store, root)
+        plans = [parse_plan(shell_plan(snapshot_id, f"exit 0 # m{i}", f"m{i}")) for i in range(4)]
+        first = submit_plans(store, None, plans[:2], POLICY_ID).run_ids
+        submit_plans(store, queue, plans[2:], POLICY_ID)
+        execute_run(WorkerContext(store=store, runtime=locate_runtime()), first[0])
+        claim_run(store, first[1], "worker-a", 60_000)
+        finish_run(
+            store,
+            first[1],
+            outcome="inconclusive",
+            reason="canary_readable",
+            receipt_sha256=None,
+            action_key=None,
+        )
+        yield {m.name: m for m in StoreCollector(store, queue).collect()}
 
 
 def _value(metric: Metric, sample_name: str, **labels: str) -> float:

@@ -132,16 +132,22 @@ class TestSubmitPlans:
 
 class TestResumeBatch:
     def test_only_queued_runs_are_resent(
-        self, shared_store: Store, snapshot_id: str, queue: ProbeQueue
+        self,
+        shared_store: Store,
+        snapshot_id: str,
+        queue: ProbeQueue,
+        monkeypatch: pytest.MonkeyPatch,
     ) -> None:
         """Resuming sends the batch's queued runs, not its running or done ones."""
         items: list[Plan | str] = [
             parse_plan(shell_plan(snapshot_id, f"exit {i}", f"resume {i}")) for i in range(3)
         ]
+        # Stored with no broker, by this deployment (the queue's namespace).
+        monkeypatch.setenv("PROBE_REDIS_NAMESPACE", queue.namespace)
         result = submit_plans(shared_store, None, items, POLICY_ID)
         running, done, queued = result.run_ids
-        claim_run(shared_store, running, "worker-a", 60_000)
-        claim_run(shared_store, done, "worker-a", 60_000)
+        claim_run(shared_store, running, "worker-a", 60_000, namespace=queue.namespace)
+        claim_run(shared_store, done, "worker-a", 60_000, namespace=queue.namespace)
         finish_run(
             shared_store,
             done,

@@ -1,4 +1,4 @@
-"""The runs list on both backends: the trigger of 0011_web_indexes sorts receipts into
+"""The runs list on both backends: the trigger of 0008_web_indexes sorts receipts into
 queued runs and runs in process; pages merge both; the side table is insert-only."""
 
 from __future__ import annotations

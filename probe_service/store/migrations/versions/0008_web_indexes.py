@@ -18,8 +18,8 @@
   The farm page reads a day from it (at most 1,440 rows per outcome and reason) instead of
   aggregating every run of the day.
 
-Revision ID: 0011_web_indexes
-Revises: 0006_signatures
+Revision ID: 0008_web_indexes
+Revises: 0007_run_namespace
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0011_web_indexes"
-down_revision = "0006_signatures"
+revision = "0008_web_indexes"
+down_revision = "0007_run_namespace"
 
 _RUNS = {
     "ix_runs_submitted": ["submitted_ms", "run_id"],
