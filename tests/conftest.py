@@ -23,6 +23,7 @@ from sqlalchemy import create_engine, text
 
 from probe_service.errors import SandboxUnavailable
 from probe_service.sandbox import SandboxRuntime, locate_runtime
+from probe_service.sandbox import helper as launcher_helper
 from probe_service.sandbox.helper import close_default_launchers
 from probe_service.snapshot.warm import close_default_snapshot_cache
 from probe_service.store import Store, open_store
@@ -214,6 +215,15 @@ def _stop_launchers() -> Iterator[None]:
     yield
     close_default_launchers()
     close_default_snapshot_cache()
+
+
+@pytest.fixture(autouse=True)
+def _patient_launchers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Widen the persistent launcher's answer bounds: on a loaded machine Node may take
+    seconds to start, and which path a run takes is what tests check, never how fast the
+    helper answers (a test of the bound itself shortens it again)."""
+    monkeypatch.setattr(launcher_helper, "INIT_SECONDS", 600.0)
+    monkeypatch.setattr(launcher_helper, "REPLY_SECONDS", 300.0)
 
 
 @pytest.fixture(autouse=True)
