@@ -2,8 +2,10 @@
 
 A session holds the store, the queue when ``PROBE_REDIS_URL`` (or ``redis_url``) names one,
 the receipt lookup over the store, the administrator's policy file path and the caller's
-interface label (written to the audit log). The long-lived faces open one session and serve
-every request through it (docs/ARCHITECTURE.md, "The operation table").
+interface label (written to the audit log), and on a machine face the directories
+``snapshot_capture`` may read (docs/ARCHITECTURE.md, "Faces": capture roots). The
+long-lived faces open one session and serve every request through it
+(docs/ARCHITECTURE.md, "The operation table").
 """
 
 from __future__ import annotations
@@ -20,9 +22,13 @@ from ..claims import ReceiptLookup, store_receipts
 from ..policies import policy_file_path
 from ..queue import REDIS_URL_ENV, ProbeQueue
 from ..store import DATABASE_URL_ENV, Store, open_store
+from .capture_roots import allowed_capture_roots
 from .registry import Face, Operation, lookup
 
-__all__ = ["ProbeService"]
+__all__ = ["MACHINE_FACES", "ProbeService"]
+
+#: The faces whose caller is a program or a model, not the local user.
+MACHINE_FACES: frozenset[Face] = frozenset({"host", "mcp"})
 
 
 class ProbeService:
@@ -36,7 +42,9 @@ class ProbeService:
         redis_url: str | None = None,
         policy_file: Path | None = None,
         queue: ProbeQueue | None = None,
+        capture_roots: tuple[str, ...] | None = None,
     ) -> None:
+        """Raises PolicyError when a machine face's ``BYTE_PROBE_CAPTURE_ROOTS`` is bad."""
         self.store = store
         self.interface: Face = interface
         self.redis_url = redis_url
@@ -45,6 +53,11 @@ class ProbeService:
         self._queue = queue
         self._queue_lock = threading.Lock()
         self._cache: dict[str, Any] = {}
+        # A program or a model on the host or MCP face captures only inside these; the
+        # local user of the Python API and the CLI is not confined (None).
+        if capture_roots is None and interface in MACHINE_FACES:
+            capture_roots = allowed_capture_roots(store.root)
+        self.capture_roots = capture_roots
 
     @classmethod
     def open(
@@ -56,14 +69,21 @@ class ProbeService:
         interface: Face = "python",
     ) -> ProbeService:
         """Open the store under ``root`` (or ``database_url``/``PROBE_DATABASE_URL``) and,
-        when ``redis_url``/``PROBE_REDIS_URL`` is set, the queue on first use."""
+        when ``redis_url``/``PROBE_REDIS_URL`` is set, the queue on first use.
+
+        Raises StoreUnavailable or UnsafePath (the store), PolicyError (a machine face's
+        ``BYTE_PROBE_CAPTURE_ROOTS``)."""
         url = database_url or os.environ.get(DATABASE_URL_ENV) or None
         store = open_store(Path(root), url)
-        return cls(
-            store,
-            interface=interface,
-            redis_url=redis_url or os.environ.get(REDIS_URL_ENV) or None,
-        )
+        try:
+            return cls(
+                store,
+                interface=interface,
+                redis_url=redis_url or os.environ.get(REDIS_URL_ENV) or None,
+            )
+        except BaseException:
+            store.close()
+            raise
 
     @property
     def queue(self) -> ProbeQueue | None:

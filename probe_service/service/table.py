@@ -52,6 +52,7 @@ from ..toolchains.create import create_python_toolchain
 from ..toolchains.verify import PolicyReport, verify_policy_file
 from ..typescript.models import BoundaryResult
 from . import functions
+from .capture_roots import confine_capture_root
 from .registry import ADMIN, HOST, Request, operation
 from .session import ProbeService
 
@@ -169,8 +170,12 @@ def snapshot_capture(svc: ProbeService, req: SnapshotCaptureRequest) -> CaptureR
     """Capture a stabilized, immutable, content-addressed snapshot of a working tree.
     Nothing in the tree is executed. The same content gives the same snapshot id.
     Refuses unreadable roots, names a materialization would refuse, and trees over the
-    file or size limits; a tree that keeps changing is retried, then refused."""
-    return functions.snapshot_capture(svc.store, Path(req.root))
+    file or size limits; a tree that keeps changing is retried, then refused. On the
+    host and MCP faces the root must lie inside the administrator's capture roots."""
+    root = Path(req.root)
+    if svc.capture_roots is not None:
+        root = confine_capture_root(req.root, svc.capture_roots)
+    return functions.snapshot_capture(svc.store, root)
 
 
 class SnapshotGetRequest(Request):

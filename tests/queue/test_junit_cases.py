@@ -99,7 +99,8 @@ def test_noncharacters_in_probe_text_keep_the_document_well_formed(tmp_path: Pat
     write_junit(path, "batch-1", results, {"a" * 64: receipt})
     root = ET.parse(path).getroot()  # noqa: S314 - our own file
     text = ET.tostring(root, encoding="unicode")
-    assert "\ufffe" not in text and "\uffff" not in text
+    assert "\ufffe" not in text
+    assert "\uffff" not in text
     assert "x\\ufffey\\uffffz" in root.findall("testsuite")[1].findall("testcase")[1].findtext(
         "system-out", ""
     )
