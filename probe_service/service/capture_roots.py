@@ -6,7 +6,11 @@ the local user; on the NDJSON host and the MCP server the caller is a program or
 so there a capture root must lie inside a directory the administrator allowed:
 ``BYTE_PROBE_CAPTURE_ROOTS`` (absolute directories separated by ``os.pathsep``), or by
 default the session's own ``--root``. The requested path is resolved (``..`` and links)
-before the comparison, and the resolved path is what gets captured.
+before the comparison, and the resolved path is what gets captured. Inside an allowed
+root, a ``.zyte`` directory (the store, the default policy file and signing key) is never
+a capture root, nor is a directory whose capture would include the configured signing
+key or policy file (a capture skips ``.zyte`` and the other skipped directories below
+its root, so a key kept there is safe).
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import PolicyError, UnsafePath
+from ..snapshot.enumerate import SKIPPED_DIRS
+from ..store.safety import STATE_DIRNAME
 
 __all__ = ["CAPTURE_ROOTS_ENV", "allowed_capture_roots", "confine_capture_root"]
 
@@ -41,17 +47,36 @@ def allowed_capture_roots(
     return tuple(roots)
 
 
-def confine_capture_root(requested: str, roots: tuple[str, ...]) -> Path:
-    """The resolved ``requested`` when it lies inside one of ``roots``.
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
 
-    Raises UnsafePath naming the request, what it resolves to and the setting when it
-    lies outside every allowed root.
+
+def _captured_by(secret: str, root: str) -> bool:
+    """Whether capturing ``root`` would read ``secret`` (not below a skipped directory)."""
+    if not _within(secret, root) or secret == root:
+        return False
+    return not any(part in SKIPPED_DIRS for part in os.path.relpath(secret, root).split("/")[:-1])
+
+
+def confine_capture_root(
+    requested: str, roots: tuple[str, ...], protected: tuple[Path, ...] = ()
+) -> Path:
+    """The resolved ``requested`` when it lies inside one of ``roots`` and its capture
+    would read none of the ``protected`` files (the signing key, the policy file).
+
+    Raises UnsafePath naming the request, what it resolves to and the rule: outside every
+    allowed root (naming the setting), inside a ``.zyte`` directory, or holding a
+    protected file.
     """
     resolved = os.path.realpath(requested)
-    for root in roots:
-        if resolved == root or resolved.startswith(root.rstrip("/") + "/"):
-            return Path(resolved)
-    raise UnsafePath(
-        f"root: {requested!r} (resolved {resolved!r}) is outside the capture roots this "
-        f"face allows; the administrator sets them in {CAPTURE_ROOTS_ENV}"
-    )
+    where = f"root: {requested!r} (resolved {resolved!r})"
+    if not any(_within(resolved, root) for root in roots):
+        raise UnsafePath(
+            f"{where} is outside the capture roots this face allows; the administrator "
+            f"sets them in {CAPTURE_ROOTS_ENV}"
+        )
+    if STATE_DIRNAME in resolved.split("/"):
+        raise UnsafePath(f"{where} is inside a {STATE_DIRNAME} state directory")
+    if any(_captured_by(os.path.realpath(path), resolved) for path in protected):
+        raise UnsafePath(f"{where} holds the service's signing key or policy file")
+    return Path(resolved)

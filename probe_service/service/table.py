@@ -42,7 +42,7 @@ from ..claims.service import claim_show as _claim_show
 from ..errors import InvalidInput, ProbeServiceError
 from ..plans import Plan, ProbeRunResult, parse_plan
 from ..plans.receipts import RECEIPT_VERSION
-from ..plans.signing import public_key_from_pem, verify_envelope
+from ..plans.signing import public_key_from_pem, signing_key_path, verify_envelope
 from ..policies import load_policy_file, policy_digest
 from ..queue import RunSummary, SubmitResult, batch_counts, batch_results, submit_plans
 from ..snapshot import CaptureResult, Snapshot
@@ -174,7 +174,8 @@ def snapshot_capture(svc: ProbeService, req: SnapshotCaptureRequest) -> CaptureR
     host and MCP faces the root must lie inside the administrator's capture roots."""
     root = Path(req.root)
     if svc.capture_roots is not None:
-        root = confine_capture_root(req.root, svc.capture_roots)
+        protected = (svc.policy_file, signing_key_path())
+        root = confine_capture_root(req.root, svc.capture_roots, protected)
     return functions.snapshot_capture(svc.store, root)
 
 

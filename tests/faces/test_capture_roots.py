@@ -18,6 +18,8 @@ import pytest
 from sqlalchemy import func, select
 
 from probe_service.errors import PolicyError, UnsafePath
+from probe_service.plans.signing import SIGNING_KEY_ENV
+from probe_service.policies import POLICY_FILE_ENV
 from probe_service.service import ProbeService
 from probe_service.service.capture_roots import (
     CAPTURE_ROOTS_ENV,
@@ -181,3 +183,53 @@ class TestRules:
         """A relative entry in the setting is a PolicyError naming it."""
         with pytest.raises(PolicyError, match="'rel' is not an absolute path"):
             allowed_capture_roots(layout["state"], {CAPTURE_ROOTS_ENV: "/srv:rel"})
+
+
+class TestAdministratorFiles:
+    """Inside an allowed root, the service's own secrets are still never captured."""
+
+    @pytest.fixture
+    def admin_files(
+        self, layout: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+    ) -> dict[str, Path]:
+        """A signing key and a policy file under the session root, outside ``.zyte``."""
+        admin = layout["state"] / "admin"
+        admin.mkdir(mode=0o700)
+        key = admin / "signing-key.pem"
+        key.write_text("-----BEGIN PRIVATE KEY-----\n")
+        policies = layout["state"] / "etc" / "probe-policies.json"
+        policies.parent.mkdir()
+        policies.write_text("{}")
+        monkeypatch.setenv(SIGNING_KEY_ENV, str(key))
+        monkeypatch.setenv(POLICY_FILE_ENV, str(policies))
+        return {"key": key, "policies": policies}
+
+    def test_a_root_holding_the_signing_key_or_policy_file_is_refused(
+        self, layout: dict[str, Path], admin_files: dict[str, Path]
+    ) -> None:
+        """Capturing the key's directory, the policy file's, or an ancestor that would
+        include them (the session root itself) is refused naming neither's content."""
+        store = open_store(layout["state"])
+        with ProbeService(store, interface="host") as svc:
+            for root in (
+                admin_files["key"].parent,
+                admin_files["policies"].parent,
+                layout["state"],
+            ):
+                with pytest.raises(UnsafePath, match="signing key or policy file"):
+                    svc.call("snapshot_capture", {"root": str(root)})
+            assert svc.call("snapshot_capture", {"root": str(layout["repo"])})["files"] == 1
+
+    def test_the_default_state_directory_is_refused(self, layout: dict[str, Path]) -> None:
+        """``.zyte`` (the store, the default key and policy file) is never a capture root,
+        though a tree holding it may be captured: ``.zyte`` is skipped there."""
+        zyte = layout["state"] / ".zyte" / "agent"
+        zyte.mkdir(parents=True)
+        (zyte / "signing-key.pem").write_text("secret")
+        store = open_store(layout["state"])
+        with ProbeService(store, interface="host") as svc:
+            with pytest.raises(UnsafePath, match=r"\.zyte"):
+                svc.call("snapshot_capture", {"root": str(zyte)})
+            captured = svc.call("snapshot_capture", {"root": str(layout["state"])})
+            entries = svc.call("snapshot_get", {"snapshot_id": captured["snapshot_id"]})
+        assert not [e for e in entries["entries"] if ".zyte" in e["path"]]
