@@ -50,7 +50,9 @@ def read_file_blob(abs_path: str, rel_path: str, expected: FileStat, max_bytes: 
     UnstableWorkingTree when the opened file is not the one that was stat'ed.
     """
     try:
-        fd = os.open(abs_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # O_NONBLOCK: a file swapped for a FIFO after the scan must not block open() (the
+        # fstat below then refuses it); reads of a regular file ignore the flag.
+        fd = os.open(abs_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise UnstableWorkingTree(f"{rel_path}: changed while capturing ({exc.strerror})") from exc
     try:

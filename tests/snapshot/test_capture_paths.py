@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -110,3 +111,36 @@ def test_streamed_file_changing_size_is_unstable(tmp_path: Path, grow: bool) -> 
     good.write_bytes(data)
     blob = read_file_blob(str(good), "g.bin", stat_key(os.lstat(good)), 64 * CHUNK_BYTES)
     assert decompress_blob(blob.digest, blob.data) == data
+
+
+#: A guard against a hang, never a timing assertion: how long the test waits at most.
+_HANG_GUARD_S = 120
+
+
+def test_a_file_swapped_for_a_fifo_before_reading_never_blocks(tmp_path: Path) -> None:
+    """A hostile working tree replaces a scanned regular file with a FIFO before capture
+    reads it: the read fails as an unstable tree instead of blocking the capture (and a
+    machine face's long-operation slot) forever."""
+    path = tmp_path / "a.txt"
+    path.write_text("scanned as a regular file\n")
+    scanned = stat_key(os.lstat(path))
+    path.unlink()
+    os.mkfifo(path)
+    outcome: list[BaseException | None] = []
+
+    def read() -> None:
+        try:
+            read_file_blob(str(path), "a.txt", scanned, 1 << 20)
+            outcome.append(None)
+        except BaseException as exc:  # recorded for the assertion below
+            outcome.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(_HANG_GUARD_S)
+    if reader.is_alive():  # unblock the stuck open() so the thread can end, then fail
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(_HANG_GUARD_S)
+        pytest.fail("reading a FIFO blocked the capture")
+    assert len(outcome) == 1
+    assert isinstance(outcome[0], UnstableWorkingTree)
