@@ -15,9 +15,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from . import service
 from .policies import POLICY_FILE_ENV
 from .safe_text import untrusted
+from .service import ProbeService
 from .store import open_store
 
 __all__ = ["DEMO_POLICY", "EXAMPLE_REPO", "demo_plans", "run_demo"]
@@ -98,9 +98,9 @@ def run_demo(workdir: Path, console: Console) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     # The demo is the administrator here: it points this process at its own policy file.
     os.environ[POLICY_FILE_ENV] = str(write_demo_policy(workdir))
-    store = open_store(workdir)
-    try:
-        capture = service.snapshot_capture(store, EXAMPLE_REPO)
+    # Through the operation table, as the CLI: one session over the demo's own store.
+    with ProbeService(open_store(workdir), interface="cli") as svc:
+        capture = svc.snapshot_capture(root=str(EXAMPLE_REPO))
         console.print(
             untrusted(f"snapshot {capture.snapshot_id} ({capture.files} files) of {EXAMPLE_REPO}")
         )
@@ -113,8 +113,8 @@ def run_demo(workdir: Path, console: Console) -> int:
         table.add_column("receipt", no_wrap=True)
         outcomes = []
         for plan in demo_plans(capture.snapshot_id):
-            plan_id = service.probe_plan(store, plan).plan_id
-            result = service.probe_run(store, plan_id, plan["policy_id"])
+            plan_id = svc.probe_plan(plan=plan).plan_id
+            result = svc.probe_run(plan_id=plan_id, policy_id=plan["policy_id"], via="embedded")
             outcomes.append(result.outcome)
             # Plan text and the reason (which can quote probe output) are data, never markup.
             table.add_row(
@@ -126,6 +126,4 @@ def run_demo(workdir: Path, console: Console) -> int:
                 result.receipt_sha256[:12] + (" (reused)" if result.reused else ""),
             )
         console.print(table)
-    finally:
-        store.close()
     return 0 if outcomes == ["supports", "refutes", "inconclusive"] else 1

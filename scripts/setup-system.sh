@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Install the system tools the sandbox and snapshots need: bubblewrap, socat, ripgrep, git;
-# iproute2's `ip` creates the network test host of tests/security.
+# iproute2's `ip` creates the network test host of tests/security; chromium runs the web
+# view's browser tests (tests/web).
 # Idempotent: does nothing when every tool is already in a fixed system directory.
 set -euo pipefail
 
 need=()
-for tool in bwrap:bubblewrap socat:socat rg:ripgrep git:git node:nodejs npm:npm ip:iproute2; do
+for tool in bwrap:bubblewrap socat:socat rg:ripgrep git:git node:nodejs npm:npm ip:iproute2 chromium:chromium; do
     bin=${tool%%:*}; pkg=${tool##*:}
     found=no
     for dir in /usr/bin /bin /usr/local/bin /usr/sbin /sbin; do

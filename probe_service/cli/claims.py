@@ -1,9 +1,9 @@
 """CLI sub-apps for claims: ``claim``, ``change``, ``obligations``, ``knowledge`` and ``gate``.
 
-Thin adapters: each command opens the store, makes one service call and prints the result
-(``--json`` for machines). ``_cli_errors`` is the one place that turns a ProbeServiceError
-into one stderr line and an exit code: 3 for bad input, 4 for anything else; ``gate``
-exits 1 while an obligation in scope is open.
+Thin adapters: each command opens one ``cli`` session, calls one row of the operation table
+and prints the result (``--json`` for machines: the lists keep their shape, not the table's
+``{"obligations": [...]}`` wrappers). Errors become exit codes in one place, the root app
+(``probe_service.cli.main``); ``gate`` exits 1 while an obligation in scope is open.
 
 Mount in the main app::
 
@@ -18,20 +18,19 @@ from __future__ import annotations
 
 import getpass
 import json
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from pydantic import BaseModel
 
-from .. import claims as svc
-from .. import service
-from ..errors import InvalidClaim, ProbeServiceError
-from ..safe_text import safe_text
-from ..store import Store
-from .common import EXIT_INPUT, exit_code_for, open_cli_store, read_json_arg, report_error
+from probe_service.errors import InvalidClaim
+from probe_service.safe_text import safe_text
+from probe_service.service.adapters import RESOLUTIONS, ClaimCheck, Obligation
+
+from .common import read_json_arg, read_public_key, session
 
 __all__ = ["change_app", "claim_app", "gate_command", "knowledge_app", "obligations_app"]
 
@@ -45,32 +44,6 @@ EXIT_GATE_CLOSED = 1
 RootOpt = Annotated[Path, typer.Option("--root", help="Directory holding .zyte (default: cwd).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 ScopeOpt = Annotated[str | None, typer.Option("--scope", help="Project key to confine to.")]
-
-
-@contextmanager
-def _cli_errors(as_json: bool = False) -> Iterator[None]:
-    """The one place errors become an exit code and one line on stderr.
-
-    Mirrors ``probe_service.cli.main``: ``byte-probe: error: ...`` on stderr, an error frame
-    on stdout under ``--json``, exit 3 for input errors and 4 for infrastructure.
-    """
-    try:
-        yield
-    except ProbeServiceError as exc:
-        report_error(str(exc), exc.code, as_json)
-        raise typer.Exit(exit_code_for(exc)) from None
-    except OSError as exc:
-        report_error(f"{exc.filename or ''}: {exc.strerror or exc}", "os_error", as_json)
-        raise typer.Exit(EXIT_INPUT) from None
-
-
-@contextmanager
-def _store(root: Path) -> Iterator[Store]:
-    store = open_cli_store(root)
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def _emit(value: BaseModel | Sequence[BaseModel], as_json: bool, text: str) -> None:
@@ -107,12 +80,9 @@ def claim_create_command(
 
     Example: byte-probe claim create claim.json --json
     """
-    with _cli_errors(as_json), _store(root) as store:
+    with session(root) as svc:
         record = svc.claim_create(
-            store,
-            read_json_arg(file, "claim", InvalidClaim),
-            receipts=svc.store_receipts(store),
-            interface="cli",
+            claim=read_json_arg(file, "claim", InvalidClaim),
             allow_tombstoned=allow_tombstoned,
             allow_incomplete=allow_incomplete,
         )
@@ -131,8 +101,8 @@ def claim_show_command(
 
     Example: byte-probe claim show clm_0123... --scope payments
     """
-    with _cli_errors(as_json), _store(root) as store:
-        record = svc.claim_show(store, claim_id, scope=scope)
+    with session(root) as svc:
+        record = svc.claim_show(claim_id=claim_id, scope=scope)
         _emit(
             record,
             as_json,
@@ -152,8 +122,8 @@ def claim_check_command(
 
     Example: byte-probe claim check clm_01... clm_02... --snapshot 3fa4...
     """
-    with _cli_errors(as_json), _store(root) as store:
-        checks = svc.claim_check(store, claim_ids, snapshot, scope=scope, interface="cli")
+    with session(root) as svc:
+        checks = svc.claim_check(claim_ids=claim_ids, target_snapshot=snapshot, scope=scope).checks
         _emit(checks, as_json, "\n".join(_check_line(c) for c in checks))
 
 
@@ -169,12 +139,12 @@ def claim_withdraw_command(
 
     Example: byte-probe claim withdraw clm_01... --rationale "wrong premise"
     """
-    with _cli_errors(as_json), _store(root) as store:
-        tomb = svc.claim_withdraw(store, claim_id, rationale, scope=scope, interface="cli")
+    with session(root) as svc:
+        tomb = svc.claim_withdraw(claim_id=claim_id, rationale=rationale, scope=scope)
         _emit(tomb, as_json, f"{tomb.claim_id} withdrawn")
 
 
-def _check_line(check: svc.ClaimCheck) -> str:
+def _check_line(check: ClaimCheck) -> str:
     reasons = "; ".join(check.reasons)
     return f"{check.claim_id} {check.state}" + (f" ({reasons})" if reasons else "")
 
@@ -191,8 +161,10 @@ def change_analyze_command(
 
     Example: byte-probe change analyze 3fa4... 9bc1... --json
     """
-    with _cli_errors(as_json), _store(root) as store:
-        result = svc.change_analyze(store, from_snapshot, to_snapshot, scope=scope, interface="cli")
+    with session(root) as svc:
+        result = svc.change_analyze(
+            from_snapshot=from_snapshot, to_snapshot=to_snapshot, scope=scope
+        )
         summary = (
             f"{len(result.changed_paths)} changed path(s), {result.candidates} candidate "
             f"claim(s), {len(result.opened)} obligation(s) opened"
@@ -212,14 +184,14 @@ def obligations_list_command(
 
     Example: byte-probe obligations list --open --scope payments --json
     """
-    with _cli_errors(as_json), _store(root) as store:
+    with session(root) as svc:
         found = svc.obligation_list(
-            store, scope=scope, state="open" if only_open else None, claim_id=claim_id
-        )
+            scope=scope, state="open" if only_open else None, claim_id=claim_id
+        ).obligations
         _emit(found, as_json, "\n".join(_obligation_line(o) for o in found))
 
 
-def _obligation_line(o: svc.Obligation) -> str:
+def _obligation_line(o: Obligation) -> str:
     line = f"{o.obligation_id} {o.state} {o.applicability} claim={o.claim_id} [{o.scope}]"
     if o.resolution is not None:
         by = f" by {o.resolved_by}" if o.resolved_by else ""
@@ -230,7 +202,7 @@ def _obligation_line(o: svc.Obligation) -> str:
 @obligations_app.command("resolve")
 def obligations_resolve_command(
     obligation_id: Annotated[str, typer.Argument(help="Obligation id.")],
-    resolution: Annotated[str, typer.Option("--resolution", help=", ".join(svc.RESOLUTIONS))],
+    resolution: Annotated[str, typer.Option("--resolution", help=", ".join(RESOLUTIONS))],
     rationale: Annotated[str, typer.Option("--rationale", help="Why; kept forever.")],
     receipt: Annotated[str | None, typer.Option("--receipt", help="For rechecked.")] = None,
     successor: Annotated[str | None, typer.Option("--successor", help="For superseded.")] = None,
@@ -245,16 +217,13 @@ def obligations_resolve_command(
     Example: byte-probe obligations resolve obl_01... --resolution accepted_risk
     --rationale "doc-only change"
     """
-    with _cli_errors(as_json), _store(root) as store:
+    with session(root) as svc:
         done = svc.obligation_resolve(
-            store,
-            obligation_id,
-            resolution,
-            rationale,
+            obligation_id=obligation_id,
+            resolution=resolution,
+            rationale=rationale,
             receipt=receipt,
             successor_claim_id=successor,
-            receipts=svc.store_receipts(store),
-            interface="cli",
             resolved_by=resolved_by or _os_user(),
         )
         _emit(done, as_json, _obligation_line(done))
@@ -281,16 +250,10 @@ def knowledge_query_command(
 
     Example: byte-probe knowledge query --scope payments --snapshot 3fa4... --text "trailing comma"
     """
-    with _cli_errors(as_json), _store(root) as store:
+    with session(root) as svc:
         hits = svc.knowledge_query(
-            store,
-            scope=scope,
-            target_snapshot=snapshot,
-            text=text,
-            paths=path or [],
-            limit=limit,
-            interface="cli",
-        )
+            scope=scope, target_snapshot=snapshot, text=text, paths=path or [], limit=limit
+        ).hits
         _emit(
             hits,
             as_json,
@@ -313,8 +276,8 @@ def knowledge_brief_command(
 
     Example: byte-probe knowledge brief --scope payments --snapshot 3fa4... --text "parser"
     """
-    with _cli_errors(as_json), _store(root) as store:
-        brief = svc.knowledge_brief(store, snapshot, scope, text, interface="cli")
+    with session(root) as svc:
+        brief = svc.knowledge_brief(snapshot_id=snapshot, scope=scope, text=text)
         lines = [
             f"{h.claim.claim_id} {h.claim.outcome} {h.applicability.state}: {h.claim.statement}"
             for h in brief.claims
@@ -333,11 +296,19 @@ def knowledge_record_answer_command(
 
     Example: byte-probe knowledge record-answer answer.json --json
     """
-    with _cli_errors(as_json), _store(root) as store:
-        record = svc.knowledge_record_answer(
-            store, read_json_arg(file, "answer", InvalidClaim), interface="cli"
-        )
+    with session(root) as svc:
+        record = svc.knowledge_record_answer(answer=read_json_arg(file, "answer", InvalidClaim))
         _emit(record, as_json, f"{record.claim_id} {record.outcome}")
+
+
+_FINGERPRINT = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _accepted_key(item: str) -> str:
+    # The table takes fingerprints or PEM text, never a path: the CLI reads key files.
+    if _FINGERPRINT.fullmatch(item) or item.lstrip().startswith("-----BEGIN"):
+        return item
+    return read_public_key(Path(item))
 
 
 def gate_command(
@@ -360,9 +331,12 @@ def gate_command(
 
     Example: byte-probe gate --snapshot 3fa4... --scope payments --require-signed key.pub.pem
     """
-    with _cli_errors(as_json), _store(root) as store:
-        check = service.signature_requirement(store, require_signed) if require_signed else None
-        result = svc.gate(store, snapshot, scope=scope, interface="cli", require_signed=check)
+    with session(root) as svc:
+        result = svc.gate(
+            snapshot_id=snapshot,
+            scope=scope,
+            require_signed=[_accepted_key(item) for item in require_signed or []],
+        )
     lines = [
         f"gate {'passed' if result.passed else 'closed'}: {result.checked} claim(s) checked, "
         f"{len(result.open_obligations)} open obligation(s)",

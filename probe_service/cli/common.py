@@ -1,20 +1,26 @@
-"""What every CLI command shares: the store it opens, JSON output, the exit codes."""
+"""What every CLI command shares: the session it opens, JSON output, the exit codes."""
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import BaseModel
 from rich.console import Console
 
-from ..errors import InfrastructureError, InvalidInput, ProbeServiceError, UnstableWorkingTree
-from ..safe_text import safe_line
-from ..store import DATABASE_URL_ENV, Store, open_store
+from probe_service.errors import InvalidInput, KeyFileError
+
+from .errors import EXIT_INFRASTRUCTURE, EXIT_INPUT, exit_code_for, report_error
+
+if TYPE_CHECKING:
+    from probe_service.service import ProbeService
 
 __all__ = [
     "EXIT_INFRASTRUCTURE",
@@ -24,15 +30,11 @@ __all__ = [
     "console",
     "emit_json",
     "exit_code_for",
-    "open_cli_store",
     "read_json_arg",
+    "read_public_key",
     "report_error",
+    "session",
 ]
-
-#: Exit code of a usage or input error (bad flag, bad file, unknown id, refused path).
-EXIT_INPUT = 3
-#: Exit code when the store, broker or working tree was unavailable; retrying may help.
-EXIT_INFRASTRUCTURE = 4
 
 console = Console()
 
@@ -45,20 +47,17 @@ RootOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
 
 
-def exit_code_for(exc: ProbeServiceError) -> int:
-    """The exit code of a refusal: 4 when retrying may help, else 3."""
-    if isinstance(exc, InfrastructureError | UnstableWorkingTree):
-        return EXIT_INFRASTRUCTURE
-    return EXIT_INPUT
+@contextmanager
+def session(root: Path) -> Iterator[ProbeService]:
+    """One ``ProbeService`` session for one command, labelled ``cli`` in the audit log: the
+    store named by PROBE_DATABASE_URL, else the embedded one under ``root``, and the queue
+    when PROBE_REDIS_URL is set (docs/ARCHITECTURE.md, "The operation table")."""
+    # Imported here: the service pulls in the store and every part; `--help` needs none.
+    from probe_service.service import ProbeService
 
-
-def report_error(message: str, code: str, as_json: bool) -> None:
-    """Print one line on stderr, and an error frame on stdout when JSON was asked for."""
-    # Messages may quote untrusted text (a plan field, a path): one visible line.
-    line = safe_line(" ".join(message.split()))
-    sys.stderr.write(f"byte-probe: error: {line}\n")
-    if as_json:
-        sys.stdout.write(json.dumps({"error": code, "message": line}) + "\n")
+    # Lazy: commands that need no store (verify, policy check) create no state directory.
+    with ProbeService.open(root, interface="cli", lazy=True) as svc:
+        yield svc
 
 
 def read_json_arg(source: str, what: str, error: type[InvalidInput] = InvalidInput) -> Any:
@@ -73,9 +72,32 @@ def read_json_arg(source: str, what: str, error: type[InvalidInput] = InvalidInp
         raise error(f"{source}: {what} is not JSON ({exc})") from exc
 
 
-def open_cli_store(root: Path) -> Store:
-    """Open the store named by PROBE_DATABASE_URL, else the embedded one under ``root``."""
-    return open_store(root, os.environ.get(DATABASE_URL_ENV) or None)
+#: The largest public key file read (a PEM Ed25519 public key is about 113 bytes).
+_MAX_KEY_BYTES = 64 * 1024
+
+
+def read_public_key(path: Path) -> str:
+    """The PEM text of a public key file the user named, for a request's ``public_keys`` or
+    ``require_signed`` (machine faces never name files, so the CLI reads them).
+
+    Raises KeyFileError naming the file: unreadable, a symbolic link, not a regular file,
+    or not a PEM public key (a private key is refused: give its public half).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        reason = "is a symbolic link" if os.path.islink(path) else exc.strerror
+        raise KeyFileError(f"{path}: cannot open key file: {reason}") from exc
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise KeyFileError(f"{path}: key file is not a regular file")
+        raw = handle.read(_MAX_KEY_BYTES)
+    text = raw.decode("ascii", errors="replace")
+    if "PRIVATE KEY-----" in text:
+        raise KeyFileError(f"{path}: a private key; give its public key (signing-key.pub.pem)")
+    if not text.lstrip().startswith("-----BEGIN PUBLIC KEY-----"):
+        raise KeyFileError(f"{path}: not a PEM Ed25519 public key")
+    return text
 
 
 def emit_json(value: BaseModel | dict[str, Any] | list[Any]) -> None:

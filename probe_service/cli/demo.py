@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 
-from ..demo import run_demo
 from .common import console
 
 
@@ -20,4 +19,8 @@ def demo(
 
     Example: byte-probe demo --workdir /tmp/demo
     """
+    # The demo module is the package's own walkthrough script (its public entry point):
+    # it drives the table itself, so this command only hands it the console.
+    from probe_service.demo import run_demo
+
     raise typer.Exit(run_demo(workdir, console))

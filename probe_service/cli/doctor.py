@@ -2,6 +2,11 @@
 
 Checks what `make setup` installs and the sandbox needs (docs/ARCHITECTURE.md,
 "Containment" and "Storage and deployment"); at most 40 lines, one per check.
+
+Unlike the other commands, doctor looks below the operation table — the runtime install,
+system tools, the kernel mechanism, the policy and key files — so it imports those parts
+(lazily, one per check); the store is reached through a ``cli`` session like everywhere.
+A failing check is a line of the report, never an error.
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ from pathlib import Path
 
 import typer
 
-from ..errors import ProbeServiceError
-from ..safe_text import untrusted
-from .common import JsonOption, RootOption, console, emit_json, open_cli_store
+from probe_service.errors import ProbeServiceError
+from probe_service.safe_text import untrusted
+
+from .common import JsonOption, RootOption, console, emit_json, session
 
 __all__ = ["doctor"]
 
@@ -35,7 +41,7 @@ class Check:
 
 
 def _runtime() -> list[Check]:
-    from ..sandbox.runtime import PINNED_VERSION, locate_runtime
+    from probe_service.sandbox import PINNED_VERSION, locate_runtime
 
     try:
         runtime = locate_runtime()
@@ -56,7 +62,7 @@ def _typescript_worker() -> list[Check]:
 
 
 def _tools() -> list[Check]:
-    from ..sandbox.runtime import find_system_tool
+    from probe_service.sandbox.runtime import find_system_tool
 
     checks = []
     for name, tool, package in (
@@ -86,7 +92,7 @@ def _cgroups() -> list[Check]:
 
 
 def _identity() -> list[Check]:
-    from ..sandbox.selfcheck import describe_mechanism
+    from probe_service.sandbox.selfcheck import describe_mechanism
 
     fix = "run the worker as root on Linux with cgroup v2 (see SECURITY.md)"
     return [
@@ -95,7 +101,7 @@ def _identity() -> list[Check]:
 
 
 def _policy() -> list[Check]:
-    from ..policies import check_policy_file, policy_file_path
+    from probe_service.policies import check_policy_file, policy_file_path
 
     path = policy_file_path()
     try:
@@ -114,12 +120,12 @@ def _policy() -> list[Check]:
 
 
 def _store(root: Path) -> list[Check]:
-    from ..store import DATABASE_URL_ENV
+    from probe_service.store import DATABASE_URL_ENV
 
     kind = "postgresql" if os.environ.get(DATABASE_URL_ENV) else "embedded"
     try:
-        store = open_cli_store(root)
-        store.close()
+        with session(root) as svc:
+            svc.store  # noqa: B018 (opening the store is the check)
     except ProbeServiceError as exc:
         fix = f"check {DATABASE_URL_ENV} or --root; `byte-probe store migrate`"
         return [Check(f"store ({kind})", False, str(exc), fix)]
@@ -127,7 +133,7 @@ def _store(root: Path) -> list[Check]:
 
 
 def _redis() -> list[Check]:
-    from ..queue import REDIS_URL_ENV
+    from probe_service.queue import REDIS_URL_ENV
 
     url = os.environ.get(REDIS_URL_ENV)
     if not url:
@@ -142,7 +148,7 @@ def _redis() -> list[Check]:
 
 
 def _signing_key() -> list[Check]:
-    from ..plans.signing import configured_signing_key, signing_key_path
+    from probe_service.plans.signing import configured_signing_key, signing_key_path
 
     try:
         key = configured_signing_key()

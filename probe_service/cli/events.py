@@ -8,9 +8,9 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from .. import service
-from ..safe_text import untrusted
-from .common import JsonOption, RootOption, console, emit_json, open_cli_store
+from probe_service.safe_text import untrusted
+
+from .common import JsonOption, RootOption, console, emit_json, session
 
 
 def events(
@@ -32,8 +32,9 @@ def events(
 
     Example: byte-probe events --consumer ci-bot --ack 41 --json
     """
-    found = service.knowledge_events(open_cli_store(root), after, limit, consumer=consumer, ack=ack)
-    if json_out:
+    with session(root) as svc:
+        found = svc.knowledge_events(after=after, limit=limit, consumer=consumer, ack=ack).events
+    if json_out:  # a list, as before the table wrapped it in {"events", "next_after"}
         emit_json([e.model_dump() for e in found])
         return
     table = Table(title="events")

@@ -11,8 +11,7 @@ from typing import Annotated
 
 import typer
 
-from ..plans.signing import create_key_pair
-from .common import JsonOption, console, emit_json
+from .common import JsonOption, console, emit_json, session
 
 __all__ = ["app"]
 
@@ -36,8 +35,10 @@ def create(
 
     Example: byte-probe key create --out /etc/byte-probe/keys
     """
-    private, public, fingerprint = create_key_pair(out)
+    with session(Path(".")) as svc:  # the admin row `key_create`; no store is opened
+        made = svc.key_create(out=str(out))
     if json_out:
-        emit_json({"private_key": str(private), "public_key": str(public), "keyid": fingerprint})
+        emit_json(made)
     else:
-        console.print(f"private key {private}\npublic key  {public}\nkeyid       {fingerprint}")
+        lines = (f"private key {made.private_key}", f"public key  {made.public_key}")
+        console.print("\n".join((*lines, f"keyid       {made.keyid}")))

@@ -1,38 +1,228 @@
-"""The root ``byte-probe`` app and the one place errors become exit codes."""
+"""The root ``byte-probe`` app and the one place errors become exit codes.
+
+Command groups are registered by name and imported only when one runs (or its own help is
+asked for): ``byte-probe --help`` and ``byte-probe capabilities`` never import the store,
+the queue or the sandbox (docs/ARCHITECTURE.md, "The operation table").
+"""
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
 
 import typer
 
-# typer 0.29 vendors click privately; pinned in pyproject so this import stays valid.
+# typer 0.29 vendors click privately; pinned in pyproject so these imports stay valid.
+from typer._click import Command, Context, HelpFormatter
 from typer._click.exceptions import ClickException
+from typer.core import TyperCommand, TyperGroup
 
-from ..errors import ProbeServiceError
-from . import (
-    claims,
-    demo,
-    doctor,
-    events,
-    faces,
-    keys,
-    plans,
-    policy,
-    queue,
-    snapshot,
-    store,
-    toolchain,
-    ts,
-)
-from .common import EXIT_INFRASTRUCTURE, EXIT_INPUT, exit_code_for, report_error
+from probe_service.errors import ProbeServiceError
 
-#: Exit code of an unexpected internal error (EX_SOFTWARE).
-EXIT_INTERNAL = 70
+from .errors import EXIT_INFRASTRUCTURE, EXIT_INPUT, EXIT_INTERNAL, exit_code_for, report_error
+
+__all__ = ["COMMANDS", "EXIT_INTERNAL", "app", "entry_point", "load_command", "main"]
+
+
+@dataclass(frozen=True)
+class LazyCommand:
+    """A command or group of the root app, imported from ``module`` when it runs."""
+
+    module: str
+    attribute: str
+    #: The first line of its help, shown by ``byte-probe --help`` without importing it
+    #: (tests/cli/test_lazy.py checks it against the real command's).
+    summary: str
+
+
+#: Every command of the root app, in the order ``--help`` lists them.
+COMMANDS: dict[str, LazyCommand] = {
+    "snapshot": LazyCommand(
+        "snapshot", "app", "Capture, show and materialize content-addressed snapshots."
+    ),
+    "policy": LazyCommand("policy", "app", "Check administrator probe policies."),
+    "key": LazyCommand("keys", "app", "Create receipt signing keys (administrator)."),
+    "toolchain": LazyCommand("toolchain", "app", "Build and digest toolchains (administrator)."),
+    "store": LazyCommand("store", "app", "The store itself: migrations."),
+    "ts": LazyCommand("ts", "app", "TypeScript compiler boundaries of stored snapshots."),
+    "plan": LazyCommand("plans", "plan_app", "Create and show immutable probe plans."),
+    "receipt": LazyCommand("plans", "receipt_app", "Show, export and verify probe receipts."),
+    "run": LazyCommand(
+        "plans", "run", "Run a plan in the sandbox under the named policy and print its receipt."
+    ),
+    "worker": LazyCommand(
+        "queue",
+        "worker",
+        "Start dramatiq workers on PROBE_REDIS_URL, restarting any that dies, until Ctrl-C.",
+    ),
+    "submit": LazyCommand(
+        "queue", "submit", "Persist and enqueue many plans; with --wait, gate on their outcomes."
+    ),
+    "cancel": LazyCommand(
+        "queue",
+        "cancel",
+        "Cancel a queued run so that no worker executes it; exit 3 if a worker took it.",
+    ),
+    "claim": LazyCommand("claims", "claim_app", "Record, show and check claims."),
+    "change": LazyCommand("claims", "change_app", "Analyse a change between two snapshots."),
+    "obligations": LazyCommand(
+        "claims", "obligations_app", "List and resolve recheck obligations."
+    ),
+    "knowledge": LazyCommand("claims", "knowledge_app", "Query and record knowledge."),
+    "gate": LazyCommand(
+        "claims",
+        "gate_command",
+        "Check every claim in scope (default: the whole store) on one snapshot; exit 1 while "
+        "an obligation on that snapshot in scope is open, or (with --require-signed) while any "
+        "receipt evidence is not signed by one of the given keys.",
+    ),
+    "events": LazyCommand(
+        "events",
+        "events",
+        "List events with a cursor greater than --after (or than the consumer's acknowledged "
+        "cursor), oldest first.",
+    ),
+    "capabilities": LazyCommand(
+        "reference",
+        "capabilities",
+        "Print what this engine offers as JSON: versions, every operation with its schemas, "
+        "sandbox readiness.",
+    ),
+    "schema": LazyCommand(
+        "reference",
+        "schema",
+        "Print the request and response JSON Schemas of the operations (or of one).",
+    ),
+    "host": LazyCommand(
+        "faces", "host", "Serve the operation table as NDJSON on stdin/stdout until EOF."
+    ),
+    "mcp": LazyCommand(
+        "faces", "mcp", "Serve the agent operations as MCP tools (byte_*), on stdio by default."
+    ),
+    "web": LazyCommand(
+        "web", "web", "Serve a read-only view of the farm, runs, receipts, snapshots and claims."
+    ),
+    "demo": LazyCommand(
+        "demo", "demo", "Run the main job on the shipped example repository and print the result."
+    ),
+    "doctor": LazyCommand(
+        "doctor",
+        "doctor",
+        "Check the sandbox prerequisites, the policy file, the store and Redis; exit 1 if any "
+        "fail.",
+    ),
+}
+
+
+def load_command(name: str) -> Command:
+    """Import command ``name`` and build its click command (a group for a sub-app), as
+    ``app.add_typer``/``app.command`` would have mounted it."""
+    entry = COMMANDS[name]
+    target = getattr(importlib.import_module(f"{__package__}.{entry.module}"), entry.attribute)
+    parent = typer.Typer()
+    parent.callback()(_mounted)  # a callback keeps the parent a group, as the root is
+    if isinstance(target, typer.Typer):
+        parent.add_typer(target, name=name)
+    else:
+        parent.command(name)(target)
+    group = typer.main.get_command(parent)
+    command: Command = group.commands[name]  # type: ignore[attr-defined]
+    return command
+
+
+def _mounted() -> None:
+    """The parent of one mounted command (never shown)."""
+
+
+@contextmanager
+def _reporting(argv: Sequence[str]) -> Iterator[list[int]]:
+    """The one place an error becomes an exit code and one line on stderr (plus an error
+    frame on stdout under ``--json``); yields a cell that holds the exit code."""
+    as_json = "--json" in argv
+    code = [0]
+    try:
+        yield code
+    except ProbeServiceError as exc:
+        report_error(str(exc), exc.code, as_json)
+        code[0] = exit_code_for(exc)
+    except typer.Abort:
+        report_error("aborted", "aborted", as_json)
+        code[0] = 130
+    except ClickException as exc:
+        report_error(exc.format_message(), "usage", as_json)
+        code[0] = EXIT_INPUT
+    except OSError as exc:
+        report_error(f"{exc.filename or ''}: {exc.strerror or exc}", "os_error", as_json)
+        code[0] = EXIT_INPUT
+    except Exception as exc:
+        # A bug, not a refusal: still one line, unless the operator asks for the trace.
+        if os.environ.get("BYTE_PROBE_DEBUG"):
+            raise
+        report_error(
+            f"internal error ({type(exc).__name__}): {exc}; rerun with BYTE_PROBE_DEBUG=1",
+            "internal",
+            as_json,
+        )
+        code[0] = EXIT_INTERNAL
+
+
+class RootGroup(TyperGroup):
+    """The root group: commands load on first use; errors are reported in ``main``."""
+
+    _listing = False
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        eager = super().list_commands(ctx)
+        return [*eager, *(name for name in COMMANDS if name not in eager)]
+
+    def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
+        if cmd_name in self.commands or cmd_name not in COMMANDS:
+            return super().get_command(ctx, cmd_name)
+        if self._listing:
+            # Listed in the root's help: its summary, without importing the command.
+            return TyperCommand(cmd_name, help=COMMANDS[cmd_name].summary)
+        self.add_command(load_command(cmd_name), cmd_name)
+        return self.commands[cmd_name]
+
+    def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Run the CLI; every failure ends in the exit code ``_reporting`` chose."""
+        argv = list(sys.argv[1:] if args is None else args)
+        with _reporting(argv) as code:
+            result = super().main(
+                args=argv,
+                prog_name=prog_name or "byte-probe",
+                complete_var=complete_var,
+                standalone_mode=False,
+                **extra,
+            )
+            code[0] = result if isinstance(result, int) else 0
+        if standalone_mode:
+            sys.exit(code[0])
+        return code[0]
+
 
 app = typer.Typer(
     name="byte-probe",
+    cls=RootGroup,
     help=(
         "Byte probe service: snapshots, sandboxed probes, receipts and claims.\n\n"
         f"Exit codes: 0 ok; {EXIT_INPUT} usage or input error; "
@@ -42,64 +232,22 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=True,
+    # Plain help for the root: rendering it with rich imports more than all else `--help`
+    # needs. Command groups keep rich help (they are imported when asked for anyway).
+    rich_markup_mode=None,
 )
-app.add_typer(snapshot.app, name="snapshot")
-app.add_typer(policy.app, name="policy")
-app.add_typer(keys.app, name="key")
-app.add_typer(toolchain.app, name="toolchain")
-app.add_typer(store.app, name="store")
-app.add_typer(ts.app, name="ts")
-app.add_typer(plans.plan_app, name="plan")
-app.add_typer(plans.receipt_app, name="receipt")
-app.command("run")(plans.run)
-app.command("worker")(queue.worker)
-app.command("submit")(queue.submit)
-app.command("cancel")(queue.cancel)
-app.add_typer(claims.claim_app, name="claim")
-app.add_typer(claims.change_app, name="change")
-app.add_typer(claims.obligations_app, name="obligations")
-app.add_typer(claims.knowledge_app, name="knowledge")
-app.command("gate")(claims.gate_command)
-app.command("events")(events.events)
-app.command("demo")(demo.demo)
-app.command("doctor")(doctor.doctor)
-app.command("host")(faces.host)
-app.command("mcp")(faces.mcp)
 
 
-def _report(message: str, code: str, argv: list[str]) -> None:
-    report_error(message, code, "--json" in argv)
+@app.callback()
+def root() -> None:
+    """Byte probe service: snapshots, sandboxed probes, receipts and claims."""
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code; no traceback ever reaches the user."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    command = typer.main.get_command(app)
-    try:
-        result = command.main(args=args, prog_name="byte-probe", standalone_mode=False)
-    except ProbeServiceError as exc:
-        _report(str(exc), exc.code, args)
-        return exit_code_for(exc)
-    except typer.Abort:
-        _report("aborted", "aborted", args)
-        return 130
-    except ClickException as exc:
-        _report(exc.format_message(), "usage", args)
-        return EXIT_INPUT
-    except OSError as exc:
-        _report(f"{exc.filename or ''}: {exc.strerror or exc}", "os_error", args)
-        return EXIT_INPUT
-    except Exception as exc:
-        # A bug, not a refusal: still one line, unless the operator asks for the trace.
-        if os.environ.get("BYTE_PROBE_DEBUG"):
-            raise
-        _report(
-            f"internal error ({type(exc).__name__}): {exc}; rerun with BYTE_PROBE_DEBUG=1",
-            "internal",
-            args,
-        )
-        return EXIT_INTERNAL
-    return result if isinstance(result, int) else 0
+    command: Callable[..., Any] = typer.main.get_command(app).main
+    result = command(args=argv, prog_name="byte-probe", standalone_mode=False)
+    return int(result)
 
 
 def entry_point() -> None:

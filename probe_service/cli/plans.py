@@ -3,23 +3,28 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
-from contextlib import closing
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from .. import service
-from ..errors import InvalidInput, InvalidPlan, ReceiptInvalid
-from ..plans import ProbeRunResult
-from ..queue import REDIS_URL_ENV, ProbeQueue
-from ..safe_text import untrusted
-from ..store import Store
-from .common import JsonOption, RootOption, console, emit_json, open_cli_store, read_json_arg
-from .ids import resolve_id
+from probe_service.errors import InvalidInput, InvalidPlan, ReceiptInvalid
+from probe_service.safe_text import safe_line, untrusted
+from probe_service.service import ProbeService
+from probe_service.service.adapters import ProbeRunResult
+
+from .common import (
+    JsonOption,
+    RootOption,
+    console,
+    emit_json,
+    read_json_arg,
+    read_public_key,
+    session,
+)
+from .ids import resolve
 from .results import output_json, print_receipt
 from .waiting import NoticeOption, NoWorkerNotice
 
@@ -41,8 +46,8 @@ def plan_create(
     Example: byte-probe plan create plan.json --json
     """
     document = read_json_arg(file, "plan", InvalidPlan)
-    with closing(open_cli_store(root)) as store:
-        created = service.probe_plan(store, document)
+    with session(root) as svc:
+        created = svc.probe_plan(plan=document)
     if json_out:
         emit_json(created)
     else:
@@ -56,15 +61,14 @@ def plan_show(plan_id: str, root: RootOption = Path("."), json_out: JsonOption =
 
     Example: byte-probe plan show 9b1c… --json
     """
-    with closing(open_cli_store(root)) as store:
-        plan_id = resolve_id(store, "plan", plan_id)
-        plan = service.probe_get(store, plan_id)
+    with session(root) as svc:
+        stored = svc.probe_get(plan_id=resolve(svc, "plan", plan_id))
     if json_out:
-        emit_json({"plan_id": plan_id, "plan": plan.canonical()})
+        emit_json({"plan_id": stored.plan_id, "plan": stored.plan})
         return
     # A plan's fields are untrusted text: never markup, never control sequences.
-    table = Table(title=untrusted(f"plan {plan_id}"), show_header=False)
-    for key, value in plan.canonical().items():
+    table = Table(title=untrusted(f"plan {stored.plan_id}"), show_header=False)
+    for key, value in stored.plan.items():
         table.add_row(untrusted(key), untrusted(json.dumps(value, ensure_ascii=False)))
     console.print(table)
 
@@ -95,8 +99,8 @@ def run(
 
     Example: byte-probe run 9b1c… --policy local-python-no-network --json
     """
-    with closing(open_cli_store(root)) as store:
-        result = _run(store, plan_id, policy, not no_reuse, inline, (timeout, notice_after))
+    with session(root) as svc:
+        result = _run(svc, plan_id, policy, not no_reuse, inline, (timeout, notice_after))
     if json_out:
         emit_json({**result.model_dump(exclude={"receipt"}), **output_json(result.receipt)})
     else:
@@ -106,7 +110,7 @@ def run(
 
 
 def _run(
-    store: Store,
+    svc: ProbeService,
     plan_id: str,
     policy: str,
     reuse: bool,
@@ -114,23 +118,17 @@ def _run(
     waiting: tuple[float, float],
 ) -> ProbeRunResult:
     timeout, notice_after = waiting
-    plan_id = resolve_id(store, "plan", plan_id)
-    url = os.environ.get(REDIS_URL_ENV)
-    if url and not inline:
-        queue = ProbeQueue(url)
-        try:
-            return service.probe_run_queued(
-                store,
-                queue,
-                plan_id,
-                policy,
-                timeout_s=timeout,
-                reuse=reuse,
-                on_progress=NoWorkerNotice(f"plan {plan_id}", notice_after, timeout),
-            )
-        finally:
-            queue.close()
-    return service.probe_run(store, plan_id, policy, reuse=reuse)
+    plan_id = resolve(svc, "plan", plan_id)
+    # Queued runs report each poll: say on stderr when no worker took the run in time.
+    svc.on_progress = NoWorkerNotice(f"plan {plan_id}", notice_after, timeout)
+    result: ProbeRunResult = svc.probe_run(
+        plan_id=plan_id,
+        policy_id=policy,
+        reuse=reuse,
+        via="embedded" if inline else "auto",
+        wait_seconds=timeout,
+    )
+    return result
 
 
 @receipt_app.command("show")
@@ -143,8 +141,8 @@ def receipt_show(
 
     Example: byte-probe receipt show 4e0f… --json > receipt.json
     """
-    with closing(open_cli_store(root)) as store:
-        receipt = service.receipt_get(store, resolve_id(store, "receipt", receipt_id))
+    with session(root) as svc:
+        receipt = svc.receipt_get(receipt_id=resolve(svc, "receipt", receipt_id))
     if json_out:
         emit_json(receipt)
         return
@@ -167,7 +165,8 @@ def receipt_export(
     """
     if fmt != "intoto":
         raise InvalidInput(f"--format: unknown format {fmt!r} (intoto)")
-    envelope = service.receipt_export(open_cli_store(root), receipt_id)
+    with session(root) as svc:
+        envelope = svc.receipt_export(receipt_id=resolve(svc, "receipt", receipt_id))
     text = json.dumps(envelope, sort_keys=True, indent=2) + "\n"
     if out is None:
         sys.stdout.write(text)
@@ -193,21 +192,22 @@ def receipt_verify(
     Example: byte-probe receipt verify receipt.intoto.json --key signing-key.pub.pem
     """
     document = read_json_arg(file, "receipt", InvalidPlan)
-    keys = list(key or [])
-    signer: str | None = None
+    keys = [read_public_key(path) for path in key or []]
     try:
-        if isinstance(document, dict) and "payloadType" in document:
-            verified = service.envelope_verify(document, keys)
-            sha, signer = verified.receipt_sha256, verified.signer
-        elif keys:
+        if not isinstance(document, dict):
+            raise ReceiptInvalid("receipt: not a JSON object")
+        if keys and "payloadType" not in document:
             raise ReceiptInvalid(
                 "signature: a receipt file carries no envelope; verify the file "
                 "`receipt export --format intoto` writes"
             )
-        else:
-            sha = service.receipt_verify(document)
+        # Offline: the session opens no store for this row (it reads only the policy
+        # file's revoked keys).
+        with session(Path(".")) as svc:
+            verified = svc.receipt_verify(document=document, public_keys=keys)
+        sha, signer = verified.receipt_sha256, verified.signer
     except ReceiptInvalid as exc:  # a verdict on the receipt, not a usage error: exit 1
-        message = " ".join(str(exc).split())
+        message = safe_line(" ".join(str(exc).split()))  # may quote the receipt's fields
         sys.stderr.write(f"byte-probe: receipt invalid: {message}\n")
         if json_out:
             emit_json({"valid": False, "error": message})

@@ -1,7 +1,9 @@
 """``byte-probe policy``: administrator commands for the policy file.
 
-A thin adapter: one library call (``check_policy_file``) and one place that
-turns ``PolicyError`` into exit status 1 with a one-line message on stderr.
+A thin adapter over the admin row ``policy_check``. A refused file is the check's verdict,
+not a usage error: exit 1 with one ``error:`` line (the only error this module reports
+itself, as ``receipt verify`` does for an invalid receipt; every other error goes to the
+root app's one handler).
 """
 
 from __future__ import annotations
@@ -9,17 +11,19 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from probe_service.errors import PolicyError
-from probe_service.policies import policy_file_path
-from probe_service.toolchains.verify import PolicyReport, verify_policy_file
+from probe_service.safe_text import safe_line, untrusted
 
-from ..safe_text import safe_line, untrusted
+from .common import session
+
+if TYPE_CHECKING:  # the adapters import every part; `--help` needs none of them
+    from probe_service.service.adapters import PolicyReport
 
 __all__ = ["app"]
 
@@ -46,17 +50,17 @@ def check(
 
     Example: byte-probe policy check --file /etc/byte/probe-policies.json --json
     """
-    path = file or policy_file_path()
     try:
-        reports = verify_policy_file(path)
+        with session(Path(".")) as svc:  # the admin row `policy_check`; no store is opened
+            checked = svc.policy_check(file=str(file) if file else None)
     except PolicyError as exc:
         sys.stderr.write(f"error: {safe_line(' '.join(str(exc).split()))}\n")
         raise typer.Exit(1) from None
     if as_json:
-        rows = [report.model_dump(mode="json") for report in reports]
-        sys.stdout.write(json.dumps({"file": str(path), "policies": rows}) + "\n")
+        rows = [report.model_dump(mode="json") for report in checked.policies]
+        sys.stdout.write(json.dumps({"file": checked.file, "policies": rows}) + "\n")
         return
-    _print_reports(path, reports)
+    _print_reports(Path(checked.file), list(checked.policies))
 
 
 def _print_reports(path: Path, reports: list[PolicyReport]) -> None:

@@ -14,28 +14,20 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from .. import service
-from ..errors import InvalidInput
-from ..queue import (
-    DEFAULT_QUEUE,
-    REDIS_URL_ENV,
-    ProbeQueue,
-    RunSummary,
-    batch_results,
-    read_plans_file,
-    resume_batch,
-    submit_plans,
-    wait_batch,
-)
-from ..queue.inline import run_inline
-from ..queue.junit import write_junit
-from ..queue.metrics import METRICS_PORT_ENV, serve_metrics
-from ..queue.supervisor import run_supervisor
-from ..safe_text import untrusted
-from ..store import Store
-from .common import EXIT_INFRASTRUCTURE, JsonOption, RootOption, console, emit_json, open_cli_store
-from .ids import resolve_id
+from probe_service.errors import InvalidInput
+from probe_service.safe_text import untrusted
+from probe_service.service import ProbeService
+from probe_service.service.adapters import RunSummary
+
+from .common import EXIT_INFRASTRUCTURE, JsonOption, RootOption, console, emit_json, session
+from .ids import resolve
 from .waiting import NoticeOption, NoWorkerNotice, TimeoutOption
+
+#: Names the queue's Redis URL (``probe_service.queue.REDIS_URL_ENV``; the options below are
+#: declared without importing the queue, so `--help` stays quick).
+REDIS_URL_ENV = "PROBE_REDIS_URL"
+#: ``probe_service.queue.METRICS_PORT_ENV``.
+METRICS_PORT_ENV = "PROBE_METRICS_PORT"
 
 
 class FailOn(StrEnum):
@@ -44,11 +36,6 @@ class FailOn(StrEnum):
     any = "any"
     refutes = "refutes"
     inconclusive = "inconclusive"
-
-
-def _queue() -> ProbeQueue | None:
-    url = os.environ.get(REDIS_URL_ENV)
-    return ProbeQueue(url) if url else None
 
 
 def worker(
@@ -68,17 +55,23 @@ def worker(
 
     Example: PROBE_REDIS_URL=redis://127.0.0.1:6379/0 byte-probe worker --processes 2
     """
+    # The worker runs the queue's own machinery (the public API of probe_service.queue):
+    # it serves the table's runs rather than calling it (docs/ARCHITECTURE.md, "Parts").
+    from probe_service.queue import DEFAULT_QUEUE, run_supervisor, serve_metrics
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    queue = _queue()
-    if queue is None:
+    if not os.environ.get(REDIS_URL_ENV):
         raise InvalidInput(f"{REDIS_URL_ENV}: not set; a worker needs a Redis broker")
     os.environ.setdefault("PROBE_ROOT", str(root.resolve()))
-    if metrics_port:
-        serve_metrics(metrics_port, open_cli_store(root), queue, host=metrics_host)
-        console.print(untrusted(f"metrics on http://{metrics_host}:{metrics_port}/metrics"))
-    raise typer.Exit(
-        run_supervisor(processes, threads, queues or [DEFAULT_QUEUE], threading.Event())
-    )
+    with session(root) as svc:
+        if metrics_port:
+            queue = svc.queue
+            if queue is None:  # excluded above; for the type checker
+                raise InvalidInput(f"{REDIS_URL_ENV}: not set; a worker needs a Redis broker")
+            serve_metrics(metrics_port, svc.store, queue, host=metrics_host)
+            console.print(untrusted(f"metrics on http://{metrics_host}:{metrics_port}/metrics"))
+        code = run_supervisor(processes, threads, queues or [DEFAULT_QUEUE], threading.Event())
+    raise typer.Exit(code)
 
 
 def _gate(results: list[RunSummary], fail_on: FailOn) -> int:
@@ -91,11 +84,12 @@ def _gate(results: list[RunSummary], fail_on: FailOn) -> int:
 
 
 def _wait_with_progress(
-    store: Store, batch_id: str, total: int, show: bool, notice: NoWorkerNotice
-) -> None:
+    svc: ProbeService, batch_id: str, total: int, show: bool, notice: NoWorkerNotice
+) -> list[RunSummary]:
     if not show:
-        wait_batch(store, batch_id, notice, timeout_s=notice.timeout_s)
-        return
+        svc.on_progress = notice
+        status = svc.batch_wait(batch_id=batch_id, timeout_seconds=notice.timeout_s)
+        return list(status.runs)
     columns = (
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -114,7 +108,9 @@ def _wait_with_progress(
             progress.update(task, completed=counts.get("done", 0), counts=shown)
             notice(counts)
 
-        wait_batch(store, batch_id, update, timeout_s=notice.timeout_s)
+        svc.on_progress = update
+        status = svc.batch_wait(batch_id=batch_id, timeout_seconds=notice.timeout_s)
+        return list(status.runs)
 
 
 def submit(
@@ -151,12 +147,9 @@ def submit(
 
     Example: byte-probe submit plans.jsonl --policy ci-python --wait --junit probes.xml
     """
-    store = open_cli_store(root)
-    queue = _queue()
-    try:
+    with session(root) as svc:
         _submit(
-            store,
-            queue,
+            svc,
             plans_file,
             policy,
             wait,
@@ -170,17 +163,10 @@ def submit(
             wide=wide,
             waiting=(timeout, notice_after),
         )
-    finally:
-        # Pooled PostgreSQL connections and the broker's Redis pool would otherwise leak
-        # when the CLI runs in-process (tests, embedding); closing is harmless on exit.
-        if queue is not None:
-            queue.close()
-        store.close()
 
 
 def _submit(
-    store: Store,
-    queue: ProbeQueue | None,
+    svc: ProbeService,
     plans_file: Path | None,
     policy: str,
     wait: bool,
@@ -196,20 +182,22 @@ def _submit(
     waiting: tuple[float, float] = (3600.0, 10.0),
 ) -> None:
     if resume:
-        if queue is None:
+        if not os.environ.get(REDIS_URL_ENV):
             raise InvalidInput(f"--resume needs {REDIS_URL_ENV}")
-        batch_id, sent, total = resume, resume_batch(store, queue, resume), 0
+        batch_id, sent, total = resume, svc.batch_resume(batch_id=resume).enqueued, 0
     else:
         if plans_file is None or not policy:
             raise InvalidInput("submit: give PLANS_FILE and --policy (or --resume BATCH)")
+        # Reading the JSONL file is the queue package's public API; persisting and
+        # enqueueing the batch is the table's `batch_submit` row.
+        from probe_service.queue import read_plans_file
+
         items, skipped = read_plans_file(plans_file, policy, skip_invalid)
         for line in skipped:
             sys.stderr.write(f"byte-probe: skipped {line}\n")
-        result = submit_plans(store, queue, items, policy, reuse=reuse)
+        result = svc.batch_submit(items=items, policy_id=policy, reuse=reuse, threads=threads)
         batch_id, sent, total = result.batch_id, result.enqueued, len(result.run_ids)
-        if queue is None:
-            wait = True
-            run_inline(store, result.run_ids, threads)
+        wait = wait or result.embedded
     if not json_out:
         console.print(f"batch {batch_id}: {total or ''} runs stored, {sent} enqueued")
     if not wait:
@@ -218,12 +206,13 @@ def _submit(
         return
     notice = NoWorkerNotice(f"batch {batch_id}", waiting[1], waiting[0])
     show = sys.stdout.isatty() and not json_out
-    _wait_with_progress(store, batch_id, total, show, notice)
-    results = batch_results(store, batch_id)
+    results = _wait_with_progress(svc, batch_id, total, show, notice)
     unfinished = sum(1 for r in results if r.state != "done")
     if junit is not None:
+        from probe_service.queue import write_junit  # the JUnit format (queue's public API)
+
         receipts = {
-            r.receipt_sha256: service.receipt_get(store, r.receipt_sha256)
+            r.receipt_sha256: svc.receipt_get(receipt_id=r.receipt_sha256)
             for r in results
             if r.receipt_sha256
         }
@@ -284,12 +273,9 @@ def cancel(
 
     Example: byte-probe cancel 3fa85f64
     """
-    store = open_cli_store(root)
-    try:
-        full = resolve_id(store, "run", run_id)
-        service.run_cancel(store, full)
-    finally:
-        store.close()
+    with session(root) as svc:
+        full = resolve(svc, "run", run_id)
+        svc.run_cancel(run_id=full)
     if json_out:
         emit_json({"run_id": full, "cancelled": True})
     else:

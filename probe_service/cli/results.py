@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..plans.output import kept_output
-from ..safe_text import excerpt, json_output, untrusted
+from probe_service.safe_text import excerpt, json_output, untrusted
+from probe_service.service.adapters import kept_output
 
 __all__ = ["output_json", "print_receipt"]
 

@@ -8,10 +8,10 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from .. import service
-from ..safe_text import untrusted
-from .common import JsonOption, RootOption, console, emit_json, open_cli_store
-from .ids import resolve_id
+from probe_service.safe_text import untrusted
+
+from .common import JsonOption, RootOption, console, emit_json, session
+from .ids import resolve
 
 app = typer.Typer(help="Capture, show and materialize content-addressed snapshots.")
 
@@ -26,8 +26,8 @@ def capture(
 
     Example: byte-probe snapshot capture . --json
     """
-    store = open_cli_store(root)
-    result = service.snapshot_capture(store, path)
+    with session(root) as svc:
+        result = svc.snapshot_capture(root=str(path))
     if json_out:
         emit_json(result)
         return
@@ -48,8 +48,8 @@ def show(
 
     Example: byte-probe snapshot show 3f2a… --json
     """
-    store = open_cli_store(root)
-    snapshot = service.snapshot_get(store, resolve_id(store, "snapshot", snapshot_id))
+    with session(root) as svc:
+        snapshot = svc.snapshot_get(snapshot_id=resolve(svc, "snapshot", snapshot_id))
     if json_out:
         emit_json(
             {
@@ -84,10 +84,11 @@ def materialize(
 
     Example: byte-probe snapshot materialize 3f2a… /tmp/copy
     """
-    store = open_cli_store(root)
-    snapshot_id = resolve_id(store, "snapshot", snapshot_id)
-    snapshot = service.snapshot_materialize(store, snapshot_id, dest)
+    with session(root) as svc:
+        done = svc.snapshot_materialize(
+            snapshot_id=resolve(svc, "snapshot", snapshot_id), dest=str(dest)
+        )
     if json_out:
-        emit_json({"snapshot_id": snapshot_id, "dest": str(dest), "files": snapshot.files})
+        emit_json({"snapshot_id": done.snapshot_id, "dest": str(dest), "files": done.files})
     else:
-        console.print(untrusted(f"materialized {snapshot.files} files into {dest}"))
+        console.print(untrusted(f"materialized {done.files} files into {dest}"))

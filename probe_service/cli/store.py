@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from .common import RootOption, console, open_cli_store
+from .common import RootOption, console, session
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -24,6 +24,6 @@ def migrate(root: RootOption = Path(".")) -> None:
 
     Example: PROBE_DATABASE_URL=postgresql+psycopg://probe@db/probe byte-probe store migrate
     """
-    store = open_cli_store(root)
-    store.close()
-    console.print(f"store migrated ({store.dialect_name})")
+    with session(root) as svc:
+        dialect = svc.store.dialect_name  # opening the store is what migrates it
+    console.print(f"store migrated ({dialect})")

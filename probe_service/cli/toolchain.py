@@ -7,22 +7,21 @@ the administrator's pip, so they never appear on the NDJSON host or MCP.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..errors import InvalidInput
-from ..safe_text import untrusted
-from ..toolchains import ToolchainDigest, check_toolchain_root, digest_toolchain
-from ..toolchains.create import create_python_toolchain
-from .common import JsonOption, console
+from probe_service.safe_text import untrusted
+
+from .common import JsonOption, console, session
+
+if TYPE_CHECKING:  # the adapters import every part; `--help` needs none of them
+    from probe_service.service.adapters import ToolchainDigest
 
 __all__ = ["app"]
 
 app = typer.Typer(help="Build and digest toolchains (administrator).", no_args_is_help=True)
-_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
 
 @app.callback()
@@ -62,9 +61,14 @@ def create(
     Example: byte-probe toolchain create py311-pytest --python /usr/bin/python3.11
     --requirements requirements.txt --dest /opt/byte-probe/toolchains/py311-pytest
     """
-    if not _NAME.fullmatch(name):
-        raise InvalidInput(f"toolchain name {name!r}: lowercase letters, digits, '.', '_', '-'")
-    digest = create_python_toolchain(python, requirements, dest, index_url=index_url)
+    with session(Path(".")) as svc:  # the admin row `toolchain_create`; no store is opened
+        digest: ToolchainDigest = svc.toolchain_create(
+            name=name,
+            python=str(python),
+            requirements_file=str(requirements),
+            dest=str(dest),
+            index_url=index_url,
+        )
     _show(name, digest, as_json)
     if not as_json:
         snippet = {
@@ -83,5 +87,6 @@ def digest(
 
     Example: byte-probe toolchain digest /opt/byte-probe/toolchains/py311-pytest --json
     """
-    root = check_toolchain_root(directory.name, str(directory.absolute()))
-    _show(directory.name, digest_toolchain(root), as_json)
+    with session(Path(".")) as svc:  # the admin row `toolchain_digest`; no store is opened
+        found: ToolchainDigest = svc.toolchain_digest(path=str(directory))
+    _show(directory.name, found, as_json)

@@ -8,11 +8,11 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from .. import service
-from ..safe_text import untrusted
-from ..typescript.models import BoundaryResult
-from .common import JsonOption, RootOption, console, emit_json, open_cli_store
-from .ids import resolve_id
+from probe_service.safe_text import untrusted
+from probe_service.service.adapters import BoundaryResult
+
+from .common import JsonOption, RootOption, console, emit_json, session
+from .ids import resolve
 
 app = typer.Typer(help="TypeScript compiler boundaries of stored snapshots.")
 
@@ -37,9 +37,10 @@ def boundary(
 
     Example: byte-probe ts boundary --snapshot 3f2a… --symbol chargeCard --json
     """
-    store = open_cli_store(root)
-    snapshot_id = resolve_id(store, "snapshot", snapshot)
-    result = service.typescript_boundary(store, snapshot_id, symbol, file)
+    with session(root) as svc:
+        result: BoundaryResult = svc.typescript_boundary(
+            snapshot_id=resolve(svc, "snapshot", snapshot), symbol=symbol, declared_in=file
+        )
     if json_out:
         emit_json(result)
     else:

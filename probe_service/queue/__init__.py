@@ -1,9 +1,16 @@
-"""The job queue: runs in the store, ids over a dramatiq Redis broker, workers, bulk submit."""
+"""The job queue: runs in the store, ids over a dramatiq Redis broker, workers, bulk submit.
+
+The broker, the worker's execution, metrics, the supervisor and the JUnit writer are
+imported on first use (PEP 562): reading or persisting runs, as a store-only CLI command
+does, never loads dramatiq, Redis or Prometheus (docs/ARCHITECTURE.md, "The operation
+table").
+"""
 
 from __future__ import annotations
 
-from .broker import DEFAULT_QUEUE, REDIS_URL_ENV, ProbeQueue
-from .execute import WorkerContext, execute_run, reap_runs
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .runs import batch_counts, create_runs
 from .submit import (
     RunSummary,
@@ -15,8 +22,16 @@ from .submit import (
     wait_batch,
 )
 
+if TYPE_CHECKING:
+    from .broker import DEFAULT_QUEUE, REDIS_URL_ENV, ProbeQueue
+    from .execute import WorkerContext, execute_run, reap_runs
+    from .junit import write_junit
+    from .metrics import METRICS_PORT_ENV, serve_metrics
+    from .supervisor import run_supervisor
+
 __all__ = [
     "DEFAULT_QUEUE",
+    "METRICS_PORT_ENV",
     "REDIS_URL_ENV",
     "ProbeQueue",
     "RunSummary",
@@ -29,6 +44,32 @@ __all__ = [
     "read_plans_file",
     "reap_runs",
     "resume_batch",
+    "run_supervisor",
+    "serve_metrics",
     "submit_plans",
     "wait_batch",
+    "write_junit",
 ]
+
+#: Names imported on first use, by the module that defines them.
+_LAZY = {
+    "DEFAULT_QUEUE": "broker",
+    "REDIS_URL_ENV": "broker",
+    "ProbeQueue": "broker",
+    "WorkerContext": "execute",
+    "execute_run": "execute",
+    "reap_runs": "execute",
+    "write_junit": "junit",
+    "METRICS_PORT_ENV": "metrics",
+    "serve_metrics": "metrics",
+    "run_supervisor": "supervisor",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

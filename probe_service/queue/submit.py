@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, select
 
@@ -24,9 +25,11 @@ from ..plans.persist import insert_plans, plan_row
 from ..plans.tables import plans
 from ..store import Store, append_event
 from ..store.schema import snapshots
-from .broker import ProbeQueue
 from .runs import batch_counts, mark_enqueued, new_run_rows
 from .tables import runs
+
+if TYPE_CHECKING:
+    from .broker import ProbeQueue
 
 __all__ = [
     "BATCH_SIZE",

@@ -29,16 +29,19 @@ CAPTURE_ROOTS_ENV = "BYTE_PROBE_CAPTURE_ROOTS"
 
 
 def allowed_capture_roots(
-    session_root: Path, environ: Mapping[str, str] | None = None
+    session_root: Path | None, environ: Mapping[str, str] | None = None
 ) -> tuple[str, ...]:
-    """The resolved directories a machine face may capture inside.
+    """The resolved directories a machine face may capture inside: the setting's, else
+    ``session_root`` (none without one: every capture is refused).
 
     Raises PolicyError naming ``BYTE_PROBE_CAPTURE_ROOTS`` and the entry when an entry
     is not an absolute path.
     """
     env = os.environ if environ is None else environ
     raw = env.get(CAPTURE_ROOTS_ENV, "")
-    entries = [entry for entry in raw.split(os.pathsep) if entry] or [str(session_root)]
+    entries = [entry for entry in raw.split(os.pathsep) if entry]
+    if not entries and session_root is not None:
+        entries = [os.path.abspath(session_root)]
     roots: list[str] = []
     for entry in entries:
         if not os.path.isabs(entry):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import BaseModel, ConfigDict
@@ -60,15 +60,18 @@ from ..plans.signing import (
     verify_envelope,
 )
 from ..policies import load_policy_file, policy_file_path
-from ..queue import ProbeQueue, batch_results, submit_plans, wait_batch
+from ..queue import batch_results, submit_plans, wait_batch
 from ..queue.runs import cancel_run
-from ..sandbox import SandboxRuntime
 from ..snapshot import Snapshot, load_snapshot, snapshot_capture
 from ..snapshot import snapshot_materialize as _materialize
 from ..store import MAX_EVENTS_PAGE, Event, Store, read_events
 from ..store.consumers import acknowledge, consumer_cursor
 from ..typescript.boundary import typescript_boundary
 from .registry import operations
+
+if TYPE_CHECKING:  # types only: a store read never loads the broker or the sandbox
+    from ..queue import ProbeQueue
+    from ..sandbox import SandboxRuntime
 
 __all__ = [
     "PlanCreated",

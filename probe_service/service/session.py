@@ -16,14 +16,20 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..claims import ReceiptLookup, store_receipts
 from ..policies import policy_file_path
-from ..queue import REDIS_URL_ENV, ProbeQueue
 from ..store import DATABASE_URL_ENV, Store, open_store
 from .capture_roots import allowed_capture_roots
 from .registry import Face, Operation, lookup
+
+if TYPE_CHECKING:
+    from ..claims import ReceiptLookup
+    from ..queue import ProbeQueue
+
+#: Names the Redis URL of the queue (the queue package's ``REDIS_URL_ENV``; repeated here
+#: so that opening a session does not import the broker before a run needs it).
+_REDIS_URL_ENV = "PROBE_REDIS_URL"
 
 __all__ = ["MACHINE_FACES", "ProbeService"]
 
@@ -36,27 +42,37 @@ class ProbeService:
 
     def __init__(
         self,
-        store: Store,
+        store: Store | None = None,
         *,
+        open_store: Callable[[], Store] | None = None,
         interface: Face = "python",
         redis_url: str | None = None,
         policy_file: Path | None = None,
         queue: ProbeQueue | None = None,
+        on_progress: Callable[[dict[str, int]], None] | None = None,
         capture_roots: tuple[str, ...] | None = None,
     ) -> None:
         """Raises PolicyError when a machine face's ``BYTE_PROBE_CAPTURE_ROOTS`` is bad."""
-        self.store = store
+        if store is None and open_store is None:
+            raise TypeError("ProbeService needs a store or a way to open one")
+        self._store = store
+        self._open_store = open_store
+        self._store_lock = threading.Lock()
+        self._receipts: ReceiptLookup | None = None
         self.interface: Face = interface
         self.redis_url = redis_url
         self.policy_file = policy_file or policy_file_path()
-        self.receipts: ReceiptLookup = store_receipts(store)
         self._queue = queue
         self._queue_lock = threading.Lock()
         self._cache: dict[str, Any] = {}
+        #: Sees a queued batch's counts at each poll while an operation waits on workers
+        #: (``probe_run`` via the queue, ``batch_wait``); the CLI's no-worker notice.
+        self.on_progress = on_progress
         # A program or a model on the host or MCP face captures only inside these; the
-        # local user of the Python API and the CLI is not confined (None).
+        # local user of the Python API and the CLI is not confined (None). A lazy session
+        # without them has no root to default to: only the setting's directories, if any.
         if capture_roots is None and interface in MACHINE_FACES:
-            capture_roots = allowed_capture_roots(store.root)
+            capture_roots = allowed_capture_roots(store.root if store is not None else None)
         self.capture_roots = capture_roots
 
     @classmethod
@@ -67,29 +83,55 @@ class ProbeService:
         database_url: str | None = None,
         redis_url: str | None = None,
         interface: Face = "python",
+        lazy: bool = False,
     ) -> ProbeService:
         """Open the store under ``root`` (or ``database_url``/``PROBE_DATABASE_URL``) and,
         when ``redis_url``/``PROBE_REDIS_URL`` is set, the queue on first use.
 
-        Raises StoreUnavailable or UnsafePath (the store), PolicyError (a machine face's
-        ``BYTE_PROBE_CAPTURE_ROOTS``)."""
+        With ``lazy`` the store too is opened on first use, so an operation that needs none
+        (``capabilities``, ``receipt_verify``, ``policy_check``) creates no state directory.
+        Raises PolicyError (a machine face's ``BYTE_PROBE_CAPTURE_ROOTS``) before anything
+        opens; UnsafePath or StoreUnavailable when the store is opened.
+        """
         url = database_url or os.environ.get(DATABASE_URL_ENV) or None
-        store = open_store(Path(root), url)
-        try:
+        path = Path(root)
+        redis = redis_url or os.environ.get(_REDIS_URL_ENV) or None
+        roots = allowed_capture_roots(path) if interface in MACHINE_FACES else None
+        if lazy:
             return cls(
-                store,
+                open_store=functools.partial(open_store, path, url),
                 interface=interface,
-                redis_url=redis_url or os.environ.get(REDIS_URL_ENV) or None,
+                redis_url=redis,
+                capture_roots=roots,
             )
-        except BaseException:
-            store.close()
-            raise
+        return cls(open_store(path, url), interface=interface, redis_url=redis, capture_roots=roots)
+
+    @property
+    def store(self) -> Store:
+        """The session's store (opened now if the session was opened lazily)."""
+        with self._store_lock:
+            if self._store is None:
+                if self._open_store is None:  # excluded by __init__; for the type checker
+                    raise TypeError("ProbeService has no store")
+                self._store = self._open_store()
+            return self._store
+
+    @property
+    def receipts(self) -> ReceiptLookup:
+        """The receipt lookup over the store (``rechecked`` resolutions use it)."""
+        if self._receipts is None:
+            from ..claims import store_receipts
+
+            self._receipts = store_receipts(self.store)
+        return self._receipts
 
     @property
     def queue(self) -> ProbeQueue | None:
         """The session's queue, connected on first use; None without a Redis URL."""
         with self._queue_lock:
             if self._queue is None and self.redis_url:
+                from ..queue import ProbeQueue
+
                 self._queue = ProbeQueue(self.redis_url)
             return self._queue
 
@@ -113,8 +155,11 @@ class ProbeService:
         request = op.parse(params)
         return op.dump(op.handler(self, request))
 
-    def invoke(self, name: str, **params: Any) -> Any:
-        """Run operation ``name`` with keyword parameters and return its Python response."""
+    def invoke(self, name: str, /, **params: Any) -> Any:
+        """Run operation ``name`` with keyword parameters and return its Python response.
+
+        ``name`` is positional-only: a request may have a field called ``name`` itself
+        (``toolchain_create``)."""
         op = self.operation(name)
         return op.handler(self, op.parse(params))
 
@@ -133,7 +178,8 @@ class ProbeService:
         if self._queue is not None:
             self._queue.close()
             self._queue = None
-        self.store.close()
+        if self._store is not None:
+            self._store.close()
 
     def __enter__(self) -> ProbeService:
         return self

@@ -60,6 +60,11 @@ __all__: list[str] = []
 
 _HEX64 = r"^[0-9a-f]{64}$"
 _Id = Field(pattern=_HEX64, description="A full 64-hex id (machine faces take full ids).")
+# Claims and obligations are named ``clm_``/``obl_`` and 32 hex (claims/creation.py,
+# claims/obligations.py), not by a content digest.
+_CLAIM = r"^clm_[0-9a-f]{32}$"
+_ClaimId = Field(pattern=_CLAIM, description="A full claim id: clm_ and 32 hex.")
+_ObligationId = Field(pattern=r"^obl_[0-9a-f]{32}$", description="obl_ and 32 hex.")
 
 
 class _Frozen(BaseModel):
@@ -280,6 +285,7 @@ def probe_run(svc: ProbeService, req: ProbeRunRequest) -> ProbeRunResult:
             req.policy_id,
             timeout_s=req.wait_seconds,
             reuse=req.reuse,
+            on_progress=svc.on_progress,
         )
     return functions.probe_run(svc.store, req.plan_id, req.policy_id, reuse=req.reuse)
 
@@ -498,7 +504,7 @@ def claim_create(svc: ProbeService, req: ClaimCreateRequest) -> ClaimRecord:
 
 
 class ClaimSupersedeRequest(ClaimCreateRequest):
-    predecessor_id: str = _Id
+    predecessor_id: str = _ClaimId
     rationale: str = Field(min_length=1, max_length=4000)
 
 
@@ -518,7 +524,7 @@ def claim_supersede(svc: ProbeService, req: ClaimSupersedeRequest) -> ClaimRecor
 
 
 class ClaimWithdrawRequest(Request):
-    claim_id: str = _Id
+    claim_id: str = _ClaimId
     rationale: str = Field(min_length=1, max_length=4000)
     scope: str | None = None
 
@@ -533,7 +539,7 @@ def claim_withdraw(svc: ProbeService, req: ClaimWithdrawRequest) -> Tombstone:
 
 
 class ClaimShowRequest(Request):
-    claim_id: str = _Id
+    claim_id: str = _ClaimId
     scope: str | None = None
 
 
@@ -648,7 +654,7 @@ def change_analyze(svc: ProbeService, req: ChangeAnalyzeRequest) -> ChangeAnalys
 class ObligationListRequest(Request):
     scope: str | None = None
     state: Literal["open", "resolved"] | None = None
-    claim_id: str | None = Field(None, pattern=_HEX64)
+    claim_id: str | None = Field(None, pattern=_CLAIM)
     snapshot_id: str | None = Field(None, pattern=_HEX64)
     limit: int = Field(1000, ge=1, le=10_000)
 
@@ -673,13 +679,11 @@ def obligation_list(svc: ProbeService, req: ObligationListRequest) -> Obligation
 
 
 class ObligationResolveRequest(Request):
-    obligation_id: str = Field(
-        pattern=r"^obl_[0-9a-f]{32}$", description="A full obligation id (obl_ and 32 hex)."
-    )
+    obligation_id: str = _ObligationId
     resolution: Literal["rechecked", "accepted_risk", "superseded", "withdrawn"]
     rationale: str = Field(min_length=1, max_length=4000)
     receipt: str | None = Field(None, pattern=_HEX64, description="For rechecked.")
-    successor_claim_id: str | None = Field(None, pattern=_HEX64, description="For superseded.")
+    successor_claim_id: str | None = Field(None, pattern=_CLAIM, description="For superseded.")
     scope: str | None = None
     resolved_by: str | None = Field(None, max_length=200)
 
@@ -783,3 +787,8 @@ def typescript_boundary(svc: ProbeService, req: TypescriptBoundaryRequest) -> Bo
     return functions.typescript_boundary(
         svc.store, req.snapshot_id, req.symbol, req.declared_in, max_results=req.max_results
     )
+
+
+# The CLI's own rows (id prefixes, key creation, JSONL batches) and the web view's read-only
+# rows (docs/ARCHITECTURE.md, "Web view") live beside this table.
+from . import table_cli, table_web  # noqa: E402, F401

@@ -7,10 +7,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from alembic.util import CommandError
 from sqlalchemy import Connection, Engine
 
-from ..errors import StoreUnavailable
 from .engine import create_store_engine, map_store_errors
 from .migrate import upgrade_to_head
 from .safety import DB_FILENAME, check_database_files, prepare_state_dir
@@ -77,11 +75,6 @@ def open_store(root: Path, url: str | None = None) -> Store:
     try:
         with map_store_errors("migrate"):
             upgrade_to_head(engine)
-    except CommandError as exc:
-        engine.dispose()
-        raise StoreUnavailable(
-            f"store schema cannot be migrated by this engine (is it newer?): {exc}"
-        ) from exc
     except BaseException:
         engine.dispose()
         raise

@@ -16,6 +16,7 @@ from probe_service.cli.claims import (
     knowledge_app,
     obligations_app,
 )
+from probe_service.cli.main import app as main_app
 
 from .helpers import PARSE_PY, WorkTree, claim_request
 
@@ -36,7 +37,8 @@ def root(tree: WorkTree, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def cli(root: Path, *args: str, stdin: str | None = None) -> typer.testing.Result:
-    return runner.invoke(app, [*args, "--root", str(root)], input=stdin)
+    # Through the root app: it is the one place errors become exit codes and stderr lines.
+    return runner.invoke(main_app, [*args, "--root", str(root)], input=stdin)
 
 
 def test_every_command_has_an_example() -> None:
@@ -104,6 +106,6 @@ def test_missing_file_is_an_input_error(tree: WorkTree, root: Path) -> None:
 
 def test_json_error_frame(tree: WorkTree, root: Path) -> None:
     """With --json an error also prints a JSON frame on stdout."""
-    result = cli(root, "claim", "show", "clm_missing", "--json")
+    result = cli(root, "claim", "show", "clm_" + "0" * 32, "--json")  # well formed, not stored
     assert result.exit_code == 3
     assert json.loads(result.stdout)["error"] == "not_found"

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import typer
 
-from probe_service.cli import app, main
+from probe_service.cli import main
+from probe_service.cli.main import COMMANDS, load_command
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,14 +21,20 @@ def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]
     return code, out, err
 
 
-def _commands(group: typer.Typer, prefix: str = "") -> list[tuple[str, object]]:
-    found: list[tuple[str, object]] = []
-    for info in group.registered_commands:
-        assert info.callback is not None
-        found.append((f"{prefix}{info.name or info.callback.__name__}", info.callback))
-    for sub in group.registered_groups:
-        assert sub.typer_instance is not None
-        found.extend(_commands(sub.typer_instance, f"{prefix}{sub.name} "))
+def _commands() -> list[tuple[str, str]]:
+    """Every leaf command of the real app (each lazy group loaded) with its help text."""
+    found: list[tuple[str, str]] = []
+
+    def walk(command: object, name: str) -> None:
+        sub = getattr(command, "commands", None)
+        if sub is None:
+            found.append((name, getattr(command, "help", None) or ""))
+            return
+        for child, nested in sub.items():
+            walk(nested, f"{name} {child}")
+
+    for name in COMMANDS:
+        walk(load_command(name), name)
     return found
 
 
@@ -95,8 +101,18 @@ class TestErrors:
 
     def test_json_error_frame(self, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
         """With --json an error also prints a JSON frame with a machine-readable code."""
-        _, out, _ = _run(capsys, "snapshot", "show", "x", "--root", str(tmp_path), "--json")
+        missing = "0" * 64  # well formed, not stored
+        _, out, _ = _run(capsys, "snapshot", "show", missing, "--root", str(tmp_path), "--json")
         assert json.loads(out)["error"] == "not_found"
+
+    def test_malformed_id_is_refused_by_the_table(
+        self, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    ) -> None:
+        """A malformed id gets the table's invalid_input code, naming the field."""
+        code, out, err = _run(capsys, "snapshot", "show", "x", "--root", str(tmp_path), "--json")
+        assert code == 3
+        assert json.loads(out)["error"] == "invalid_input"
+        assert "snapshot_id" in err
 
     def test_usage_error_exit_3(self, capsys: pytest.CaptureFixture[str]) -> None:
         """An unknown command is a one-line usage error with exit 3."""
@@ -138,7 +154,7 @@ class TestErrors:
 class TestDocumentation:
     def test_every_command_has_an_example(self) -> None:
         """Every command's help carries an `Example:` line."""
-        commands = _commands(app)
-        assert commands
-        missing = [name for name, cb in commands if "Example:" not in (cb.__doc__ or "")]  # type: ignore[attr-defined]
+        commands = _commands()
+        assert len(commands) >= 30
+        missing = [name for name, text in commands if "Example:" not in text]
         assert missing == []

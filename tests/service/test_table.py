@@ -92,6 +92,7 @@ def test_methods_and_json_calls_agree(tmp_path: Path) -> None:
             {"obligation_id": "obl_" + "a" * 32, "resolution": "x"},
             "resolution",
         ),
+        ("claim_show", {"claim_id": "a" * 64}, "claim_id"),
     ],
 )
 def test_bad_requests_name_the_field_and_write_nothing(
@@ -115,3 +116,10 @@ def test_machine_faces_cannot_call_admin_operations(tmp_path: Path) -> None:
         with pytest.raises(InvalidInput, match="unknown operation 'policy_check'"):
             svc.call("policy_check", {"file": "/etc/passwd"})
         assert not hasattr(svc, "snapshot_materialize")
+
+
+def test_a_request_field_called_name_reaches_the_operation(tmp_path: Path) -> None:
+    """`svc.toolchain_digest(path=…)`-style methods pass every field, even one called
+    `name` (toolchain_create), to the request rather than clashing with the method's own."""
+    with ProbeService.open(tmp_path) as svc, pytest.raises(InvalidInput, match="name"):
+        svc.toolchain_create(name="Bad Name", python="/x", requirements_file="/r", dest="/d")

@@ -1,0 +1,188 @@
+"""Read-only views of claims for operators (docs/ARCHITECTURE.md, "Web view").
+
+``claim_history`` gathers what happened to one claim: its recorded checks, its
+obligations with their resolutions and rationale, the supersession chain, a tombstone,
+and the audit entries naming it. ``gate_preview`` answers whether a snapshot would pass
+the gate without writing anything: the gate itself opens obligations and records checks,
+which a page that only looks must never do.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import select
+
+from ..store import Store
+from .audit import AuditEntry
+from .checking import evaluate_claims
+from .lineage import _chain
+from .records import ClaimCheck, ClaimRecord, Obligation, Tombstone
+from .resolutions import list_in
+from .rows import load_baselines, load_claim, load_heads
+from .sources import SnapshotSource
+from .tables import (
+    claim_audit,
+    claim_checks,
+    claim_supersessions,
+    claim_tombstones,
+    claims,
+)
+
+__all__ = ["ClaimHistory", "GatePreview", "RecordedCheck", "claim_history", "gate_preview"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class RecordedCheck(_Frozen):
+    """A check of the claim recorded by a face (claim_check, gate, change_analyze)."""
+
+    snapshot_id: str
+    state: str
+    reasons: tuple[str, ...]
+    checked_at: str
+
+
+class Supersession(_Frozen):
+    """One link of the chain, with the rationale kept."""
+
+    predecessor_id: str
+    successor_id: str
+    rationale: str
+    created_at: str
+
+
+class ClaimHistory(_Frozen):
+    """Everything recorded about one claim, newest first where it is a list."""
+
+    claim: ClaimRecord
+    chain: tuple[str, ...]
+    supersessions: tuple[Supersession, ...]
+    tombstone: Tombstone | None
+    checks: tuple[RecordedCheck, ...]
+    obligations: tuple[Obligation, ...]
+    audit: tuple[AuditEntry, ...]
+
+
+def claim_history(
+    store: Store, claim_id: str, *, scope: str | None = None, limit: int = 200
+) -> ClaimHistory:
+    """Read one claim's history; raises NotFound when it is not stored (in ``scope``)."""
+    with store.reading() as conn:
+        claim = load_claim(conn, claim_id, scope)
+        chain = _chain(conn, claim_id)
+        sup = claim_supersessions.c
+        links = conn.execute(
+            select(claim_supersessions)
+            .where(sup.predecessor_id.in_(chain) | sup.successor_id.in_(chain))
+            .order_by(sup.created_at)
+        ).all()
+        tomb = conn.execute(
+            select(claim_tombstones).where(claim_tombstones.c.claim_id == claim_id)
+        ).first()
+        checks = conn.execute(
+            select(claim_checks)
+            .where(claim_checks.c.claim_id == claim_id)
+            .order_by(claim_checks.c.check_id.desc())
+            .limit(limit)
+        ).all()
+        obligations = list_in(conn, claim_id=claim_id, limit=limit)
+        audit = conn.execute(
+            select(claim_audit)
+            .where(claim_audit.c.subject_ids.contains(json.dumps(claim_id)))
+            .order_by(claim_audit.c.audit_id.desc())
+            .limit(limit)
+        ).all()
+    return ClaimHistory(
+        claim=claim,
+        chain=tuple(chain),
+        supersessions=tuple(
+            Supersession(
+                predecessor_id=r.predecessor_id,
+                successor_id=r.successor_id,
+                rationale=r.rationale,
+                created_at=r.created_at,
+            )
+            for r in links
+        ),
+        tombstone=None
+        if tomb is None
+        else Tombstone(
+            claim_id=tomb.claim_id,
+            scope=tomb.scope,
+            boundary_key=tomb.boundary_key,
+            rationale=tomb.rationale,
+            withdrawn_at=tomb.withdrawn_at,
+        ),
+        checks=tuple(
+            RecordedCheck(
+                snapshot_id=r.snapshot_id,
+                state=r.state,
+                reasons=tuple(json.loads(r.reasons)),
+                checked_at=r.checked_at,
+            )
+            for r in checks
+        ),
+        obligations=tuple(obligations),
+        audit=tuple(
+            AuditEntry(
+                audit_id=r.audit_id,
+                at=r.at,
+                operation=r.operation,
+                interface=r.interface,
+                scope=r.scope,
+                subject_ids=tuple(json.loads(r.subject_ids)),
+                before_digest=r.before_digest,
+                after_digest=r.after_digest,
+            )
+            for r in audit
+        ),
+    )
+
+
+class GatePreview(_Frozen):
+    """What ``gate`` would answer now, computed without writing anything."""
+
+    snapshot_id: str
+    scope: str | None
+    checked: int
+    not_current: tuple[ClaimCheck, ...]
+    open_obligations: tuple[Obligation, ...]
+    accepted_risk: tuple[Obligation, ...]
+    would_pass: bool
+
+
+def gate_preview(store: Store, snapshot_id: str, *, scope: str | None = None) -> GatePreview:
+    """Recheck every live claim (in ``scope``) at ``snapshot_id`` in memory and say whether
+    the gate would pass: no claim that is not current and no open obligation on that
+    snapshot. Nothing is opened, closed or recorded. Raises StoreUnavailable."""
+    live = (
+        select(claims.c.claim_id)
+        .where(claims.c.claim_id.not_in(select(claim_supersessions.c.predecessor_id)))
+        .where(claims.c.claim_id.not_in(select(claim_tombstones.c.claim_id)))
+    )
+    if scope is not None:
+        live = live.where(claims.c.scope == scope)
+    with store.reading() as conn:
+        ids = [row[0] for row in conn.execute(live.order_by(claims.c.claim_id))]
+        heads = load_heads(conn, ids)
+        baselines = load_baselines(conn, ids)
+        still_open = list_in(conn, scope=scope, snapshot_id=snapshot_id, state="open")
+        risk = list_in(conn, scope=scope, snapshot_id=snapshot_id, resolution="accepted_risk")
+    checks = evaluate_claims(heads, baselines, snapshot_id, SnapshotSource(store))
+    not_current = tuple(c for c in checks if c.state != "current")
+    # An open obligation whose claim is current again would be closed by the gate.
+    current = {c.claim_id for c in checks if c.state == "current"}
+    remaining = tuple(o for o in still_open if o.claim_id not in current)
+    return GatePreview(
+        snapshot_id=snapshot_id,
+        scope=scope,
+        checked=len(checks),
+        not_current=not_current,
+        open_obligations=remaining,
+        accepted_risk=tuple(risk),
+        would_pass=not not_current and not remaining,
+    )

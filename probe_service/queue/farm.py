@@ -1,0 +1,183 @@
+"""Read-only statistics of the probe farm, from the store (docs/ARCHITECTURE.md, "Web view").
+
+The farm is the ``runs`` table: queue depth and running runs are counted there by index
+range; outcomes, reasons, throughput and submit-to-receipt latency per time bucket come
+from ``farm_minutes``, which a trigger keeps per minute as runs finish (migration
+``0011_web_indexes``), so a day costs at most 1,440 rows per outcome and reason however
+many runs it held. Workers are those holding a lease now and those that
+wrote one of the newest receipts (the worker name is an operational field of a receipt).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import BigInteger, Column, MetaData, String, Table, func, select
+
+from ..plans.tables import receipts
+from ..store import Store
+from .listing import inprocess_runs, iso_of_ms
+from .runs import now_ms
+from .tables import runs
+
+__all__ = ["Bucket", "FarmStats", "WorkerSeen", "farm_stats"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+#: How many of the newest receipts are read for the worker names they carry.
+WORKER_SAMPLE = 200
+MINUTE_MS = 60_000
+
+#: Finished queued runs per minute, outcome and reason, kept by a trigger on ``runs``
+#: (migration ``0011_web_indexes``). Not on the shared metadata: only the migration
+#: creates it, and only this module reads it.
+farm_minutes = Table(
+    "farm_minutes",
+    MetaData(),
+    Column("minute", BigInteger, primary_key=True),
+    Column("outcome", String(16), primary_key=True),
+    Column("reason", String(64), primary_key=True),
+    Column("finished", BigInteger, nullable=False),
+    Column("latency_sum_ms", BigInteger, nullable=False),
+    Column("latency_max_ms", BigInteger, nullable=False),
+)
+
+
+class Bucket(_Frozen):
+    """Runs that finished in ``[start_ms, start_ms + width)``."""
+
+    start_ms: int
+    finished: int
+    latency_avg_ms: float | None
+    latency_max_ms: int | None
+
+
+class WorkerSeen(_Frozen):
+    """A worker and when it was last seen doing something."""
+
+    worker: str
+    last_seen: str
+    running: int
+
+
+class FarmStats(_Frozen):
+    """What the farm page shows."""
+
+    now_ms: int
+    window_ms: int
+    bucket_ms: int
+    queue_depth: int
+    by_state: dict[str, int]
+    outcomes: dict[str, int]
+    reasons: dict[str, int]
+    buckets: list[Bucket]
+    #: Runs executed in a process (no queue) whose receipt is in the window.
+    in_process_in_window: int
+    workers: list[WorkerSeen] = []
+
+
+def farm_stats(store: Store, *, window_ms: int, buckets: int) -> FarmStats:
+    """Statistics over the runs that finished in the last ``window_ms`` (whole minutes).
+
+    Raises StoreUnavailable when the store fails.
+    """
+    now = now_ms()
+    width = max(MINUTE_MS, window_ms // buckets // MINUTE_MS * MINUTE_MS)
+    end = (now // MINUTE_MS + 1) * MINUTE_MS  # the current minute counts
+    start = end - width * buckets
+    fm = farm_minutes.c
+    with store.reading() as conn:
+        # Queued and running runs are few next to done ones: counted by index range.
+        by_state = {
+            str(state): int(n)
+            for cond in (runs.c.state < "done", runs.c.state > "done")
+            for state, n in conn.execute(
+                select(runs.c.state, func.count()).where(cond).group_by(runs.c.state)
+            )
+        }
+        minutes = conn.execute(
+            select(fm.minute, fm.outcome, fm.reason, fm.finished, fm.latency_sum_ms)
+            .add_columns(fm.latency_max_ms)
+            .where(fm.minute >= start // MINUTE_MS)
+        ).all()
+        in_process = conn.execute(
+            select(func.count())
+            .select_from(inprocess_runs)
+            .where(inprocess_runs.c.created_at >= iso_of_ms(start))
+        ).scalar_one()
+        holders = conn.execute(
+            select(runs.c.lease_owner, func.count(), func.max(runs.c.lease_expires_ms))
+            .where(runs.c.state == "running", runs.c.lease_owner.is_not(None))
+            .group_by(runs.c.lease_owner)
+        ).all()
+        recent = conn.execute(
+            select(receipts.c.body, receipts.c.created_at)
+            .order_by(receipts.c.created_at.desc())
+            .limit(WORKER_SAMPLE)
+        ).all()
+    series = _buckets(minutes, start, width, buckets)
+    finished = sum(b.finished for b in series)
+    if finished:
+        by_state["done in window"] = finished
+    return FarmStats(
+        now_ms=now,
+        window_ms=width * buckets,
+        bucket_ms=width,
+        queue_depth=by_state.get("queued", 0),
+        by_state=by_state,
+        outcomes=_tally(minutes, 1),
+        reasons=_tally(minutes, 2),
+        buckets=series,
+        in_process_in_window=int(in_process),
+        workers=_workers(holders, recent),
+    )
+
+
+def _buckets(minutes: Sequence[Any], start: int, width: int, n: int) -> list[Bucket]:
+    count, total = [0] * n, [0] * n
+    longest: list[int | None] = [None] * n
+    for minute, _outcome, _reason, finished, summed, most in minutes:
+        slot = (int(minute) * MINUTE_MS - start) // width
+        if not 0 <= slot < n:
+            continue
+        count[slot] += int(finished)
+        total[slot] += int(summed)
+        current = longest[slot]
+        longest[slot] = int(most) if current is None else max(current, int(most))
+    return [
+        Bucket(
+            start_ms=start + i * width,
+            finished=count[i],
+            latency_avg_ms=(total[i] / count[i]) if count[i] else None,
+            latency_max_ms=longest[i],
+        )
+        for i in range(n)
+    ]
+
+
+def _tally(rows: Sequence[Any], column: int) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for row in rows:
+        key = str(row[column]) or "none"
+        counts[key] = counts.get(key, 0) + int(row[3])
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _workers(holders: Sequence[Any], recent: Sequence[Any]) -> list[WorkerSeen]:
+    seen: dict[str, WorkerSeen] = {}
+    for owner, count, _expires in holders:
+        seen[str(owner)] = WorkerSeen(worker=str(owner), last_seen="now", running=int(count))
+    for body, created_at in recent:
+        try:
+            worker = json.loads(str(body)).get("operational", {}).get("worker")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(worker, str) and worker and worker not in seen:
+            seen[worker] = WorkerSeen(worker=worker, last_seen=str(created_at), running=0)
+    return list(seen.values())

@@ -1,0 +1,15 @@
+"""The read-only web view (docs/ARCHITECTURE.md, "Web view")."""
+
+from __future__ import annotations
+
+from .app import TOKEN_ENV, create_app, is_loopback, require_token, token_from_environment
+from .server import serve_web
+
+__all__ = [
+    "TOKEN_ENV",
+    "create_app",
+    "is_loopback",
+    "require_token",
+    "serve_web",
+    "token_from_environment",
+]

@@ -1,0 +1,114 @@
+"""``byte-probe web``: a read-only view of the farm, runs, receipts and claims.
+
+One Starlette application over one ``ProbeService`` session (docs/ARCHITECTURE.md, "Web
+view"). Loopback by default; any other address needs a token from
+``BYTE_PROBE_WEB_TOKEN``, checked on every request by the guard.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from ..errors import InvalidInput, ProbeServiceError
+from ..service import ProbeService
+from .guard import Guard
+from .pages import Pages
+
+__all__ = ["TOKEN_ENV", "create_app", "is_loopback", "require_token"]
+
+TOKEN_ENV = "BYTE_PROBE_WEB_TOKEN"  # noqa: S105 (the variable's name, not a secret)
+#: A token shorter than this is refused: it would be guessable.
+MIN_TOKEN_CHARS = 16
+_HERE = Path(__file__).resolve().parent
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def require_token(host: str, token: str | None) -> str | None:
+    """The token the server must check when bound to ``host``.
+
+    Raises InvalidInput when ``host`` is not loopback and no token (or a short one) is set.
+    """
+    if token is not None and len(token) < MIN_TOKEN_CHARS:
+        raise InvalidInput(f"{TOKEN_ENV}: at least {MIN_TOKEN_CHARS} characters")
+    if token is None and not is_loopback(host):
+        raise InvalidInput(f"--host {host}: binding beyond loopback needs a token in {TOKEN_ENV}")
+    return token
+
+
+def _templates() -> Jinja2Templates:
+    env = Environment(
+        loader=FileSystemLoader(_HERE / "templates"),
+        autoescape=select_autoescape(("html",), default=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    return Jinja2Templates(env=env)
+
+
+def _guarded(pages: Pages, handler: Handler) -> Handler:
+    async def respond(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except ProbeServiceError as exc:
+            return pages.refused(request, exc)
+
+    return respond
+
+
+def create_app(
+    svc: ProbeService,
+    *,
+    token: str | None = None,
+    hosts: tuple[str, ...] = (),
+) -> Starlette:
+    """The application over ``svc``; ``hosts`` are the Host headers it answers (all when
+    empty), ``token`` the one every request must carry (none when None)."""
+    pages = Pages(svc, _templates())
+    routes = [
+        Route("/", _guarded(pages, pages.farm), name="farm"),
+        Route("/runs", _guarded(pages, pages.runs), name="runs"),
+        Route("/runs/{run_id:str}", _guarded(pages, pages.run), name="run"),
+        Route("/plans/{plan_id:str}", _guarded(pages, pages.plan), name="plan"),
+        Route("/snapshots/{snapshot_id:str}", _guarded(pages, pages.snapshot), name="snapshot"),
+        Route(
+            "/snapshots/{snapshot_id:str}/file",
+            _guarded(pages, pages.snapshot_file),
+            name="snapshot_file",
+        ),
+        Route("/gate/{snapshot_id:str}", _guarded(pages, pages.gate), name="gate"),
+        Route("/claims", _guarded(pages, pages.claims), name="claims"),
+        Route("/claims/{claim_id:str}", _guarded(pages, pages.claim), name="claim"),
+        Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
+    ]
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(Guard, token=token, hosts=hosts)],
+    )
+
+
+def token_from_environment() -> str | None:
+    """The configured token, or None."""
+    return os.environ.get(TOKEN_ENV) or None

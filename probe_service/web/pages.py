@@ -1,0 +1,270 @@
+"""The web view's pages: each one calls read-only rows of the operation table through the
+view's one ``ProbeService`` session and renders the JSON they return.
+
+No handler touches the store (docs/ARCHITECTURE.md, "Web view"), so a page shows exactly
+what the host, the CLI or the Python API would return. Everything a probe, a repository or
+a plan wrote is rendered as escaped text with control characters shown visibly
+(``safe_text``); of a policy only ids and digests are shown.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.templating import Jinja2Templates
+
+from ..errors import ProbeServiceError
+from ..safe_text import safe_line, safe_text
+from ..service import ProbeService
+from ..service.table_web import READ_ONLY
+from .charts import column_chart, phase_seconds, row_chart, waterfall
+
+__all__ = ["Pages"]
+
+#: Characters of each output stream shown on a receipt page.
+OUTPUT_CHARS = 64 * 1024
+#: Committed fields shown with their value; every other one is shown by its digest only
+#: (limits and environment come from the policy file: ids and digests only).
+SHOWN_FIELDS = (
+    "outcome",
+    "reason",
+    "status",
+    "exit_code",
+    "elapsed_us",
+    "snapshot_id",
+    "plan_id",
+    "policy_id",
+    "policy_digest",
+    "action_key",
+    "sandbox_digest",
+    "settings_digest",
+    "signer",
+    "stdout_sha256",
+    "stderr_sha256",
+    "version",
+)
+RUN_FILTERS = ("batch_id", "outcome", "reason", "policy_id", "snapshot_id", "state")
+
+
+class Pages:
+    """Route handlers over one session."""
+
+    def __init__(self, svc: ProbeService, templates: Jinja2Templates) -> None:
+        self.svc = svc
+        self.templates = templates
+
+    async def read(self, name: str, **params: Any) -> Any:
+        """Call read-only operation ``name`` (JSON in, JSON out) off the event loop."""
+        if name not in READ_ONLY:
+            raise ValueError(f"{name}: not a read-only operation")
+        clean = {k: v for k, v in params.items() if v is not None}
+        return await run_in_threadpool(self.svc.call, name, clean)
+
+    def render(self, request: Request, template: str, status: int = 200, **ctx: Any) -> Response:
+        """Render ``template`` with ``ctx``."""
+        ctx["nav"] = template.split(".")[0]
+        return self.templates.TemplateResponse(request, template, ctx, status_code=status)
+
+    def refused(self, request: Request, exc: ProbeServiceError) -> Response:
+        """The page for a refusal: its code and message, as text."""
+        status = 404 if exc.code == "not_found" else 400
+        if exc.code in ("store_unavailable", "infrastructure"):
+            status = 503
+        return self.render(request, "error.html", status, code=exc.code, message=safe_line(exc))
+
+    async def farm(self, request: Request) -> Response:
+        """Queue depth, states, throughput and latency charts, outcomes, reasons, workers."""
+        hours = _number(request.query_params.get("hours"), 24.0)
+        stats = await self.read("farm_stats", window_hours=hours, buckets=24)
+        buckets = stats["buckets"]
+        labels = [_clock(b["start_ms"]) for b in buckets]
+        return self.render(
+            request,
+            "farm.html",
+            stats=stats,
+            hours=hours,
+            states=row_chart(stats["by_state"], "runs by state"),
+            outcomes=row_chart(stats["outcomes"], "outcomes in the window"),
+            throughput=column_chart(
+                [b["finished"] for b in buckets], labels, "runs finished per bucket"
+            ),
+            latency=column_chart(
+                [b["latency_avg_ms"] for b in buckets],
+                labels,
+                "mean submit-to-receipt latency per bucket",
+                unit=" ms",
+            ),
+        )
+
+    async def runs(self, request: Request) -> Response:
+        """The runs list with its filters and a cursor to the next page."""
+        q = request.query_params
+        filters = {k: q.get(k) or None for k in RUN_FILTERS}
+        limit = _int(q.get("limit"), 50)
+        page = await self.read("run_list", **filters, cursor=q.get("cursor") or None, limit=limit)
+        next_query: dict[str, Any] = {k: v for k, v in filters.items() if v}
+        if limit != 50:
+            next_query["limit"] = limit
+        if page["next_cursor"]:
+            next_query["cursor"] = page["next_cursor"]
+        return self.render(
+            request,
+            "runs.html",
+            page=page,
+            filters=filters,
+            next_query=next_query if page["next_cursor"] else None,
+            when=_clock,
+        )
+
+    async def run(self, request: Request) -> Response:
+        """A run and its receipt: inputs, commitments, timings, output, verification."""
+        run_id = request.path_params["run_id"]
+        listed = await self.read("run_list", run_id=run_id, limit=1)
+        entry = listed["runs"][0] if listed["runs"] else None
+        receipt = None
+        try:
+            receipt = await self.read("receipt_get", receipt_id=run_id)
+        except ProbeServiceError as exc:
+            if exc.code != "not_found" or entry is None:
+                raise
+        if receipt is None and entry is not None and entry.get("receipt_sha256"):
+            receipt = await self.read("receipt_get", receipt_id=entry["receipt_sha256"])
+        context: dict[str, Any] = {"run_id": run_id, "entry": entry, "receipt": receipt}
+        if receipt is not None:
+            context.update(await self._receipt_context(receipt))
+        return self.render(request, "run.html", **context)
+
+    async def _receipt_context(self, receipt: dict[str, Any]) -> dict[str, Any]:
+        committed = receipt.get("committed", {})
+        operational = receipt.get("operational", {})
+        try:
+            verified = await self.read("receipt_verify", document=receipt)
+            verification = {
+                "ok": True,
+                "text": f"commitment verifies: {verified['receipt_sha256']}",
+            }
+        except ProbeServiceError as exc:
+            verification = {"ok": False, "text": safe_line(exc)}
+        phases = phase_seconds(operational)
+        plan = committed.get("plan") if isinstance(committed.get("plan"), dict) else {}
+        return {
+            "shown": [(k, committed[k]) for k in SHOWN_FIELDS if k in committed],
+            "digested": sorted(
+                (k, v) for k, v in receipt.get("field_digests", {}).items() if k not in SHOWN_FIELDS
+            ),
+            "executable": committed.get("executable", {}),
+            "hypothesis": safe_text(plan.get("hypothesis", "")),
+            "check": committed.get("check", {}),
+            "detail": safe_text(operational.get("detail", "")),
+            "operational": {
+                k: safe_line(operational[k])
+                for k in ("worker", "started_at", "finished_at", "wall_seconds")
+                if k in operational
+            },
+            "waterfall": waterfall(phases) if phases else None,
+            "stdout": _output(operational.get("stdout_b64")),
+            "stderr": _output(operational.get("stderr_b64")),
+            "verification": verification,
+        }
+
+    async def plan(self, request: Request) -> Response:
+        """A stored plan's canonical JSON."""
+        stored = await self.read("probe_get", plan_id=request.path_params["plan_id"])
+        text = json.dumps(stored["plan"], indent=2, sort_keys=True, ensure_ascii=False)
+        return self.render(request, "plan.html", plan_id=stored["plan_id"], text=safe_text(text))
+
+    async def snapshot(self, request: Request) -> Response:
+        """A snapshot's file tree."""
+        snap = await self.read("snapshot_get", snapshot_id=request.path_params["snapshot_id"])
+        entries = [
+            {**e, "depth": e["path"].count("/"), "name": safe_line(e["path"].rsplit("/", 1)[-1])}
+            for e in snap["entries"]
+        ]
+        return self.render(request, "snapshot.html", snap=snap, entries=entries)
+
+    async def snapshot_file(self, request: Request) -> Response:
+        """One file of a snapshot, size-bounded."""
+        found = await self.read(
+            "snapshot_file",
+            snapshot_id=request.path_params["snapshot_id"],
+            entry=request.query_params.get("path", ""),
+        )
+        return self.render(
+            request,
+            "file.html",
+            file=found,
+            path=safe_line(found["path"]),
+            text=None if found["text"] is None else safe_text(found["text"]),
+            target=None if found["target"] is None else safe_line(found["target"]),
+        )
+
+    async def claims(self, request: Request) -> Response:
+        """Open obligations grouped by scope and snapshot."""
+        q = request.query_params
+        found = await self.read(
+            "obligation_list",
+            state="open",
+            scope=q.get("scope") or None,
+            snapshot_id=q.get("snapshot_id") or None,
+            limit=1000,
+        )
+        groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for item in found["obligations"]:
+            groups.setdefault((item["scope"], item["snapshot_id"]), []).append(item)
+        return self.render(
+            request,
+            "claims.html",
+            groups=sorted(groups.items()),
+            scope=q.get("scope") or "",
+            snapshot_id=q.get("snapshot_id") or "",
+        )
+
+    async def claim(self, request: Request) -> Response:
+        """A claim with its dependencies and history."""
+        history = await self.read("claim_history", claim_id=request.path_params["claim_id"])
+        return self.render(request, "claim.html", h=history, claim=history["claim"])
+
+    async def gate(self, request: Request) -> Response:
+        """Whether a snapshot would pass the gate now (computed without writing)."""
+        preview = await self.read(
+            "gate_preview",
+            snapshot_id=request.path_params["snapshot_id"],
+            scope=request.query_params.get("scope") or None,
+        )
+        return self.render(request, "gate.html", g=preview)
+
+
+def _output(encoded: object) -> dict[str, Any]:
+    """A bounded, visible rendering of one base64 output stream."""
+    if not isinstance(encoded, str) or not encoded:
+        return {"text": "", "bytes": 0, "cut": False}
+    try:
+        data = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        return {"text": "(not base64)", "bytes": 0, "cut": False}
+    text = safe_text(data)
+    return {"text": text[:OUTPUT_CHARS], "bytes": len(data), "cut": len(text) > OUTPUT_CHARS}
+
+
+def _clock(ms: int | None) -> str:
+    if ms is None:
+        return "—"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%m-%d %H:%M:%S")
+
+
+def _number(text: str | None, default: float) -> float:
+    try:
+        return float(text) if text else default
+    except ValueError:
+        return default
+
+
+def _int(text: str | None, default: int) -> int:
+    return int(text) if text and text.isdigit() and len(text) < 6 else default

@@ -1,0 +1,161 @@
+"""The CLI is an adapter over the operation table: no CLI module reaches into another part.
+
+Parsed from the source (every ``import`` and ``from … import``, top level or inside a
+function), so a lazy import cannot slip past the rule.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import probe_service.cli
+from probe_service import errors
+from probe_service.cli import queue as queue_cli
+from probe_service.queue import METRICS_PORT_ENV, REDIS_URL_ENV
+
+CLI_DIR = Path(probe_service.cli.__file__).parent
+
+#: What every CLI module may import from this package.
+ALLOWED = ("probe_service.service", "probe_service.errors", "probe_service.safe_text")
+
+#: The exceptions, each with its reason (docs/ARCHITECTURE.md, "The operation table").
+EXCEPTIONS: dict[str, dict[str, str]] = {
+    "queue.py": {
+        # The worker command runs the queue's own machinery (supervisor, metrics): it
+        # serves runs rather than calling the table. `submit` reads the JSONL file and
+        # writes JUnit with the queue's public format functions.
+        "probe_service.queue": "public __init__ API: worker, JSONL reading, JUnit writing",
+    },
+    "doctor.py": {
+        # doctor inspects what lies below the table: the runtime install, system tools,
+        # the kernel mechanism, the policy and key files and Redis.
+        "probe_service.sandbox": "public __init__ API: the pinned runtime's digest",
+        "probe_service.sandbox.runtime": "find_system_tool (bwrap, socat, rg)",
+        "probe_service.sandbox.selfcheck": "the containment mechanism's self-description",
+        "probe_service.policies": "public __init__ API: the policy file check",
+        "probe_service.plans.signing": "the configured signing key and its path",
+        "probe_service.store": "public __init__ API: the database URL variable",
+        "probe_service.queue": "public __init__ API: the Redis URL variable",
+        "probe_service.typescript.install": "the pinned TypeScript worker's install",
+    },
+    "faces.py": {
+        # `host` and `mcp` start the long-lived faces: adapters over the table like the CLI.
+        "probe_service.faces": "the NDJSON host and the MCP server",
+        "probe_service.faces.host": "the NDJSON host and its stdio guard",
+    },
+    "web.py": {
+        # `web` starts the read-only web view: an adapter over the table like the CLI.
+        "probe_service.web": "public __init__ API: the token rule and the server",
+    },
+    "demo.py": {
+        "probe_service.demo": "the package's walkthrough script; it drives the table itself",
+    },
+}
+
+
+def _imports(path: Path) -> list[str]:
+    """Absolute names of every module ``path`` imports from this package."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: resolve against probe_service.cli
+                base = ["probe_service", "cli"][: 2 - (node.level - 1)]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+                if node.module is None:
+                    found += [f"{module}.{alias.name}" for alias in node.names]
+                    continue
+            else:
+                module = node.module or ""
+            found.append(module)
+    return [name for name in found if name.split(".")[0] == "probe_service"]
+
+
+def _allowed(module: str, name: str) -> bool:
+    if name == "probe_service.cli" or name.startswith("probe_service.cli."):
+        return True
+    if any(name == a or name.startswith(a + ".") for a in ALLOWED):
+        return True
+    return name in EXCEPTIONS.get(module, {})
+
+
+@pytest.mark.parametrize("path", sorted(CLI_DIR.glob("*.py")), ids=lambda p: p.name)
+def test_cli_module_imports_only_the_service(path: Path) -> None:
+    """A CLI module imports the service package, errors, safe_text and its own modules."""
+    bad = [name for name in _imports(path) if not _allowed(path.name, name)]
+    assert bad == []
+
+
+def test_the_rule_catches_an_internal_import(tmp_path: Path) -> None:
+    """A module reaching into claims internals (lazily, inside a function) is caught."""
+    module = tmp_path / "sneaky.py"
+    module.write_text(
+        "from ..service import ProbeService\n"
+        "def f():\n"
+        "    from ..claims.service import claim_show\n"
+        "    import probe_service.store.schema\n"
+    )
+    bad = [name for name in _imports(module) if not _allowed(module.name, name)]
+    assert bad == ["probe_service.claims.service", "probe_service.store.schema"]
+
+
+def test_every_exception_is_still_used() -> None:
+    """An exception no module needs any more is removed from the list, not kept."""
+    unused = [
+        (module, name)
+        for module, names in EXCEPTIONS.items()
+        for name in names
+        if name not in _imports(CLI_DIR / module)
+    ]
+    assert unused == []
+
+
+def test_names_repeated_to_stay_light_match_the_queue() -> None:
+    """The CLI declares the queue's environment names without importing the queue; they
+    are the queue's own."""
+    assert queue_cli.REDIS_URL_ENV == REDIS_URL_ENV
+    assert queue_cli.METRICS_PORT_ENV == METRICS_PORT_ENV
+
+
+#: Refusals a command reports itself because they are its verdict, not an error.
+VERDICTS = {
+    ("plans.py", "ReceiptInvalid"),  # `receipt verify`: exit 1, "receipt invalid"
+    ("policy.py", "PolicyError"),  # `policy check`: exit 1 on a refused file
+    ("doctor.py", "ProbeServiceError"),  # a failing check is a line of the report
+}
+_SERVICE_ERRORS = {
+    name
+    for name in dir(errors)
+    if isinstance(getattr(errors, name), type)
+    and issubclass(getattr(errors, name), errors.ProbeServiceError)
+}
+
+
+def _caught(path: Path) -> set[str]:
+    """Names of the service's errors that ``except`` clauses in ``path`` catch."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ExceptHandler) and node.type is not None:
+            for sub in ast.walk(node.type):
+                if isinstance(sub, ast.Name) and sub.id in _SERVICE_ERRORS:
+                    names.add(sub.id)
+    return names
+
+
+def test_one_place_turns_errors_into_exit_codes() -> None:
+    """Only the root app catches the service's errors; the rest are documented verdicts."""
+    caught = {
+        (path.name, name)
+        for path in CLI_DIR.glob("*.py")
+        if path.name not in {"main.py"}
+        for name in _caught(path)
+    }
+    assert caught <= VERDICTS
+    assert ("main.py", "ProbeServiceError") in {
+        ("main.py", name) for name in _caught(CLI_DIR / "main.py")
+    }

@@ -1,0 +1,137 @@
+"""A real scenario for the web view: a repository whose probes run in the sandbox (one of
+them prints hostile markup and terminal escapes), runs through the queue's embedded
+workers and in process, a claim on one receipt and an obligation a change opened."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from probe_service.policies import POLICY_FILE_ENV
+from probe_service.queue import submit_plans
+from probe_service.queue.inline import run_inline
+from probe_service.service import ProbeService
+
+POLICY_ID = "web-python"
+#: Markup, a script, an event handler, ANSI colour, an OSC title and an OSC 8 link.
+HOSTILE = (
+    "<script>window.__pwned = 'script'</script>"
+    "<img src=x onerror=\"window.__pwned = 'img'\">"
+    "<b>bold</b> \x1b[31mred\x1b[0m \x1b]0;title\x07 \x1b]8;;https://evil.example\x07link\x1b]8;;\x07"
+)
+HOSTILE_HYPOTHESIS = "<script>window.__pwned = 'plan'</script> hostile output stays text"
+
+FILES = {
+    "ok.py": "print('all good')\n",
+    "fail.py": "import sys\nprint('regressed', file=sys.stderr)\nsys.exit(1)\n",
+    "hostile.py": f"import sys\nprint({HOSTILE!r})\nprint({HOSTILE!r}, file=sys.stderr)\n",
+    "src/parse.py": "def parse(text):\n    return text.split(',')\n",
+    "notes/<b>readme</b>.md": "<script>window.__pwned = 'file'</script>\n",
+}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """What the scenario stored, by id."""
+
+    root: Path
+    snapshot_id: str
+    changed_snapshot_id: str
+    plan_ids: dict[str, str]
+    batch_id: str
+    queue_runs: dict[str, str]
+    process_run: str
+    claim_id: str
+
+
+def _plan(
+    snapshot_id: str, script: str, source: str, hypothesis: str, **extra: object
+) -> dict[str, object]:
+    return {
+        "snapshot_id": snapshot_id,
+        "policy_id": POLICY_ID,
+        "executable": "python3",
+        "args": [script],
+        "oracle": {
+            "check": {"kind": "exit_code", "equals": 0},
+            "source": source,
+            **({"reference": "issue #1"} if source != "model_inferred" else {}),
+        },
+        "hypothesis": hypothesis,
+        **extra,
+    }
+
+
+def write_policy(root: Path) -> Path:
+    """The administrator's policy file for the scenario, owner-only."""
+    path = root / "policies.json"
+    policy = {
+        "schema": 1,
+        "policies": [
+            {
+                "id": POLICY_ID,
+                "allowed_executables": ["python3"],
+                "timeout_seconds": 30,
+                "max_output_bytes": 100_000,
+                "allowed_domains": [],
+                "environment": [],
+                "max_processes": 32,
+                "memory_bytes": 512 * 1024 * 1024,
+            }
+        ],
+    }
+    path.write_text(json.dumps(policy), encoding="utf-8")
+    path.chmod(0o600)
+    return path
+
+
+def fill(root: Path) -> Scenario:
+    """Fill the store under ``root/state`` (sets the policy-file variable for this process)."""
+    repo, state = root / "repo", root / "state"
+    for rel, text in FILES.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text, encoding="utf-8")
+    state.mkdir()
+    os.environ[POLICY_FILE_ENV] = str(write_policy(root))
+    with ProbeService.open(state) as svc:
+        snap = svc.snapshot_capture(root=str(repo)).snapshot_id
+        plans = {
+            "ok": _plan(snap, "ok.py", "user_requirement", "ok.py exits 0"),
+            "fail": _plan(
+                snap, "fail.py", "historical_regression", "fail.py exits 0", failure_refutes=True
+            ),
+            "hostile": _plan(snap, "hostile.py", "model_inferred", HOSTILE_HYPOTHESIS),
+        }
+        plan_ids = {k: svc.probe_plan(plan=p).plan_id for k, p in plans.items()}
+        submitted = submit_plans(svc.store, None, list(plan_ids.values()), POLICY_ID, reuse=False)
+        run_inline(svc.store, submitted.run_ids)
+        queue_runs = dict(zip(plan_ids, submitted.run_ids, strict=True))
+        process = svc.probe_run(
+            plan_id=plan_ids["hostile"], policy_id=POLICY_ID, reuse=False, via="embedded"
+        )
+        ok_receipt = svc.receipt_get(receipt_id=queue_runs["ok"])["receipt_sha256"]
+        claim = svc.claim_create(
+            claim={
+                "scope": "web",
+                "statement": "<script>window.__pwned = 'claim'</script> parse splits on commas",
+                "kind": "behavior",
+                "snapshot_id": snap,
+                "evidence": [{"receipt": ok_receipt}],
+                "dependencies": [{"exact_blob": {"path": "src/parse.py"}}],
+            }
+        )
+        (repo / "src/parse.py").write_text("def parse(text):\n    return text.split(';')\n")
+        changed = svc.snapshot_capture(root=str(repo)).snapshot_id
+        svc.change_analyze(from_snapshot=snap, to_snapshot=changed, scope="web")
+    return Scenario(
+        root=root,
+        snapshot_id=snap,
+        changed_snapshot_id=changed,
+        plan_ids=plan_ids,
+        batch_id=submitted.batch_id,
+        queue_runs=queue_runs,
+        process_run=process.run_id,
+        claim_id=claim.claim_id,
+    )

@@ -1,0 +1,116 @@
+"""The web view's read-only rows of the operation table, on a real scenario."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import func, select
+
+from probe_service.claims.tables import claim_audit, claim_checks, obligations
+from probe_service.errors import InvalidInput, NotFound
+from probe_service.service import ProbeService
+from probe_service.service.registry import operations
+from probe_service.service.table_web import READ_ONLY
+from probe_service.store.schema import events
+
+from .scenario import POLICY_ID, Scenario
+
+
+def test_faces_of_the_new_rows() -> None:
+    """run_list, claim_history and gate_preview reach MCP; farm_stats and files do not."""
+    mcp = {op.name for op in operations("mcp")}
+    host = {op.name for op in operations("host")}
+    assert {"run_list", "claim_history", "gate_preview"} <= mcp
+    assert not {"farm_stats", "snapshot_file"} & mcp
+    assert host >= READ_ONLY
+
+
+def test_run_list_filters(service: ProbeService, scenario: Scenario) -> None:
+    """Each filter narrows the merged list of queued runs and runs in process."""
+    assert len(service.run_list().runs) == 4
+    assert {r.run_id for r in service.run_list(batch_id=scenario.batch_id).runs} == set(
+        scenario.queue_runs.values()
+    )
+    assert [r.run_id for r in service.run_list(outcome="refutes").runs] == [
+        scenario.queue_runs["fail"]
+    ]
+    assert len(service.run_list(reason="model_inferred_oracle").runs) == 2
+    assert len(service.run_list(policy_id=POLICY_ID).runs) == 4
+    assert len(service.run_list(policy_id="other").runs) == 0
+    assert len(service.run_list(snapshot_id=scenario.snapshot_id).runs) == 4
+    assert len(service.run_list(snapshot_id=scenario.changed_snapshot_id).runs) == 0
+    assert service.run_list(state="queued").runs == []
+    sources = {r.source for r in service.run_list().runs}
+    assert sources == {"queue", "process"}
+
+
+def test_run_list_pages_by_cursor(service: ProbeService) -> None:
+    """Pages of one cover every run once, newest first; a forged cursor is refused."""
+    seen, cursor = [], None
+    while True:
+        page = service.run_list(limit=1, cursor=cursor)
+        seen += [(r.at_ms, r.run_id) for r in page.runs]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert len(seen) == 4
+    assert seen == sorted(seen, reverse=True)
+    with pytest.raises(InvalidInput, match="cursor"):
+        service.run_list(cursor="x-'; drop table runs")
+    with pytest.raises(InvalidInput, match="cursor"):
+        service.run_list(cursor="9" * 16 + "-" + "a" * 32)  # a time past any calendar
+    with pytest.raises(InvalidInput, match="limit"):
+        service.call("run_list", {"limit": 501})
+
+
+def test_farm_stats_counts_the_farm(service: ProbeService) -> None:
+    """Three queued runs finished in the window, one of each outcome, with a latency."""
+    stats = service.farm_stats()
+    assert stats.by_state == {"done in window": 3}
+    assert stats.queue_depth == 0
+    assert stats.outcomes == {"inconclusive": 1, "refutes": 1, "supports": 1}
+    assert sum(b.finished for b in stats.buckets) == 3
+    assert any(b.latency_max_ms is not None and b.latency_max_ms >= 0 for b in stats.buckets)
+    assert stats.in_process_in_window == 1
+    assert stats.workers
+
+
+def test_claim_history_and_gate_preview_write_nothing(
+    service: ProbeService, scenario: Scenario
+) -> None:
+    """The history lists the check and the open obligation; the preview says fail, and
+    neither adds a check, an obligation, an audit entry or an event."""
+
+    def counts() -> list[int]:
+        with service.store.reading() as conn:
+            return [
+                conn.execute(select(func.count()).select_from(t)).scalar_one()
+                for t in (claim_checks, obligations, claim_audit, events)
+            ]
+
+    before = counts()
+    history = service.claim_history(claim_id=scenario.claim_id)
+    assert [o.state for o in history.obligations] == ["open"]
+    assert history.checks[0].state == "needs_recheck"
+    assert {a.operation for a in history.audit} >= {"claim_create"}
+    preview = service.gate_preview(snapshot_id=scenario.changed_snapshot_id, scope="web")
+    assert not preview.would_pass
+    assert preview.checked == 1
+    assert service.gate_preview(snapshot_id=scenario.snapshot_id, scope="web").would_pass
+    assert counts() == before
+    with pytest.raises(NotFound):
+        service.claim_history(claim_id="clm_" + "0" * 32)
+
+
+def test_snapshot_file_is_bounded(service: ProbeService, scenario: Scenario) -> None:
+    """max_bytes cuts the content and says so; a path outside the snapshot is NotFound."""
+    found = service.snapshot_file(snapshot_id=scenario.snapshot_id, entry="ok.py", max_bytes=5)
+    assert found.text == "print"
+    assert found.truncated
+    assert found.size > 5
+    with pytest.raises(NotFound):
+        service.snapshot_file(snapshot_id=scenario.snapshot_id, entry="../etc/passwd")
+    with pytest.raises(InvalidInput, match="max_bytes"):
+        service.call(
+            "snapshot_file",
+            {"snapshot_id": scenario.snapshot_id, "entry": "ok.py", "max_bytes": 2_000_000},
+        )
