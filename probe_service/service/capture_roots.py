@@ -67,10 +67,12 @@ def confine_capture_root(
     """The resolved ``requested`` when it lies inside one of ``roots`` and its capture
     would read none of the ``protected`` files (the signing key, the policy file).
 
-    Raises UnsafePath naming the request, what it resolves to and the rule: outside every
-    allowed root (naming the setting), inside a ``.zyte`` directory, or holding a
-    protected file.
+    Raises UnsafePath naming the request, what it resolves to and the rule: a NUL byte,
+    outside every allowed root (naming the setting), inside a ``.zyte`` directory, or
+    holding a protected file.
     """
+    if "\0" in requested:
+        raise UnsafePath(f"root: {requested!r} holds a NUL byte")
     resolved = os.path.realpath(requested)
     where = f"root: {requested!r} (resolved {resolved!r})"
     if not any(_within(resolved, root) for root in roots):

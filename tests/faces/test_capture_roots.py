@@ -104,6 +104,14 @@ class TestHost:
             assert CAPTURE_ROOTS_ENV in frame["error"]["message"]
         assert stored_snapshots(layout["state"]) == 0
 
+    def test_a_nul_in_the_root_is_a_typed_refusal(self, layout: dict[str, Path]) -> None:
+        """A root with a NUL byte is unsafe_path, not an internal error."""
+        (frame,) = host_frames(
+            layout["state"],
+            [{"id": 1, "op": "snapshot_capture", "params": {"root": f"{layout['repo']}\0x"}}],
+        )
+        assert frame["error"]["code"] == "unsafe_path", frame
+
     def test_the_session_root_is_the_default(self, layout: dict[str, Path]) -> None:
         """Without the setting, a repository under ``--root`` is captured."""
         (frame,) = host_frames(
