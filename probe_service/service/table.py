@@ -177,11 +177,12 @@ def snapshot_capture(svc: ProbeService, req: SnapshotCaptureRequest) -> CaptureR
     Refuses unreadable roots, names a materialization would refuse, and trees over the
     file or size limits; a tree that keeps changing is retried, then refused. On the
     host and MCP faces the root must lie inside the administrator's capture roots."""
-    root = Path(req.root)
-    if svc.capture_roots is not None:
-        protected = (svc.policy_file, signing_key_path())
-        root = confine_capture_root(req.root, svc.capture_roots, protected)
-    return functions.snapshot_capture(svc.store, root)
+    if svc.capture_roots is None:
+        return functions.snapshot_capture(svc.store, Path(req.root))
+    protected = (svc.policy_file, signing_key_path())
+    root = confine_capture_root(req.root, svc.capture_roots, protected)
+    # The checked root has no link in it: the directory read must be exactly that one.
+    return functions.snapshot_capture(svc.store, root, exact_root=True)
 
 
 class SnapshotGetRequest(Request):
