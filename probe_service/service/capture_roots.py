@@ -10,7 +10,8 @@ before the comparison, and the resolved path is what gets captured. Inside an al
 root, a ``.zyte`` directory (the store, the default policy file and signing key) is never
 a capture root, nor is a directory whose capture would include the configured signing
 key or policy file (a capture skips ``.zyte`` and the other skipped directories below
-its root, so a key kept there is safe).
+its root, so a key kept there is safe), nor one that is or holds the service user's
+home directory (SSH keys, ``.pgpass``).
 """
 
 from __future__ import annotations
@@ -68,8 +69,8 @@ def confine_capture_root(
     would read none of the ``protected`` files (the signing key, the policy file).
 
     Raises UnsafePath naming the request, what it resolves to and the rule: a NUL byte,
-    outside every allowed root (naming the setting), inside a ``.zyte`` directory, or
-    holding a protected file.
+    outside every allowed root (naming the setting), inside a ``.zyte`` directory,
+    holding a protected file, or holding the service user's home directory.
     """
     if "\0" in requested:
         raise UnsafePath(f"root: {requested!r} holds a NUL byte")
@@ -84,4 +85,9 @@ def confine_capture_root(
         raise UnsafePath(f"{where} is inside a {STATE_DIRNAME} state directory")
     if any(_captured_by(os.path.realpath(path), resolved) for path in protected):
         raise UnsafePath(f"{where} holds the service's signing key or policy file")
+    # SSH keys, .pgpass, cloud credentials: a project inside the home may be captured,
+    # the home itself (or a directory holding it, such as /) may not.
+    home = os.path.realpath(os.path.expanduser("~"))
+    if _within(home, resolved):
+        raise UnsafePath(f"{where} holds the service user's home directory ({home})")
     return Path(resolved)

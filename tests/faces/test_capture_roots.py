@@ -241,3 +241,20 @@ class TestAdministratorFiles:
             captured = svc.call("snapshot_capture", {"root": str(layout["state"])})
             entries = svc.call("snapshot_get", {"snapshot_id": captured["snapshot_id"]})
         assert not [e for e in entries["entries"] if ".zyte" in e["path"]]
+
+    def test_a_root_holding_the_service_users_home_is_refused(
+        self, layout: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A capture root that is, or contains, the service user's home directory (SSH
+        keys, ``.pgpass``) is refused; a project inside the home is not."""
+        home = layout["state"] / "home"
+        (home / "project").mkdir(parents=True)
+        (home / "project" / "main.py").write_text("x = 1\n")
+        (home / ".pgpass").write_text("db:5432:*:postgres:secret\n")
+        monkeypatch.setenv("HOME", str(home))
+        store = open_store(layout["state"])
+        with ProbeService(store, interface="host") as svc:
+            for root in (home, layout["state"]):
+                with pytest.raises(UnsafePath, match="home directory"):
+                    svc.call("snapshot_capture", {"root": str(root)})
+            assert svc.call("snapshot_capture", {"root": str(home / "project")})["files"] == 1
