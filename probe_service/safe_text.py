@@ -3,7 +3,8 @@
 Everything such a source produced reaches the terminal through this module: Rich markup is
 never interpreted (text becomes a ``rich.text.Text``), terminal control sequences are shown
 visibly (ESC as ``\\x1b``, CR as ``\\r``, every other C0/C1 control and DEL as ``\\xNN``),
-invalid UTF-8 and NUL are shown as escapes. Nothing printed can change an exit code
+invalid UTF-8, NUL, lone surrogates and the noncharacters U+FFFE/U+FFFF (not XML
+characters) are shown as escapes. Nothing printed can change an exit code
 (docs/ARCHITECTURE.md, "Trust rules": probe output is data).
 """
 
@@ -41,7 +42,9 @@ def _visible(char: str, keep_newline: bool) -> str:
         return char
     if code < 0x20 or 0x7F <= code <= 0x9F:
         return _NAMED.get(char, f"\\x{code:02x}")
-    if char in "\u2028\u2029" or 0xD800 <= code <= 0xDFFF:
+    # U+FFFE/U+FFFF are valid UTF-8 but not XML 1.0 characters: kept raw they make the
+    # JUnit report `submit --junit` writes unparsable (docs/ARCHITECTURE.md, "Trust rules").
+    if char in "\u2028\u2029\ufffe\uffff" or 0xD800 <= code <= 0xDFFF:
         return f"\\u{code:04x}"
     return char
 

@@ -134,6 +134,9 @@ def _scratch_verdict(scratch: Path, rel: str, expected: str) -> CheckVerdict:
     return CheckVerdict(passed=data == expected.encode("utf-8"), detail=f"{rel} compared exactly")
 
 
+_OUTCOME_RANK = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
+
+
 def _junit_verdict(scratch: Path, check: JunitXmlCheck) -> CheckVerdict:
     """docs/ARCHITECTURE.md, "JUnit oracle": a missing, oversized or unsafe report is an
     oracle error (inconclusive), never a refutation."""
@@ -144,7 +147,12 @@ def _junit_verdict(scratch: Path, check: JunitXmlCheck) -> CheckVerdict:
         report = decode_junit_report(data, check.path)
     except JunitReportInvalid as exc:
         return CheckVerdict(passed=False, detail=str(exc), error=True)
-    outcomes = {case.id: case.outcome for case in report.cases}
+    # A test id reported more than once counts at its worst instance: a later "passed"
+    # entry must not hide a failure (docs/ARCHITECTURE.md, "JUnit oracle").
+    outcomes: dict[str, str] = {}
+    for case in report.cases:
+        if _OUTCOME_RANK[case.outcome] >= _OUTCOME_RANK[outcomes.get(case.id, "passed")]:
+            outcomes[case.id] = case.outcome
     counts = report.counts()
     summary = ", ".join(f"{counts[k]} {k}" for k in ("passed", "failed", "error", "skipped"))
     absent = [test for test in check.require if test not in outcomes]

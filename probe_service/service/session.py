@@ -2,8 +2,10 @@
 
 A session holds the store, the queue when ``PROBE_REDIS_URL`` (or ``redis_url``) names one,
 the receipt lookup over the store, the administrator's policy file path and the caller's
-interface label (written to the audit log). The long-lived faces open one session and serve
-every request through it (docs/ARCHITECTURE.md, "The operation table").
+interface label (written to the audit log), and on a machine face the directories
+``snapshot_capture`` may read (docs/ARCHITECTURE.md, "Faces": capture roots). The
+long-lived faces open one session and serve every request through it
+(docs/ARCHITECTURE.md, "The operation table").
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..policies import policy_file_path
 from ..store import DATABASE_URL_ENV, Store, open_store
+from .capture_roots import allowed_capture_roots
 from .registry import Face, Operation, lookup
 
 if TYPE_CHECKING:
@@ -28,7 +31,10 @@ if TYPE_CHECKING:
 #: so that opening a session does not import the broker before a run needs it).
 _REDIS_URL_ENV = "PROBE_REDIS_URL"
 
-__all__ = ["ProbeService"]
+__all__ = ["MACHINE_FACES", "ProbeService"]
+
+#: The faces whose caller is a program or a model, not the local user.
+MACHINE_FACES: frozenset[Face] = frozenset({"host", "mcp"})
 
 
 class ProbeService:
@@ -44,7 +50,9 @@ class ProbeService:
         policy_file: Path | None = None,
         queue: ProbeQueue | None = None,
         on_progress: Callable[[dict[str, int]], None] | None = None,
+        capture_roots: tuple[str, ...] | None = None,
     ) -> None:
+        """Raises PolicyError when a machine face's ``BYTE_PROBE_CAPTURE_ROOTS`` is bad."""
         if store is None and open_store is None:
             raise TypeError("ProbeService needs a store or a way to open one")
         self._store = store
@@ -60,6 +68,12 @@ class ProbeService:
         #: Sees a queued batch's counts at each poll while an operation waits on workers
         #: (``probe_run`` via the queue, ``batch_wait``); the CLI's no-worker notice.
         self.on_progress = on_progress
+        # A program or a model on the host or MCP face captures only inside these; the
+        # local user of the Python API and the CLI is not confined (None). A lazy session
+        # without them has no root to default to: only the setting's directories, if any.
+        if capture_roots is None and interface in MACHINE_FACES:
+            capture_roots = allowed_capture_roots(store.root if store is not None else None)
+        self.capture_roots = capture_roots
 
     @classmethod
     def open(
@@ -76,18 +90,21 @@ class ProbeService:
 
         With ``lazy`` the store too is opened on first use, so an operation that needs none
         (``capabilities``, ``receipt_verify``, ``policy_check``) creates no state directory.
-        Raises UnsafePath or StoreUnavailable when the store is opened.
+        Raises PolicyError (a machine face's ``BYTE_PROBE_CAPTURE_ROOTS``) before anything
+        opens; UnsafePath or StoreUnavailable when the store is opened.
         """
         url = database_url or os.environ.get(DATABASE_URL_ENV) or None
         path = Path(root)
         redis = redis_url or os.environ.get(_REDIS_URL_ENV) or None
+        roots = allowed_capture_roots(path) if interface in MACHINE_FACES else None
         if lazy:
             return cls(
                 open_store=functools.partial(open_store, path, url),
                 interface=interface,
                 redis_url=redis,
+                capture_roots=roots,
             )
-        return cls(open_store(path, url), interface=interface, redis_url=redis)
+        return cls(open_store(path, url), interface=interface, redis_url=redis, capture_roots=roots)
 
     @property
     def store(self) -> Store:

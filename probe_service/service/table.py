@@ -42,7 +42,7 @@ from ..claims.service import claim_show as _claim_show
 from ..errors import InvalidInput, ProbeServiceError
 from ..plans import Plan, ProbeRunResult, parse_plan
 from ..plans.receipts import RECEIPT_VERSION
-from ..plans.signing import public_key_from_pem, verify_envelope
+from ..plans.signing import public_key_from_pem, signing_key_path, verify_envelope
 from ..policies import load_policy_file, policy_digest
 from ..queue import RunSummary, SubmitResult, batch_counts, batch_results, submit_plans
 from ..snapshot import CaptureResult, Snapshot
@@ -52,6 +52,7 @@ from ..toolchains.create import create_python_toolchain
 from ..toolchains.verify import PolicyReport, verify_policy_file
 from ..typescript.models import BoundaryResult
 from . import functions
+from .capture_roots import confine_capture_root
 from .registry import ADMIN, HOST, Request, operation
 from .session import ProbeService
 
@@ -174,8 +175,14 @@ def snapshot_capture(svc: ProbeService, req: SnapshotCaptureRequest) -> CaptureR
     """Capture a stabilized, immutable, content-addressed snapshot of a working tree.
     Nothing in the tree is executed. The same content gives the same snapshot id.
     Refuses unreadable roots, names a materialization would refuse, and trees over the
-    file or size limits; a tree that keeps changing is retried, then refused."""
-    return functions.snapshot_capture(svc.store, Path(req.root))
+    file or size limits; a tree that keeps changing is retried, then refused. On the
+    host and MCP faces the root must lie inside the administrator's capture roots."""
+    if svc.capture_roots is None:
+        return functions.snapshot_capture(svc.store, Path(req.root))
+    protected = (svc.policy_file, signing_key_path())
+    root = confine_capture_root(req.root, svc.capture_roots, protected)
+    # The checked root has no link in it: the directory read must be exactly that one.
+    return functions.snapshot_capture(svc.store, root, exact_root=True)
 
 
 class SnapshotGetRequest(Request):

@@ -86,14 +86,16 @@ _MEMO_LOCK = threading.Lock()
 
 
 def snapshot_capture(
-    store: Store, root: Path, *, limits: CaptureLimits = DEFAULT_LIMITS
+    store: Store, root: Path, *, limits: CaptureLimits = DEFAULT_LIMITS, exact_root: bool = False
 ) -> CaptureResult:
     """Capture ``root`` into ``store`` and return the snapshot id with its summary.
 
     Raises LimitExceeded (file or workspace limit), UnstableWorkingTree (the tree kept
     moving), UnsafePath (unreadable root, non-UTF-8 name, or a name materialize would
     refuse, in the same words), StoreUnavailable. A refused
-    capture writes no snapshot row and no event.
+    capture writes no snapshot row and no event. With ``exact_root`` (a machine face's
+    checked, link-free root) the directory read must still be exactly ``root``: one
+    swapped for a link after the check is refused (UnsafePath).
     """
     abs_root = os.path.abspath(root)
     if not os.path.isdir(abs_root):
@@ -101,7 +103,7 @@ def snapshot_capture(
     last_error: UnstableWorkingTree | None = None
     for _ in range(limits.attempts):
         try:
-            return _capture_once(store, abs_root, limits)
+            return _capture_once(store, abs_root, limits, exact_root)
         except UnstableWorkingTree as exc:
             last_error = exc
     assert last_error is not None  # noqa: S101 - attempts >= 1
@@ -110,14 +112,16 @@ def snapshot_capture(
     ) from last_error
 
 
-def _capture_once(store: Store, abs_root: str, limits: CaptureLimits) -> CaptureResult:
+def _capture_once(
+    store: Store, abs_root: str, limits: CaptureLimits, exact_root: bool
+) -> CaptureResult:
     start_ns = time.time_ns()
     before = _scan(abs_root, limits, check_names=True)
     key = cache_key_for(abs_root)
     with store.reading() as conn:
         cache = load_stat_cache(conn, key)
     digests, to_read = _use_cache(before, cache, start_ns, limits)
-    _read_and_store(store, abs_root, before, to_read, digests, limits)
+    _read_and_store(store, abs_root, before, to_read, digests, limits, exact_root)
     after = _scan(abs_root, limits, check_names=False)  # a new name is instability anyway
     _require_stable(before, after)
     snapshot_id, manifest = _encode_manifest(key, before, digests, reuse=not to_read)
@@ -271,16 +275,47 @@ def _read_and_store(
     to_read: list[str],
     digests: dict[str, str],
     limits: CaptureLimits,
+    exact_root: bool = False,
 ) -> None:
     """Read files in parallel (hashing and zstd release the GIL) and write blob batches.
 
     Blobs are content-addressed, so a batch written before a refused capture is never
     referenced by a snapshot and changes nothing a reader can see.
     """
+    root_fd = _open_root(abs_root, exact_root)
+    try:
+        _read_beneath(store, abs_root, root_fd, scan, to_read, digests, limits)
+    finally:
+        os.close(root_fd)
 
+
+def _open_root(abs_root: str, exact_root: bool) -> int:
+    """The root directory's descriptor every file is read beneath (docs/ARCHITECTURE.md,
+    "Faces": capture roots); with ``exact_root`` it must be ``abs_root`` itself."""
+    try:
+        fd = os.open(abs_root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise UnstableWorkingTree(f"{abs_root}: changed while capturing ({exc.strerror})") from exc
+    if exact_root and os.readlink(f"/proc/self/fd/{fd}") != abs_root:
+        os.close(fd)
+        raise UnsafePath(f"{abs_root}: the capture root was replaced after it was checked")
+    return fd
+
+
+def _read_beneath(
+    store: Store,
+    abs_root: str,
+    root_fd: int,
+    scan: _Scan,
+    to_read: list[str],
+    digests: dict[str, str],
+    limits: CaptureLimits,
+) -> None:
     def read_group(group: list[str]) -> list[ReadBlob]:
         return [
-            read_file_blob(os.path.join(abs_root, rel), rel, scan.stats[rel], limits.max_file_bytes)
+            read_file_blob(
+                os.path.join(abs_root, rel), rel, scan.stats[rel], limits.max_file_bytes, root_fd
+            )
             for rel in group
         ]
 

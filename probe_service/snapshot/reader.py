@@ -12,7 +12,7 @@ import zstandard
 
 from ..errors import LimitExceeded, UnstableWorkingTree
 
-__all__ = ["CHUNK_BYTES", "FileStat", "ReadBlob", "read_file_blob", "stat_key"]
+__all__ = ["CHUNK_BYTES", "FileStat", "ReadBlob", "open_beneath", "read_file_blob", "stat_key"]
 
 #: Files are read in chunks of this size; no file is ever buffered whole before hashing.
 CHUNK_BYTES = 1 << 20
@@ -43,14 +43,43 @@ class ReadBlob:
     data: bytes
 
 
-def read_file_blob(abs_path: str, rel_path: str, expected: FileStat, max_bytes: int) -> ReadBlob:
-    """Hash and compress ``abs_path`` in fixed-size chunks without following a link.
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a file swapped for a FIFO after the scan must not block open() (the fstat
+# in read_file_blob then refuses it); reads of a regular file ignore the flag.
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def open_beneath(root_fd: int, rel_path: str) -> int:
+    """Open ``rel_path`` under the directory ``root_fd`` following no link at any
+    component, so a directory swapped for a link mid-capture is never read through.
+
+    Raises OSError (ELOOP or ENOTDIR for a link).
+    """
+    parts = rel_path.split("/")
+    fd = root_fd
+    try:
+        for part in parts[:-1]:
+            child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            if fd != root_fd:
+                os.close(fd)
+            fd = child
+        return os.open(parts[-1], _FILE_FLAGS, dir_fd=fd)
+    finally:
+        if fd != root_fd:
+            os.close(fd)
+
+
+def read_file_blob(
+    abs_path: str, rel_path: str, expected: FileStat, max_bytes: int, root_fd: int | None = None
+) -> ReadBlob:
+    """Hash and compress ``abs_path`` in fixed-size chunks without following a link (with
+    ``root_fd``: ``rel_path`` under it, following no link at any component).
 
     Raises LimitExceeded when the file grows past ``max_bytes`` while being read, and
     UnstableWorkingTree when the opened file is not the one that was stat'ed.
     """
     try:
-        fd = os.open(abs_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(abs_path, _FILE_FLAGS) if root_fd is None else open_beneath(root_fd, rel_path)
     except OSError as exc:
         raise UnstableWorkingTree(f"{rel_path}: changed while capturing ({exc.strerror})") from exc
     try:

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy import exc as sa_exc
 
-from ..errors import Conflict, StoreUnavailable
+from ..errors import Conflict, InvalidInput, StoreUnavailable
 
 __all__ = ["create_store_engine", "map_store_errors"]
 
@@ -68,6 +68,10 @@ def map_store_errors(what: str) -> Iterator[None]:
         yield
     except sa_exc.IntegrityError as exc:
         raise Conflict(f"{what}: the store refused the write ({exc.orig})") from exc
+    except sa_exc.DataError as exc:
+        # A value the database cannot hold (PostgreSQL text with a NUL byte) came from the
+        # caller: bad input with the same code on every face, never an internal error.
+        raise InvalidInput(f"{what}: the store refused a value ({exc.orig})") from exc
     except (sa_exc.OperationalError, sa_exc.InterfaceError) as exc:
         raise StoreUnavailable(f"{what}: store unavailable ({exc.orig})") from exc
     except sa_exc.DBAPIError as exc:

@@ -108,7 +108,7 @@ class ToolchainDigester:
 
     def digest(self, root: Path) -> ToolchainDigest:
         """Digest the tree at ``root``; raises ``PolicyError`` naming an entry it refuses
-        (group/world-writable, special file, too many entries)."""
+        (group/world-writable, owned by another user, special file, too many entries)."""
         started_ns = time.time_ns()
         base = os.fsencode(root)
         real_root = os.path.realpath(base)
@@ -167,6 +167,13 @@ class ToolchainDigester:
         # administrator may change it.
         if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
             raise PolicyError(f"toolchain {os.fsdecode(base)}: {name} is group- or world-writable")
+        # Its owner may rewrite it under a recorded digest (a tarball extracted as root
+        # keeps the uids it was packed with): the administrator (root) or this user only.
+        if info.st_uid not in (0, os.geteuid()):
+            raise PolicyError(
+                f"toolchain {os.fsdecode(base)}: {name} is owned by uid {info.st_uid}, "
+                "not by root or this user"
+            )
         needed = 0o005 if stat.S_ISDIR(info.st_mode) else 0o004
         hidden = mode & needed != needed
         if stat.S_ISDIR(info.st_mode):

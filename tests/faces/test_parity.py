@@ -17,6 +17,7 @@ import pytest
 
 from probe_service.policies import POLICY_FILE_ENV
 from probe_service.sandbox import SandboxRuntime
+from probe_service.service.capture_roots import CAPTURE_ROOTS_ENV
 
 from .drivers import FACES, Driver, open_face
 
@@ -139,6 +140,8 @@ def test_one_scenario_same_results_on_every_face(
     # ``runtime`` fails the test with the reason when the pinned runtime is missing; the
     # faces locate the same runtime themselves.
     monkeypatch.setenv(POLICY_FILE_ENV, str(write_policy(tmp_path / "policies.json")))
+    # Each face's repository sits beside its state directory, not under its --root.
+    monkeypatch.setenv(CAPTURE_ROOTS_ENV, str(tmp_path))
     results: dict[str, list[tuple[str, Any]]] = {}
     for face in FACES:
         (tmp_path / face / "state").mkdir(parents=True)

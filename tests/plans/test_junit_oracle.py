@@ -71,6 +71,30 @@ class TestDecoder:
         with pytest.raises(JunitReportInvalid, match=r"refused"):
             decode_junit_report(xxe)
 
+    @pytest.mark.parametrize(
+        "data",
+        [
+            b"\xef\xbb\xbf<!-- a comment first -->\n<!DOCTYPE t [<!ENTITY a 'x'>]><testsuite/>",
+            "<!DOCTYPE t [<!ENTITY a 'x'>]><testsuite/>".encode("utf-16"),
+            '<?xml version="1.0" encoding="UTF-16LE"?><!DOCTYPE t><testsuite/>'.encode("utf-16-le"),
+            b"<?xml version='1.0'?><?pi x?><!DOCTYPE t SYSTEM 'file:///etc/shadow'><testsuite/>",
+        ],
+        ids=["utf8-bom-and-comment", "utf16-bom", "utf16le-declared", "after-a-pi"],
+    )
+    def test_doctype_behind_a_bom_comment_or_utf16_is_refused(self, data: bytes) -> None:
+        """A DOCTYPE hidden after a BOM, a comment or a PI, or in UTF-16, is still refused."""
+        with pytest.raises(JunitReportInvalid, match="DOCTYPE"):
+            decode_junit_report(data, "r.xml")
+
+    def test_nesting_as_deep_as_the_size_limit_allows_is_decoded(self) -> None:
+        """A report nested ~500,000 elements deep is decoded (no recursion crash) and its
+        one test case found."""
+        depth = 500_000
+        data = b"<testsuite>" + b"<a>" * depth + b'<testcase name="t"/>' + b"</a>" * depth
+        data += b"</testsuite>"
+        assert len(data) <= MAX_JUNIT_REPORT_BYTES
+        assert [c.id for c in decode_junit_report(data).cases] == ["t"]
+
     def test_report_over_its_size_limit_is_refused_naming_the_limit(self) -> None:
         """A report larger than the limit is refused before it is parsed."""
         big = b"<testsuite>" + b" " * MAX_JUNIT_REPORT_BYTES + b"</testsuite>"
@@ -154,6 +178,41 @@ class TestVerdicts:
         verdict = evaluate_check(_plan(), 0, b"", tmp_path)
         assert (verdict.error, verdict.junit) == (True, None)
         assert "root:" not in verdict.detail
+
+    def test_a_linked_directory_on_the_reports_path_is_not_followed(self, tmp_path: Path) -> None:
+        """``out`` made a link to a host directory: the report under it is never read."""
+        host = tmp_path / "host"
+        host.mkdir()
+        (host / "report.xml").write_bytes(REPORT)
+        scratch = tmp_path / "scratch"
+        scratch.mkdir()
+        (scratch / "out").symlink_to(host)
+        verdict = evaluate_check(_plan(), 0, b"", scratch)
+        assert (verdict.error, verdict.junit) == (True, None)
+
+    def test_a_fifo_report_does_not_block_the_worker(self, tmp_path: Path) -> None:
+        """A FIFO left at the report's path is an oracle error, not a hang."""
+        (tmp_path / "out").mkdir()
+        os.mkfifo(tmp_path / "out" / "report.xml")
+        verdict = evaluate_check(_plan(), 0, b"", tmp_path)
+        assert verdict.error
+        assert "not a regular file" in verdict.detail
+
+    def test_a_required_test_reported_twice_passes_only_if_every_instance_passed(
+        self, tmp_path: Path
+    ) -> None:
+        """A report listing a required test as failed and then again as passed does not
+        support: the last entry must not hide the failure."""
+        twice = (
+            b"<testsuite>"
+            b'<testcase classname="c" name="t"><failure message="boom"/></testcase>'
+            b'<testcase classname="c" name="t"/>'
+            b"</testsuite>"
+        )
+        plan = _plan(require=("c::t",))
+        verdict = evaluate_check(plan, 0, b"", _scratch_with(tmp_path, twice))
+        assert not verdict.passed
+        assert decide_outcome(plan, None, verdict).outcome != "supports"
 
 
 class TestPlanField:

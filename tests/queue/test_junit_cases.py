@@ -7,6 +7,7 @@ tests/toolchains/test_suite_in_sandbox.py.
 
 from __future__ import annotations
 
+import base64
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -78,3 +79,28 @@ def test_each_test_case_is_carried_with_time_outcome_and_output(report: Path) ->
     assert failure.get("message") == "ZeroDivisionError \\x1b[31m"
     assert cases[1].findtext("system-out") == "dividing\n"
     assert (root.get("tests"), root.get("failures")) == ("4", "2")
+
+
+def test_noncharacters_in_probe_text_keep_the_document_well_formed(tmp_path: Path) -> None:
+    """U+FFFE/U+FFFF (valid UTF-8, invalid XML 1.0) in a plan name, a probe's stdout, a
+    case id, message or output never make the CI report unparsable."""
+    hostile = "x\ufffey\uffffz"
+    receipt = _receipt("a" * 64)
+    receipt["operational"]["stdout_b64"] = base64.b64encode(hostile.encode()).decode()
+    receipt["operational"]["junit_output"][0]["system_out"] = hostile
+    case = receipt["committed"]["junit"]["cases"][1]
+    case["id"] = f"tests.{hostile}::test_{hostile}"
+    case["message"] = hostile
+    receipt["operational"]["junit_output"][0]["id"] = case["id"]
+    results = [
+        RunSummary("r1", 1, "p" * 64, hostile, "done", "refutes", hostile, "a" * 64),
+    ]
+    path = tmp_path / "probes.xml"
+    write_junit(path, "batch-1", results, {"a" * 64: receipt})
+    root = ET.parse(path).getroot()  # noqa: S314 - our own file
+    text = ET.tostring(root, encoding="unicode")
+    assert "\ufffe" not in text
+    assert "\uffff" not in text
+    assert "x\\ufffey\\uffffz" in root.findall("testsuite")[1].findall("testcase")[1].findtext(
+        "system-out", ""
+    )

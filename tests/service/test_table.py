@@ -9,6 +9,7 @@ import pytest
 
 from probe_service.errors import InvalidInput, NotFound
 from probe_service.service import ADMIN, ProbeService, operations
+from probe_service.store import Store
 
 # Field names that would let a caller hand the service a policy or make it read a file.
 _POLICY_WORDS = ("policy", "policies")
@@ -123,3 +124,11 @@ def test_a_request_field_called_name_reaches_the_operation(tmp_path: Path) -> No
     `name` (toolchain_create), to the request rather than clashing with the method's own."""
     with ProbeService.open(tmp_path) as svc, pytest.raises(InvalidInput, match="name"):
         svc.toolchain_create(name="Bad Name", python="/x", requirements_file="/r", dest="/d")
+
+
+def test_a_nul_byte_on_postgresql_is_invalid_input_not_internal(pg_store: Store) -> None:
+    """PostgreSQL text cannot hold NUL: a caller's NUL is refused as bad input (the same
+    code on every face), not a bug."""
+    svc = ProbeService(pg_store, interface="host")
+    with pytest.raises(InvalidInput, match="NUL"):
+        svc.call("knowledge_query", {"scope": "a\0b", "text": "x", "target_snapshot": "a" * 64})

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
-from probe_service.errors import UnstableWorkingTree
+from probe_service.errors import UnsafePath, UnstableWorkingTree
 from probe_service.snapshot import CaptureLimits, load_snapshot, snapshot_capture
 from probe_service.snapshot import capture as capture_module
 from probe_service.snapshot import reader as reader_module
@@ -110,3 +111,75 @@ def test_streamed_file_changing_size_is_unstable(tmp_path: Path, grow: bool) -> 
     good.write_bytes(data)
     blob = read_file_blob(str(good), "g.bin", stat_key(os.lstat(good)), 64 * CHUNK_BYTES)
     assert decompress_blob(blob.digest, blob.data) == data
+
+
+#: A guard against a hang, never a timing assertion: how long the test waits at most.
+_HANG_GUARD_S = 120
+
+
+def test_a_file_swapped_for_a_fifo_before_reading_never_blocks(tmp_path: Path) -> None:
+    """A hostile working tree replaces a scanned regular file with a FIFO before capture
+    reads it: the read fails as an unstable tree instead of blocking the capture (and a
+    machine face's long-operation slot) forever."""
+    path = tmp_path / "a.txt"
+    path.write_text("scanned as a regular file\n")
+    scanned = stat_key(os.lstat(path))
+    path.unlink()
+    os.mkfifo(path)
+    outcome: list[BaseException | None] = []
+
+    def read() -> None:
+        try:
+            read_file_blob(str(path), "a.txt", scanned, 1 << 20)
+            outcome.append(None)
+        except BaseException as exc:  # recorded for the assertion below
+            outcome.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(_HANG_GUARD_S)
+    if reader.is_alive():  # unblock the stuck open() so the thread can end, then fail
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(_HANG_GUARD_S)
+        pytest.fail("reading a FIFO blocked the capture")
+    assert len(outcome) == 1
+    assert isinstance(outcome[0], UnstableWorkingTree)
+
+
+class TestSwappedDirectories:
+    """A hostile working tree swaps a directory for a link during a capture."""
+
+    def test_a_directory_swapped_for_a_link_is_never_read_through(self, tmp_path: Path) -> None:
+        """The scan stat'ed ``dir/key`` through a link to a host directory (the swap came
+        first); the read, beneath the root's descriptor, refuses the link."""
+        host = tmp_path / "host"
+        host.mkdir()
+        (host / "key").write_text("host secret\n")
+        root = tmp_path / "repo"
+        root.mkdir()
+        (root / "dir").symlink_to(host)
+        scanned = stat_key(os.lstat(root / "dir" / "key"))  # what _scan would have seen
+        root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            with pytest.raises(UnstableWorkingTree, match="dir/key: changed while capturing"):
+                read_file_blob(str(root / "dir" / "key"), "dir/key", scanned, 1 << 20, root_fd)
+        finally:
+            os.close(root_fd)
+
+    def test_a_checked_root_replaced_by_a_link_is_refused(
+        self, sqlite_store: Store, tmp_path: Path
+    ) -> None:
+        """A machine face checked ``work/a``; it is then replaced by a link to a host
+        directory: the exact-root capture refuses it and stores nothing of the host's."""
+        host = tmp_path / "host"
+        host.mkdir()
+        (host / "key").write_text("host secret\n")
+        checked = tmp_path / "work" / "a"
+        checked.mkdir(parents=True)
+        (checked / "f").write_text("x")
+        checked.rename(tmp_path / "work" / "a.orig")
+        checked.symlink_to(host)
+        with pytest.raises(UnsafePath, match="replaced after it was checked"):
+            snapshot_capture(sqlite_store, checked, exact_root=True)
+        # The CLI's capture follows a root that is a link, as before.
+        assert snapshot_capture(sqlite_store, checked).files == 1

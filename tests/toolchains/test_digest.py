@@ -66,6 +66,14 @@ class TestRefusals:
         with pytest.raises(PolicyError, match=r"lib/helper.py is group- or world-writable"):
             _digester().digest(tree)
 
+    @pytest.mark.parametrize("entry", ["lib/helper.py", "lib"])
+    def test_entry_owned_by_another_user_is_refused_naming_it(self, tree: Path, entry: str) -> None:
+        """A file or directory another uid owns (a tarball extracted as root keeps its
+        uids) lets that user rewrite the toolchain under a recorded digest: refused."""
+        os.chown(tree / entry, 1000, 1000)
+        with pytest.raises(PolicyError, match=rf"{entry} is owned by uid 1000"):
+            _digester().digest(tree)
+
     def test_special_file_is_refused_naming_it(self, tree: Path) -> None:
         """A FIFO (or device, socket) in a toolchain is refused."""
         os.mkfifo(tree / "lib" / "pipe")

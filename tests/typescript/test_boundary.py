@@ -93,6 +93,23 @@ class TestFailClosed:
         assert result.outside_reads == ("/etc", "/etc/byte-probe-outside.json")
         assert not result.discovery_complete
 
+    def test_escaping_references_imports_and_aliases_are_refused(
+        self, boundary_of: Boundary
+    ) -> None:
+        """Triple-slash references (absolute and climbing), an absolute import and a
+        `paths` alias to /etc are never read: each is an outside read, the boundary is
+        incomplete."""
+        result = boundary_of("escaping_references", "chargeCard")
+        assert result.status == "incomplete"
+        assert not result.discovery_complete
+        # The absolute import is refused at its directory (``/etc``) before any file in it.
+        assert result.outside_reads == (
+            "/etc",
+            "/etc/byte-probe-alias",
+            "/etc/byte-probe-climb.d.ts",
+            "/etc/byte-probe-ref.d.ts",
+        )
+
 
 class TestThirdPartyPackages:
     def test_unrelated_unavailable_package_is_reported_not_a_gap(

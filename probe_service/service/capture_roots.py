@@ -1,0 +1,93 @@
+"""Where a machine face may capture from (docs/ARCHITECTURE.md, "Faces": capture roots).
+
+``snapshot_capture`` reads a host directory as the service's user (root on a farm worker)
+and a probe may then print every byte of it. On the Python API and the CLI the caller is
+the local user; on the NDJSON host and the MCP server the caller is a program or a model,
+so there a capture root must lie inside a directory the administrator allowed:
+``BYTE_PROBE_CAPTURE_ROOTS`` (absolute directories separated by ``os.pathsep``), or by
+default the session's own ``--root``. The requested path is resolved (``..`` and links)
+before the comparison, and the resolved path is what gets captured. Inside an allowed
+root, a ``.zyte`` directory (the store, the default policy file and signing key) is never
+a capture root, nor is a directory whose capture would include the configured signing
+key or policy file (a capture skips ``.zyte`` and the other skipped directories below
+its root, so a key kept there is safe), nor one that is or holds the service user's
+home directory (SSH keys, ``.pgpass``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..errors import PolicyError, UnsafePath
+from ..snapshot.enumerate import SKIPPED_DIRS
+from ..store.safety import STATE_DIRNAME
+
+__all__ = ["CAPTURE_ROOTS_ENV", "allowed_capture_roots", "confine_capture_root"]
+
+CAPTURE_ROOTS_ENV = "BYTE_PROBE_CAPTURE_ROOTS"
+
+
+def allowed_capture_roots(
+    session_root: Path | None, environ: Mapping[str, str] | None = None
+) -> tuple[str, ...]:
+    """The resolved directories a machine face may capture inside: the setting's, else
+    ``session_root`` (none without one: every capture is refused).
+
+    Raises PolicyError naming ``BYTE_PROBE_CAPTURE_ROOTS`` and the entry when an entry
+    is not an absolute path.
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get(CAPTURE_ROOTS_ENV, "")
+    entries = [entry for entry in raw.split(os.pathsep) if entry]
+    if not entries and session_root is not None:
+        entries = [os.path.abspath(session_root)]
+    roots: list[str] = []
+    for entry in entries:
+        if not os.path.isabs(entry):
+            raise PolicyError(f"{CAPTURE_ROOTS_ENV}: {entry!r} is not an absolute path")
+        roots.append(os.path.realpath(entry))
+    return tuple(roots)
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _captured_by(secret: str, root: str) -> bool:
+    """Whether capturing ``root`` would read ``secret`` (not below a skipped directory)."""
+    if not _within(secret, root) or secret == root:
+        return False
+    return not any(part in SKIPPED_DIRS for part in os.path.relpath(secret, root).split("/")[:-1])
+
+
+def confine_capture_root(
+    requested: str, roots: tuple[str, ...], protected: tuple[Path, ...] = ()
+) -> Path:
+    """The resolved ``requested`` when it lies inside one of ``roots`` and its capture
+    would read none of the ``protected`` files (the signing key, the policy file).
+
+    Raises UnsafePath naming the request, what it resolves to and the rule: a NUL byte,
+    outside every allowed root (naming the setting), inside a ``.zyte`` directory,
+    holding a protected file, or holding the service user's home directory.
+    """
+    if "\0" in requested:
+        raise UnsafePath(f"root: {requested!r} holds a NUL byte")
+    resolved = os.path.realpath(requested)
+    where = f"root: {requested!r} (resolved {resolved!r})"
+    if not any(_within(resolved, root) for root in roots):
+        raise UnsafePath(
+            f"{where} is outside the capture roots this face allows; the administrator "
+            f"sets them in {CAPTURE_ROOTS_ENV}"
+        )
+    if STATE_DIRNAME in resolved.split("/"):
+        raise UnsafePath(f"{where} is inside a {STATE_DIRNAME} state directory")
+    if any(_captured_by(os.path.realpath(path), resolved) for path in protected):
+        raise UnsafePath(f"{where} holds the service's signing key or policy file")
+    # SSH keys, .pgpass, cloud credentials: a project inside the home may be captured,
+    # the home itself (or a directory holding it, such as /) may not.
+    home = os.path.realpath(os.path.expanduser("~"))
+    if _within(home, resolved):
+        raise UnsafePath(f"{where} holds the service user's home directory ({home})")
+    return Path(resolved)
