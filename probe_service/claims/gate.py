@@ -44,15 +44,8 @@ def gate(
     this snapshot, must be signed by an accepted key; each refused one is named in
     ``unsigned_evidence`` and fails the gate (docs/ARCHITECTURE.md, "Signed receipts").
     """
-    live = (
-        select(claims.c.claim_id)
-        .where(claims.c.claim_id.not_in(select(claim_supersessions.c.predecessor_id)))
-        .where(claims.c.claim_id.not_in(select(claim_tombstones.c.claim_id)))
-    )
-    if scope is not None:
-        live = live.where(claims.c.scope == scope)
     with store.reading() as conn:
-        ids = [row[0] for row in conn.execute(live.order_by(claims.c.claim_id))]
+        ids = live_claim_ids(conn, scope)
         heads = load_heads(conn, ids)
         baselines = load_baselines(conn, ids)
         evidence = _receipt_evidence(conn, ids) if require_signed is not None else []
@@ -85,6 +78,18 @@ def gate(
         whole_store=scope is None,
         unsigned_evidence=tuple(refused),
     )
+
+
+def live_claim_ids(conn: Connection, scope: str | None) -> list[str]:
+    """Ids of the claims neither superseded nor withdrawn (in ``scope``), in id order."""
+    live = (
+        select(claims.c.claim_id)
+        .where(claims.c.claim_id.not_in(select(claim_supersessions.c.predecessor_id)))
+        .where(claims.c.claim_id.not_in(select(claim_tombstones.c.claim_id)))
+    )
+    if scope is not None:
+        live = live.where(claims.c.scope == scope)
+    return [row[0] for row in conn.execute(live.order_by(claims.c.claim_id))]
 
 
 def _receipt_evidence(conn: Connection, claim_ids: list[str]) -> list[tuple[str, str]]:

@@ -17,6 +17,7 @@ from sqlalchemy import select
 from ..store import Store
 from .audit import AuditEntry
 from .checking import evaluate_claims
+from .gate import live_claim_ids
 from .lineage import _chain
 from .records import ClaimCheck, ClaimRecord, Obligation, Tombstone
 from .resolutions import list_in
@@ -27,7 +28,6 @@ from .tables import (
     claim_checks,
     claim_supersessions,
     claim_tombstones,
-    claims,
 )
 
 __all__ = ["ClaimHistory", "GatePreview", "RecordedCheck", "claim_history", "gate_preview"]
@@ -159,15 +159,8 @@ def gate_preview(store: Store, snapshot_id: str, *, scope: str | None = None) ->
     """Recheck every live claim (in ``scope``) at ``snapshot_id`` in memory and say whether
     the gate would pass: no claim that is not current and no open obligation on that
     snapshot. Nothing is opened, closed or recorded. Raises StoreUnavailable."""
-    live = (
-        select(claims.c.claim_id)
-        .where(claims.c.claim_id.not_in(select(claim_supersessions.c.predecessor_id)))
-        .where(claims.c.claim_id.not_in(select(claim_tombstones.c.claim_id)))
-    )
-    if scope is not None:
-        live = live.where(claims.c.scope == scope)
     with store.reading() as conn:
-        ids = [row[0] for row in conn.execute(live.order_by(claims.c.claim_id))]
+        ids = live_claim_ids(conn, scope)
         heads = load_heads(conn, ids)
         baselines = load_baselines(conn, ids)
         still_open = list_in(conn, scope=scope, snapshot_id=snapshot_id, state="open")

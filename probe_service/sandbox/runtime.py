@@ -37,7 +37,9 @@ __all__ = [
     "default_install_dir",
     "find_system_tool",
     "locate_runtime",
+    "reachable_by_probe_uids",
     "runtime_tree_digest",
+    "stage_install",
     "verify_fingerprints",
     "verify_unchanged",
 ]
@@ -190,34 +192,37 @@ def _check_platform() -> bool:
 STAGING_DIR = Path("/var/lib/byte-probe/runtime")
 
 
-def _reachable_by_probe_uids(root: Path) -> bool:
+def reachable_by_probe_uids(root: Path, own_files: tuple[str, ...], what: str) -> bool:
+    """True when the probe uids can read ``root``'s ``node_modules`` and ``own_files``."""
     try:
-        for name in ("node_modules", *_OWN_FILES):
-            check_reachable(root / name, "runtime", uid=PROBE_UID_BASE, gid=PROBE_UID_BASE)
+        for name in ("node_modules", *own_files):
+            check_reachable(root / name, what, uid=PROBE_UID_BASE, gid=PROBE_UID_BASE)
     except SandboxUnavailable:
         return False
     return True
 
 
-def _stage(root: Path, digest: str) -> Path:
-    """Copy the verified tree where probe uids can reach it; return the staged install dir.
+def stage_install(
+    root: Path, digest: str, staging_dir: Path, own_files: tuple[str, ...], digest_file: str
+) -> Path:
+    """Copy a verified Node install where probe uids can reach it; return the staged dir.
 
-    docs/ARCHITECTURE.md, "Containment": the runtime runs as the probe's uid, so
-    a checkout under a private directory (``/root``) is copied into a root-owned,
-    world-readable directory and verified again there.
+    docs/ARCHITECTURE.md, "Containment": the runtime (and the TypeScript worker) run as
+    the probe's uid, so a checkout under a private directory (``/root``) is copied into a
+    root-owned, world-readable directory named by its digest and verified again there.
     """
-    staged = STAGING_DIR / digest
+    staged = staging_dir / digest
     if (staged / "node_modules").is_dir():
         return staged
-    STAGING_DIR.mkdir(mode=0o755, parents=True, exist_ok=True)
-    for parent in (STAGING_DIR.parent, STAGING_DIR):
+    staging_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+    for parent in (staging_dir.parent, staging_dir):
         parent.chmod(0o755)
-    temporary = Path(tempfile.mkdtemp(prefix=".staging-", dir=STAGING_DIR))
+    temporary = Path(tempfile.mkdtemp(prefix=".staging-", dir=staging_dir))
     temporary.chmod(0o755)
     shutil.copytree(root / "node_modules", temporary / "node_modules", symlinks=True)
-    for name in _OWN_FILES:
+    for name in own_files:
         shutil.copy2(root / name, temporary / name)
-    (temporary / DIGEST_FILE).write_text(f"{digest}  staged copy\n", encoding="utf-8")
+    (temporary / digest_file).write_text(f"{digest}  staged copy\n", encoding="utf-8")
     try:
         temporary.rename(staged)
     except OSError:  # another worker staged it first
@@ -238,8 +243,8 @@ def locate_runtime(install_dir: Path | None = None) -> SandboxRuntime:
             f"{root}: tree digest {digest} differs from {DIGEST_FILE}",
             reason="sandbox_unverified",
         )
-    if os.geteuid() == 0 and not _reachable_by_probe_uids(root):
-        root = _stage(root, digest)
+    if os.geteuid() == 0 and not reachable_by_probe_uids(root, _OWN_FILES, "runtime"):
+        root = stage_install(root, digest, STAGING_DIR, _OWN_FILES, DIGEST_FILE)
         staged_digest, prints = runtime_tree_digest(root)
         if staged_digest != digest:
             raise SandboxUnavailable(

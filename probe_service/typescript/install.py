@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import probe_service
 from probe_service.errors import SandboxUnavailable
-from probe_service.sandbox.identity import PROBE_UID_BASE, check_reachable
-from probe_service.sandbox.runtime import runtime_tree_digest, verify_fingerprints
+from probe_service.sandbox.runtime import (
+    reachable_by_probe_uids,
+    runtime_tree_digest,
+    stage_install,
+    verify_fingerprints,
+)
 
 __all__ = [
     "PINNED_TYPESCRIPT",
@@ -94,35 +96,6 @@ def _recorded_digest(install_dir: Path) -> str:
     return words[0] if words else ""
 
 
-def _reachable(root: Path) -> bool:
-    try:
-        for name in ("node_modules", *_OWN_FILES):
-            check_reachable(root / name, "worker", uid=PROBE_UID_BASE, gid=PROBE_UID_BASE)
-    except SandboxUnavailable:
-        return False
-    return True
-
-
-def _stage(root: Path, digest: str) -> Path:
-    staged = STAGING_DIR / digest
-    if (staged / "node_modules").is_dir():
-        return staged
-    STAGING_DIR.mkdir(mode=0o755, parents=True, exist_ok=True)
-    for parent in (STAGING_DIR.parent, STAGING_DIR):
-        parent.chmod(0o755)
-    temporary = Path(tempfile.mkdtemp(prefix=".staging-", dir=STAGING_DIR))
-    temporary.chmod(0o755)
-    shutil.copytree(root / "node_modules", temporary / "node_modules", symlinks=True)
-    for name in _OWN_FILES:
-        shutil.copy2(root / name, temporary / name)
-    (temporary / DIGEST_FILE).write_text(f"{digest}  staged copy\n", encoding="utf-8")
-    try:
-        temporary.rename(staged)
-    except OSError:  # another caller staged it first
-        shutil.rmtree(temporary, ignore_errors=True)
-    return staged
-
-
 def locate_worker(install_dir: Path | None = None) -> WorkerInstall:
     """Verify the worker in ``install_dir``; raises ``SandboxUnavailable`` (with reason)."""
     root = Path(os.path.realpath(install_dir or default_worker_dir()))
@@ -133,8 +106,8 @@ def locate_worker(install_dir: Path | None = None) -> WorkerInstall:
             f"{root}: worker digest {digest} differs from {DIGEST_FILE}",
             reason="sandbox_unverified",
         )
-    if os.geteuid() == 0 and not _reachable(root):
-        root = _stage(root, digest)
+    if os.geteuid() == 0 and not reachable_by_probe_uids(root, _OWN_FILES, "worker"):
+        root = stage_install(root, digest, STAGING_DIR, _OWN_FILES, DIGEST_FILE)
         staged, prints = worker_tree_digest(root)
         if staged != digest:
             raise SandboxUnavailable(
