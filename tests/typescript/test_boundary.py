@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import hashlib
 
+import pytest
+
 from probe_service.typescript.models import BoundaryResult
 
 from .conftest import FIXTURES, Boundary
+
+# Each test runs the sandboxed compiler (2-3 s): out of the quick loop, in `make test`.
+pytestmark = pytest.mark.slow
 
 CORE = "packages/core/src/payments.ts"
 

@@ -23,6 +23,9 @@ from probe_service.store import Store
 
 from .conftest import FIXTURES
 
+# Each test runs the sandboxed compiler (2-3 s): out of the quick loop, in `make test`.
+pytestmark = pytest.mark.slow
+
 DEPENDENCY = {
     "query_set": {
         "query": {"kind": "typescript_boundary", "symbol": "chargeCard", "file": "src/payments.ts"}
