@@ -18,6 +18,7 @@ import logging
 import os
 import selectors
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -80,8 +81,28 @@ def _launcher_base() -> Path:
     for entry in LAUNCHER_BASE.iterdir():
         pid = entry.name.partition("-")[0]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            _kill_leftovers(entry)
             shutil.rmtree(entry, ignore_errors=True)
     return LAUNCHER_BASE
+
+
+def _kill_leftovers(home: Path) -> None:
+    """Kill what a dead worker's helper left running: the helper itself and the runtime's
+    socat bridges, which outlive a helper killed with its worker. Only processes whose
+    command line or working directory names ``home`` are touched, never a session id alone
+    (a pid may have been reused since)."""
+    prefix = str(home)
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(proc / "cwd")
+        except OSError:
+            continue
+        if prefix in cmdline or cwd == prefix or cwd.startswith(prefix + "/"):
+            with contextlib.suppress(OSError):
+                os.kill(int(proc.name), signal.SIGKILL)
 
 
 class LauncherHelper:
@@ -220,8 +241,12 @@ class LauncherHelper:
             self.process.wait(2)
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.process.pid, 9)
+                os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
+        # The runtime's socat bridges are in the helper's session and outlive it when it
+        # exits or is killed; the group id stays reserved while any of them lives.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
         if self.process.stdout is not None:
             self.process.stdout.close()
         shutil.rmtree(self.home, ignore_errors=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -187,3 +188,79 @@ class TestKeying:
         assert web is not other
         assert web.process.pid != other.process.pid
         assert pool.helper_for(runtime, settings, "80,443") is web
+
+
+def _naming(home: Path) -> list[int]:
+    """Pids of the processes whose command line or working directory names ``home``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            cwd = os.readlink(proc / "cwd")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if str(home) in cmdline or cwd.startswith(str(home)):
+            found.append(int(proc.name))
+    return found
+
+
+def _alive_naming(home: Path) -> list[int]:
+    """``_naming`` without zombies, once every SIGKILL sent has been acted on: a killed
+    process stays visible until it has exited (and until init reaps it). Polls with a
+    generous deadline; a process that really survives keeps the list non-empty."""
+    deadline = time.monotonic() + 60
+    while True:
+        alive = []
+        for pid in _naming(home):
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if state != "Z":
+                alive.append(pid)
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.1)
+
+
+class TestNothingOutlivesAHelper:
+    """The runtime's socat bridges run in the helper's session; they once outlived it."""
+
+    def _started(self, runtime: SandboxRuntime, tmp_path: Path) -> LauncherHelper:
+        helper = LauncherHelper(runtime, _settings(runtime, tmp_path), "80,443")
+        bridges = [p for p in _naming(helper.home) if p != helper.process.pid]
+        assert bridges, "the runtime started no bridge: nothing here would be tested"
+        return helper
+
+    def test_a_closed_helper_leaves_no_bridge(
+        self, runtime: SandboxRuntime, tmp_path: Path
+    ) -> None:
+        helper = self._started(runtime, tmp_path)
+        helper.close()
+        assert _alive_naming(helper.home) == []
+
+    def test_a_killed_helper_leaves_no_bridge_once_closed(
+        self, runtime: SandboxRuntime, tmp_path: Path
+    ) -> None:
+        helper = self._started(runtime, tmp_path)
+        os.kill(helper.process.pid, signal.SIGKILL)
+        helper.process.wait()
+        helper.close()
+        assert _alive_naming(helper.home) == []
+
+    def test_a_dead_workers_leftovers_are_killed_by_the_sweep(
+        self, runtime: SandboxRuntime, tmp_path: Path
+    ) -> None:
+        """What a SIGKILLed worker's helper left (the worker never closed it) is found by its
+        home's path and killed when the next worker sweeps."""
+        helper = self._started(runtime, tmp_path)
+        try:
+            os.kill(helper.process.pid, signal.SIGKILL)
+            helper.process.wait()
+            assert _naming(helper.home) != []  # the bridges outlived their helper
+            helper_module._kill_leftovers(helper.home)
+            assert _alive_naming(helper.home) == []
+        finally:
+            helper.close()
