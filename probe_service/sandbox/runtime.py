@@ -40,6 +40,7 @@ __all__ = [
     "reachable_by_probe_uids",
     "runtime_tree_digest",
     "stage_install",
+    "verified_install",
     "verify_fingerprints",
     "verify_unchanged",
 ]
@@ -145,12 +146,12 @@ def runtime_tree_digest(
     return digest.hexdigest(), tuple(prints)
 
 
-def _recorded_digest(install_dir: Path) -> str:
+def _recorded_digest(install_dir: Path, digest_file: str, what: str) -> str:
     try:
-        text = (install_dir / DIGEST_FILE).read_text(encoding="utf-8")
+        text = (install_dir / digest_file).read_text(encoding="utf-8")
     except OSError as exc:
         raise SandboxUnavailable(
-            f"{install_dir / DIGEST_FILE}: no recorded runtime digest", reason="sandbox_unverified"
+            f"{install_dir / digest_file}: no recorded {what} digest", reason="sandbox_unverified"
         ) from exc
     return text.split()[0] if text.split() else ""
 
@@ -230,6 +231,29 @@ def stage_install(
     return staged
 
 
+def verified_install(
+    root: Path, own_files: tuple[str, ...], digest_file: str, staging_dir: Path, what: str
+) -> tuple[Path, str, tuple[_Fingerprint, ...]]:
+    """Check a Node install against its recorded digest; for a root worker whose probe uids
+    cannot reach it, stage a copy (``stage_install``) and check the copy again. Returns
+    the directory to use, its digest and fingerprints; raises ``SandboxUnavailable``."""
+    digest, prints = runtime_tree_digest(root, own_files)
+    if digest != _recorded_digest(root, digest_file, what):
+        raise SandboxUnavailable(
+            f"{root}: {what} digest {digest} differs from {digest_file}",
+            reason="sandbox_unverified",
+        )
+    if os.geteuid() == 0 and not reachable_by_probe_uids(root, own_files, what):
+        root = stage_install(root, digest, staging_dir, own_files, digest_file)
+        staged, prints = runtime_tree_digest(root, own_files)
+        if staged != digest:
+            raise SandboxUnavailable(
+                f"{root}: staged {what} digest {staged} differs from {digest}",
+                reason="sandbox_unverified",
+            )
+    return root, digest, prints
+
+
 def locate_runtime(install_dir: Path | None = None) -> SandboxRuntime:
     """Verify the pinned runtime in ``install_dir``; raises ``SandboxUnavailable`` (with reason)."""
     is_linux = _check_platform()
@@ -237,20 +261,7 @@ def locate_runtime(install_dir: Path | None = None) -> SandboxRuntime:
     node = _required_tool("node")
     tools = [_required_tool(name) for name in ("bwrap", "socat", "rg")] if is_linux else []
     _check_version(root)
-    digest, prints = runtime_tree_digest(root)
-    if digest != _recorded_digest(root):
-        raise SandboxUnavailable(
-            f"{root}: tree digest {digest} differs from {DIGEST_FILE}",
-            reason="sandbox_unverified",
-        )
-    if os.geteuid() == 0 and not reachable_by_probe_uids(root, _OWN_FILES, "runtime"):
-        root = stage_install(root, digest, STAGING_DIR, _OWN_FILES, DIGEST_FILE)
-        staged_digest, prints = runtime_tree_digest(root)
-        if staged_digest != digest:
-            raise SandboxUnavailable(
-                f"{root}: staged runtime digest {staged_digest} differs from {digest}",
-                reason="sandbox_unverified",
-            )
+    root, digest, prints = verified_install(root, _OWN_FILES, DIGEST_FILE, STAGING_DIR, "runtime")
     package_dir = root / "node_modules" / PACKAGE
     arch = _VENDOR_ARCH.get(platform.machine(), "unsupported")
     seccomp = package_dir / "vendor" / "seccomp" / arch / "apply-seccomp"

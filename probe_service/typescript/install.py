@@ -17,9 +17,8 @@ from pathlib import Path
 import probe_service
 from probe_service.errors import SandboxUnavailable
 from probe_service.sandbox.runtime import (
-    reachable_by_probe_uids,
     runtime_tree_digest,
-    stage_install,
+    verified_install,
     verify_fingerprints,
 )
 
@@ -86,34 +85,11 @@ def _check_version(install_dir: Path) -> None:
         )
 
 
-def _recorded_digest(install_dir: Path) -> str:
-    try:
-        words = (install_dir / DIGEST_FILE).read_text(encoding="utf-8").split()
-    except OSError as exc:
-        raise SandboxUnavailable(
-            f"{install_dir / DIGEST_FILE}: no recorded worker digest", reason="sandbox_unverified"
-        ) from exc
-    return words[0] if words else ""
-
-
 def locate_worker(install_dir: Path | None = None) -> WorkerInstall:
     """Verify the worker in ``install_dir``; raises ``SandboxUnavailable`` (with reason)."""
     root = Path(os.path.realpath(install_dir or default_worker_dir()))
     _check_version(root)
-    digest, prints = worker_tree_digest(root)
-    if digest != _recorded_digest(root):
-        raise SandboxUnavailable(
-            f"{root}: worker digest {digest} differs from {DIGEST_FILE}",
-            reason="sandbox_unverified",
-        )
-    if os.geteuid() == 0 and not reachable_by_probe_uids(root, _OWN_FILES, "worker"):
-        root = stage_install(root, digest, STAGING_DIR, _OWN_FILES, DIGEST_FILE)
-        staged, prints = worker_tree_digest(root)
-        if staged != digest:
-            raise SandboxUnavailable(
-                f"{root}: staged worker digest {staged} differs from {digest}",
-                reason="sandbox_unverified",
-            )
+    root, digest, prints = verified_install(root, _OWN_FILES, DIGEST_FILE, STAGING_DIR, "worker")
     return WorkerInstall(root, root / WORKER_FILE, digest, prints)
 
 
