@@ -25,42 +25,47 @@ Every function here is a service operation shared by every interface; each takes
 
 from __future__ import annotations
 
-from .analysis import change_analyze, changed_paths
-from .audit import AuditEntry, read_audit
-from .brief import KnowledgeBrief, knowledge_brief
-from .checking import claim_check
-from .creation import claim_create, claim_supersede, knowledge_record_answer
-from .gate import gate
-from .lineage import claim_withdraw, supersession_chain
-from .models import (
-    AnswerRequest,
-    ClaimRequest,
-    ContentGlobQuery,
-    Dependency,
-    Evidence,
-    GrepQuery,
-    PathGlobQuery,
-    PythonSymbolQuery,
-    QuerySpec,
-    SpanRef,
-)
-from .obligations import RESOLUTIONS, obligation_list, obligation_resolve
-from .queries import ANALYZER_VERSION, evaluate_query
-from .receipts import ReceiptLookup, no_receipts, store_receipts
-from .records import (
-    ChangeAnalysis,
-    ClaimCheck,
-    ClaimRecord,
-    GateResult,
-    KnowledgeHit,
-    Obligation,
-    QueryResult,
-    Tombstone,
-)
-from .search import knowledge_query
-from .service import claim_show
-from .sources import SnapshotSource
-from .views import TreeView
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .analysis import change_analyze, changed_paths
+    from .audit import AuditEntry, read_audit
+    from .brief import KnowledgeBrief, knowledge_brief
+    from .checking import claim_check
+    from .creation import claim_create, claim_supersede, knowledge_record_answer
+    from .gating import gate
+    from .lineage import claim_withdraw, supersession_chain
+    from .models import (
+        AnswerRequest,
+        ClaimRequest,
+        ContentGlobQuery,
+        Dependency,
+        Evidence,
+        GrepQuery,
+        PathGlobQuery,
+        PythonSymbolQuery,
+        QuerySpec,
+        SpanRef,
+    )
+    from .obligations import RESOLUTIONS, obligation_list, obligation_resolve
+    from .queries import ANALYZER_VERSION, evaluate_query
+    from .receipts import ReceiptLookup, no_receipts, store_receipts
+    from .records import (
+        ChangeAnalysis,
+        ClaimCheck,
+        ClaimRecord,
+        GateResult,
+        KnowledgeHit,
+        Obligation,
+        QueryResult,
+        Tombstone,
+    )
+    from .search import knowledge_query
+    from .service import claim_show
+    from .sources import SnapshotSource
+    from .views import TreeView
 
 __all__ = [
     "ANALYZER_VERSION",
@@ -107,3 +112,5 @@ __all__ = [
     "store_receipts",
     "supersession_chain",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

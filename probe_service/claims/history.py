@@ -17,7 +17,7 @@ from sqlalchemy import select
 from ..store import Store
 from .audit import AuditEntry
 from .checking import evaluate_claims
-from .gate import live_claim_ids
+from .gating import live_claim_ids
 from .lineage import _chain
 from .records import ClaimCheck, ClaimRecord, Obligation, Tombstone
 from .resolutions import list_in

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -13,7 +13,6 @@ from rich.table import Table
 from probe_service.errors import InvalidInput, InvalidPlan, ReceiptInvalid
 from probe_service.safe_text import safe_line, untrusted
 from probe_service.service import ProbeService
-from probe_service.service.adapters import ProbeRunResult
 
 from .common import (
     JsonOption,
@@ -27,6 +26,9 @@ from .common import (
 from .ids import resolve
 from .results import output_json, print_receipt
 from .waiting import NoticeOption, NoWorkerNotice
+
+if TYPE_CHECKING:  # a plan read never imports the run machinery
+    from probe_service.service.adapters import ProbeRunResult
 
 plan_app = typer.Typer(help="Create and show immutable probe plans.", no_args_is_help=True)
 receipt_app = typer.Typer(help="Show, export and verify probe receipts.", no_args_is_help=True)

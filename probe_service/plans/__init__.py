@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
-from .models import LIMITS, Fixture, Intervention, Oracle, Plan, PlanLimits, parse_plan, plan_id_of
-from .oracle import CheckVerdict, Decision, decide_outcome, evaluate_check
-from .persist import find_reusable_receipt, load_plan, load_receipt, save_plan, save_receipt
-from .receipts import build_receipt, verify_receipt
-from .run import ProbeRunResult, action_key_for, probe_abandon, probe_run, result_from_receipt
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .models import (
+        LIMITS,
+        Fixture,
+        Intervention,
+        Oracle,
+        Plan,
+        PlanLimits,
+        parse_plan,
+        plan_id_of,
+    )
+    from .oracle import CheckVerdict, Decision, decide_outcome, evaluate_check
+    from .persist import find_reusable_receipt, load_plan, load_receipt, save_plan, save_receipt
+    from .receipts import build_receipt, verify_receipt
+    from .run import ProbeRunResult, action_key_for, probe_abandon, probe_run, result_from_receipt
 
 __all__ = [
     "LIMITS",
@@ -34,3 +48,5 @@ __all__ = [
     "save_receipt",
     "verify_receipt",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -2,25 +2,25 @@
 
 from __future__ import annotations
 
-from probe_service.policies.digest import canonical_json, policy_digest
-from probe_service.policies.executables import (
-    SYSTEM_EXECUTABLE_DIRS,
-    ExecutableChanged,
-    ExecutableIdentity,
-    ExecutableNotAllowed,
-    ExecutableUnresolved,
-    capture_identity,
-    recheck_identity,
-    resolve_executable,
-)
-from probe_service.policies.loader import (
-    POLICY_FILE_ENV,
-    check_policy_file,
-    find_policy,
-    load_policy_file,
-    policy_file_path,
-)
-from probe_service.policies.model import Policy, PolicyFile, passed_environment
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from probe_service.policies.digest import canonical_json, policy_digest
+    from probe_service.policies.executables import (
+        SYSTEM_EXECUTABLE_DIRS,
+        ExecutableChanged,
+        ExecutableIdentity,
+        ExecutableNotAllowed,
+        ExecutableUnresolved,
+        capture_identity,
+        recheck_identity,
+        resolve_executable,
+    )
+    from probe_service.policies.loader import check_policy_file, find_policy, load_policy_file
+    from probe_service.policies.location import POLICY_FILE_ENV, policy_file_path
+    from probe_service.policies.model import Policy, PolicyFile, passed_environment
 
 __all__ = [
     "POLICY_FILE_ENV",
@@ -42,3 +42,5 @@ __all__ = [
     "recheck_identity",
     "resolve_executable",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

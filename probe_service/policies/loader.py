@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from probe_service.errors import PolicyError
+from probe_service.policies.location import POLICY_FILE_ENV, policy_file_path
 from probe_service.policies.model import RESERVED_POLICY_PREFIX, Policy, PolicyFile
 
 __all__ = [
@@ -28,18 +28,8 @@ __all__ = [
     "policy_file_path",
 ]
 
-POLICY_FILE_ENV = "BYTE_PROBE_POLICY_FILE"
 #: A policy file larger than this is refused before it is parsed.
 MAX_POLICY_FILE_BYTES = 1024 * 1024
-
-
-def policy_file_path(environ: Mapping[str, str] | None = None) -> Path:
-    """Return the one place policies are read from: the env override or the home default."""
-    env = os.environ if environ is None else environ
-    override = env.get(POLICY_FILE_ENV)
-    if override:
-        return Path(override)
-    return Path.home() / ".zyte" / "agent" / "probe-policies.json"
 
 
 def _read_checked(path: Path) -> bytes:

@@ -8,25 +8,25 @@ table").
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from .runs import batch_counts, create_runs
-from .submit import (
-    RunSummary,
-    SubmitResult,
-    batch_results,
-    read_plans_file,
-    resume_batch,
-    submit_plans,
-    wait_batch,
-)
+from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .broker import DEFAULT_QUEUE, REDIS_URL_ENV, ProbeQueue
     from .execute import WorkerContext, execute_run, reap_runs
     from .junit import write_junit
     from .metrics import METRICS_PORT_ENV, serve_metrics
+    from .runs import batch_counts, create_runs
+    from .submit import (
+        RunSummary,
+        SubmitResult,
+        batch_results,
+        read_plans_file,
+        resume_batch,
+        submit_plans,
+        wait_batch,
+    )
     from .supervisor import run_supervisor
 
 __all__ = [
@@ -51,25 +51,4 @@ __all__ = [
     "write_junit",
 ]
 
-#: Names imported on first use, by the module that defines them.
-_LAZY = {
-    "DEFAULT_QUEUE": "broker",
-    "REDIS_URL_ENV": "broker",
-    "ProbeQueue": "broker",
-    "WorkerContext": "execute",
-    "execute_run": "execute",
-    "reap_runs": "execute",
-    "write_junit": "junit",
-    "METRICS_PORT_ENV": "metrics",
-    "serve_metrics": "metrics",
-    "run_supervisor": "supervisor",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -7,18 +7,23 @@ prerequisite failure -- there is no unsandboxed fallback).
 
 from __future__ import annotations
 
-from probe_service.sandbox.canary import CanaryVerdict, run_canary
-from probe_service.sandbox.results import REASONS, LimitsApplied, SandboxResult
-from probe_service.sandbox.runner import run_sandboxed
-from probe_service.sandbox.runtime import (
-    PINNED_VERSION,
-    SANDBOX_DIR_ENV,
-    SandboxRuntime,
-    default_install_dir,
-    locate_runtime,
-    runtime_tree_digest,
-)
-from probe_service.sandbox.settings import RUNTIME_DEFAULT_WRITE_PATHS, SYSTEM_READ_PATHS
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from probe_service.sandbox.canary import CanaryVerdict, run_canary
+    from probe_service.sandbox.results import REASONS, LimitsApplied, SandboxResult
+    from probe_service.sandbox.runner import run_sandboxed
+    from probe_service.sandbox.runtime import (
+        PINNED_VERSION,
+        SANDBOX_DIR_ENV,
+        SandboxRuntime,
+        default_install_dir,
+        locate_runtime,
+        runtime_tree_digest,
+    )
+    from probe_service.sandbox.settings import RUNTIME_DEFAULT_WRITE_PATHS, SYSTEM_READ_PATHS
 
 __all__ = [
     "PINNED_VERSION",
@@ -36,3 +41,5 @@ __all__ = [
     "run_sandboxed",
     "runtime_tree_digest",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

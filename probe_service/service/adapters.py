@@ -1,18 +1,23 @@
 """What a face needs beside the table: the response types it formats and the helpers that
 present them, so adapters never import the parts behind the table (docs/ARCHITECTURE.md,
-"The operation table")."""
+"The operation table"). Each name is imported on first use ("Start-up")."""
 
 from __future__ import annotations
 
-from ..claims import RESOLUTIONS, ClaimCheck, KnowledgeHit, Obligation
-from ..plans import ProbeRunResult
-from ..plans.output import kept_output
-from ..plans.phases import phase_seconds
-from ..queue import RunSummary
-from ..store import Event
-from ..toolchains import ToolchainDigest
-from ..toolchains.verify import PolicyReport
-from ..typescript.models import BoundaryResult
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ..claims import RESOLUTIONS, ClaimCheck, KnowledgeHit, Obligation
+    from ..plans import ProbeRunResult
+    from ..plans.output import kept_output
+    from ..plans.phases import phase_seconds
+    from ..queue import RunSummary
+    from ..store import Event
+    from ..toolchains import ToolchainDigest
+    from ..toolchains.verify import PolicyReport
+    from ..typescript.models import BoundaryResult
 
 __all__ = [
     "RESOLUTIONS",
@@ -28,3 +33,5 @@ __all__ = [
     "kept_output",
     "phase_seconds",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import PolicyError, UnsafePath
-from ..snapshot.enumerate import SKIPPED_DIRS
 from ..store.safety import STATE_DIRNAME
 
 __all__ = ["CAPTURE_ROOTS_ENV", "allowed_capture_roots", "confine_capture_root"]
@@ -59,6 +58,8 @@ def _captured_by(secret: str, root: str) -> bool:
     """Whether capturing ``root`` would read ``secret`` (not below a skipped directory)."""
     if not _within(secret, root) or secret == root:
         return False
+    from ..snapshot.enumerate import SKIPPED_DIRS  # only a machine face's capture needs it
+
     return not any(part in SKIPPED_DIRS for part in os.path.relpath(secret, root).split("/")[:-1])
 
 

@@ -1,7 +1,9 @@
 """The service functions under the operation table: each takes the store (and whatever
-else it needs) explicitly and returns pydantic models or JSON values. The table
-(``table.py``) is what the faces call; these stay importable for code that already
-holds a store (docs/ARCHITECTURE.md, "The operation table").
+else it needs) explicitly and returns pydantic models or JSON values. The table's rows
+(``rows/``) are what the faces call; these stay importable for code that already holds a
+store (docs/ARCHITECTURE.md, "The operation table"). Each function imports the part it
+calls when it runs, so importing this module costs a store command nothing it does not use
+(docs/ARCHITECTURE.md, "Start-up").
 """
 
 from __future__ import annotations
@@ -11,24 +13,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import BaseModel, ConfigDict
 
-from .. import ENGINE_VERSION
-from ..claims import (
-    change_analyze,
-    claim_check,
-    claim_create,
-    claim_show,
-    claim_supersede,
-    claim_withdraw,
-    gate,
-    knowledge_brief,
-    knowledge_query,
-    knowledge_record_answer,
-    obligation_list,
-    obligation_resolve,
-)
+from .. import ENGINE_VERSION, plans, policies, snapshot
+from .. import queue as queues
 from ..errors import (
     Conflict,
     InfrastructureError,
@@ -38,58 +26,27 @@ from ..errors import (
     PolicyError,
     ReceiptInvalid,
 )
-from ..plans import (
-    Plan,
-    ProbeRunResult,
-    load_plan,
-    load_receipt,
-    parse_plan,
-    result_from_receipt,
-    save_plan,
-    verify_receipt,
-)
-from ..plans import probe_run as _probe_run
-from ..plans.persist import load_envelope
-from ..plans.signing import (
-    UNSIGNED,
-    VerifiedEnvelope,
-    configured_signing_key,
-    fingerprint_of,
-    load_public_key,
-    public_key_from_pem,
-    verify_envelope,
-)
-from ..policies import load_policy_file, policy_file_path
-from ..queue import batch_results, submit_plans, wait_batch
-from ..queue.runs import cancel_run
-from ..snapshot import Snapshot, load_snapshot, snapshot_capture
-from ..snapshot import snapshot_materialize as _materialize
-from ..store import MAX_EVENTS_PAGE, Event, Store, read_events
 from ..store.consumers import acknowledge, consumer_cursor
-from ..typescript.boundary import typescript_boundary
+from ..store.events import MAX_EVENTS_PAGE, read_events
 from .registry import operations
 
-if TYPE_CHECKING:  # types only: a store read never loads the broker or the sandbox
+if TYPE_CHECKING:  # types only: each call imports the part it uses, so a store read
+    # never loads the sandbox, the broker or the claims engine (docs/ARCHITECTURE.md,
+    # "Start-up").
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from ..plans import Plan, ProbeRunResult
+    from ..plans.signing import VerifiedEnvelope
     from ..queue import ProbeQueue
     from ..sandbox import SandboxRuntime
+    from ..snapshot import Snapshot
+    from ..store import Event, Store
 
 __all__ = [
     "PlanCreated",
     "capabilities",
-    "change_analyze",
-    "claim_check",
-    "claim_create",
-    "claim_show",
-    "claim_supersede",
-    "claim_withdraw",
     "envelope_verify",
-    "gate",
-    "knowledge_brief",
     "knowledge_events",
-    "knowledge_query",
-    "knowledge_record_answer",
-    "obligation_list",
-    "obligation_resolve",
     "probe_get",
     "probe_plan",
     "probe_run",
@@ -100,10 +57,8 @@ __all__ = [
     "revoked_signing_keys",
     "run_cancel",
     "signature_requirement",
-    "snapshot_capture",
     "snapshot_get",
     "snapshot_materialize",
-    "typescript_boundary",
 ]
 
 _FINGERPRINT = re.compile(r"^[0-9a-f]{64}$")
@@ -122,6 +77,8 @@ def capabilities() -> dict[str, Any]:
 
     Describe this engine: version, operations and the fingerprint of the configured
     signing key (``unsigned`` without one; docs/ARCHITECTURE.md, "Signed receipts")."""
+    from ..plans.signing import UNSIGNED, configured_signing_key
+
     try:
         key = configured_signing_key()
         signer = key.fingerprint if key else UNSIGNED
@@ -136,12 +93,12 @@ def capabilities() -> dict[str, Any]:
 
 def snapshot_get(store: Store, snapshot_id: str) -> Snapshot:
     """Return a stored snapshot; raises NotFound when it is not stored."""
-    return load_snapshot(store, snapshot_id)
+    return snapshot.load_snapshot(store, snapshot_id)
 
 
 def snapshot_materialize(store: Store, snapshot_id: str, dest: Path) -> Snapshot:
     """Rebuild a snapshot into ``dest``; raises NotFound or UnsafePath."""
-    return _materialize(store, snapshot_id, dest)
+    return snapshot.snapshot_materialize(store, snapshot_id, dest)
 
 
 def knowledge_events(
@@ -178,15 +135,15 @@ def probe_plan(store: Store, plan_json: object) -> PlanCreated:
 
     Raises InvalidPlan naming the field; NotFound when its snapshot is not stored.
     """
-    plan = parse_plan(plan_json)
-    load_snapshot(store, plan.snapshot_id)
-    plan_id, created = save_plan(store, plan)
+    plan = plans.parse_plan(plan_json)
+    snapshot.load_snapshot(store, plan.snapshot_id)
+    plan_id, created = plans.save_plan(store, plan)
     return PlanCreated(plan_id=plan_id, created=created)
 
 
 def probe_get(store: Store, plan_id: str) -> Plan:
     """Return a stored plan; raises NotFound."""
-    return load_plan(store, plan_id)
+    return plans.load_plan(store, plan_id)
 
 
 def probe_run(
@@ -203,8 +160,10 @@ def probe_run(
 
     Raises NotFound or PolicyError; sandbox failures end inconclusive, never raise.
     """
-    policy_file = load_policy_file(policy_file_path())
-    return _probe_run(
+    from ..plans.signing import configured_signing_key
+
+    policy_file = policies.load_policy_file(policies.policy_file_path())
+    return plans.probe_run(
         store,
         plan_id,
         policy_id,
@@ -219,12 +178,12 @@ def probe_run(
 
 def receipt_get(store: Store, receipt_or_run_id: str) -> dict[str, Any]:
     """Return a stored receipt by receipt sha or run id; raises NotFound."""
-    return load_receipt(store, receipt_or_run_id)
+    return plans.load_receipt(store, receipt_or_run_id)
 
 
 def receipt_verify(receipt: object) -> str:
     """Verify a receipt offline; return its sha; raises ReceiptInvalid naming the field."""
-    return verify_receipt(receipt)
+    return plans.verify_receipt(receipt)
 
 
 def receipt_export(store: Store, receipt_or_run_id: str) -> dict[str, Any]:
@@ -232,6 +191,8 @@ def receipt_export(store: Store, receipt_or_run_id: str) -> dict[str, Any]:
 
     Raises NotFound when the receipt is not stored or is unsigned.
     """
+    from ..plans.persist import load_envelope
+
     return load_envelope(store, receipt_or_run_id)
 
 
@@ -240,16 +201,18 @@ def revoked_signing_keys() -> tuple[str, ...]:
 
     Raises PolicyError when the file exists but is unsafe or malformed.
     """
-    path = policy_file_path()
+    path = policies.policy_file_path()
     if not path.exists():
         return ()
-    return load_policy_file(path).revoked_signing_keys
+    return policies.load_policy_file(path).revoked_signing_keys
 
 
 def envelope_verify(envelope: object, key_files: list[Path]) -> VerifiedEnvelope:
     """Verify a DSSE envelope offline against any of ``key_files`` (none: commitment and
     statement only), with the policy file's revocations; raises ReceiptInvalid naming what
     failed, KeyFileError for an unreadable key."""
+    from ..plans.signing import load_public_key, verify_envelope
+
     keys = [load_public_key(path) for path in key_files]
     return verify_envelope(envelope, keys, revoked_signing_keys())
 
@@ -264,6 +227,14 @@ def signature_requirement(store: Store, accepted: Sequence[str]) -> Callable[[st
     revoked in the policy file counts as unsigned (docs/ARCHITECTURE.md, "Signed receipts").
     Raises KeyFileError for an unreadable key file, PolicyError for a bad policy file.
     """
+    from ..plans.persist import load_envelope
+    from ..plans.signing import (
+        fingerprint_of,
+        load_public_key,
+        public_key_from_pem,
+        verify_envelope,
+    )
+
     keys: list[Ed25519PublicKey] = []
     fingerprints: set[str] = set()
     for i, item in enumerate(accepted):
@@ -321,14 +292,18 @@ def probe_run_queued(
     within ``timeout_s`` (a run no worker took by then is cancelled, so it never executes
     after its caller gave up). ``on_progress`` sees the batch counts at each poll.
     """
-    plan = load_plan(store, plan_id)
+    from ..queue.runs import cancel_run
+
+    plan = plans.load_plan(store, plan_id)
     if policy_id != plan.policy_id:
         raise PolicyError(
             f"policy: {policy_id!r} does not equal the plan's policy_id {plan.policy_id!r}"
         )
-    submitted = submit_plans(store, queue, [plan_id], policy_id, reuse=reuse)
-    wait_batch(store, submitted.batch_id, on_progress or (lambda _: None), timeout_s=timeout_s)
-    (run,) = batch_results(store, submitted.batch_id)
+    submitted = queues.submit_plans(store, queue, [plan_id], policy_id, reuse=reuse)
+    queues.wait_batch(
+        store, submitted.batch_id, on_progress or (lambda _: None), timeout_s=timeout_s
+    )
+    (run,) = queues.batch_results(store, submitted.batch_id)
     if run.state == "queued" and cancel_run(store, run.run_id) == "queued":
         raise InfrastructureError(
             f"run {run.run_id}: no worker took it within {timeout_s}s, so it was cancelled; "
@@ -342,8 +317,8 @@ def probe_run_queued(
         raise PolicyError(f"run {run.run_id}: the worker refused it ({run.reason})")
     # A reused run has no receipt row of its own: the receipt it served is found by its
     # sha (looking it up by this run's id was the "receipt <run_id>: not stored" bug).
-    receipt = load_receipt(store, run.receipt_sha256)
-    return result_from_receipt(run.run_id, receipt, reused=run.reused)
+    receipt = plans.load_receipt(store, run.receipt_sha256)
+    return plans.result_from_receipt(run.run_id, receipt, reused=run.reused)
 
 
 def run_cancel(store: Store, run_id: str) -> None:
@@ -351,6 +326,8 @@ def run_cancel(store: Store, run_id: str) -> None:
 
     Raises NotFound for an unknown run, Conflict when a worker already took it or it is done.
     """
+    from ..queue.runs import cancel_run
+
     state = cancel_run(store, run_id)
     if state == "unknown":
         raise NotFound(f"run {run_id}: not stored")

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from ..errors import InvalidInput
+from .rows import INDEX
 
 if TYPE_CHECKING:
     from .session import ProbeService
@@ -54,17 +55,38 @@ class Request(BaseModel):
 
 @dataclass(frozen=True)
 class Operation:
-    """One row of the table."""
+    """One row of the table.
+
+    The request and response types are read from the handler's annotations on first use,
+    not when the row registers: a response type may live in a part that only this
+    operation needs (docs/ARCHITECTURE.md, "Start-up").
+    """
 
     name: str
-    request: type[Request]
-    response: Any
     handler: Callable[[ProbeService, Any], Any]
     description: str
     faces: frozenset[Face]
     #: Operations that may take minutes (a sandboxed run, a capture); the host runs them
     #: beside short ones instead of in line.
     long_running: bool = False
+
+    @cached_property
+    def _hints(self) -> dict[str, Any]:
+        return typing.get_type_hints(self.handler)
+
+    @cached_property
+    def request(self) -> type[Request]:
+        """The frozen request model (the handler's last parameter)."""
+        params = [p for p in self._hints if p != "return"]
+        request = self._hints[params[-1]]
+        if not (isinstance(request, type) and issubclass(request, Request)):
+            raise TypeError(f"{self.name}: the request must be a Request model")
+        return request
+
+    @property
+    def response(self) -> Any:
+        """The response type (the handler's return annotation)."""
+        return self._hints["return"]
 
     @cached_property
     def response_adapter(self) -> TypeAdapter[Any]:
@@ -107,6 +129,7 @@ class Operation:
         )
 
 
+#: Rows registered so far; ``INDEX`` says which module registers each.
 _TABLE: dict[str, Operation] = {}
 
 _Handler = TypeVar("_Handler", bound=Callable[..., Any])
@@ -118,15 +141,15 @@ def operation(
     """Register ``handler(svc, request) -> response`` as operation ``name``.
 
     The request and response types come from the handler's annotations; the description is
-    its docstring, so what a model reads is what a maintainer reads.
+    its docstring, so what a model reads is what a maintainer reads. The row must be listed
+    in ``rows.INDEX`` under the module that defines it, so that a lookup imports only that
+    module.
     """
 
     def register(handler: _Handler) -> _Handler:
-        hints = typing.get_type_hints(handler)
-        params = [p for p in hints if p != "return"]
-        request = hints[params[-1]]
-        if not (isinstance(request, type) and issubclass(request, Request)):
-            raise TypeError(f"{name}: the request must be a Request model")
+        module = handler.__module__.rpartition(".")[2]
+        if INDEX.get(name) != module:
+            raise TypeError(f"{name}: list it in service/rows/__init__.py INDEX as {module!r}")
         if name in _TABLE:
             raise TypeError(f"{name}: registered twice")
         doc = " ".join((handler.__doc__ or "").split())
@@ -134,8 +157,6 @@ def operation(
             raise TypeError(f"{name}: an operation needs a description")
         _TABLE[name] = Operation(
             name=name,
-            request=request,
-            response=hints["return"],
             handler=handler,
             description=doc,
             faces=faces,
@@ -146,19 +167,28 @@ def operation(
     return register
 
 
-def operations(face: Face | None = None) -> Iterator[Operation]:
-    """Every registered operation (of one face), in registration order."""
-    importlib.import_module(f"{__package__}.table")  # registers the rows on first use
+def _load(module: str) -> None:
+    importlib.import_module(f"{__package__}.rows.{module}")
 
-    for op in _TABLE.values():
+
+def operations(face: Face | None = None) -> Iterator[Operation]:
+    """Every operation (of one face), in the table's order; imports every row module."""
+    for module in dict.fromkeys(INDEX.values()):
+        _load(module)
+    for name in INDEX:
+        op = _TABLE[name]
         if face is None or face in op.faces:
             yield op
 
 
 def lookup(name: str, face: Face) -> Operation:
-    """The operation ``name`` as ``face`` may call it; InvalidInput names an unknown one."""
-    for op in operations(face):
-        if op.name == name:
+    """The operation ``name`` as ``face`` may call it, importing only the module that
+    defines it; InvalidInput names an unknown one."""
+    module = INDEX.get(name)
+    if module is not None:
+        _load(module)
+        op = _TABLE[name]
+        if face in op.faces:
             return op
     raise InvalidInput(f"op: unknown operation {name!r} on this interface")
 

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from .blobs import read_blob
-from .capture import DEFAULT_LIMITS, CaptureLimits, CaptureResult, snapshot_capture
-from .manifest import Entry, Snapshot
-from .materialize import check_manifest_paths, load_snapshot, snapshot_materialize
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .blobs import read_blob
+    from .capture import DEFAULT_LIMITS, CaptureLimits, CaptureResult, snapshot_capture
+    from .manifest import Entry, Snapshot
+    from .materialize import check_manifest_paths, load_snapshot, snapshot_materialize
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -19,3 +24,5 @@ __all__ = [
     "snapshot_capture",
     "snapshot_materialize",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

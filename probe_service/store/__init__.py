@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from .dialect import insert_on_conflict
-from .events import MAX_EVENTS_PAGE, Event, append_event, read_events, utc_now
-from .safety import DB_FILENAME, STATE_DIRNAME
-from .store import DATABASE_URL_ENV, Store, open_store
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .dialect import insert_on_conflict
+    from .events import MAX_EVENTS_PAGE, Event, append_event, read_events, utc_now
+    from .safety import DB_FILENAME, STATE_DIRNAME
+    from .store import DATABASE_URL_ENV, Store, open_store
 
 __all__ = [
     "DATABASE_URL_ENV",
@@ -20,3 +25,5 @@ __all__ = [
     "read_events",
     "utc_now",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

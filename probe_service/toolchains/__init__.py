@@ -5,19 +5,24 @@ docs/ARCHITECTURE.md, "Toolchains".
 
 from __future__ import annotations
 
-from .digest import (
-    ExternalTarget,
-    ToolchainDigest,
-    ToolchainDigester,
-    digest_toolchain,
-)
-from .resolve import (
-    ResolvedToolchain,
-    ToolchainChanged,
-    recheck_toolchains,
-    resolve_toolchains,
-)
-from .roots import ToolchainUnsafe, check_toolchain_pins, check_toolchain_root
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .digest import (
+        ExternalTarget,
+        ToolchainDigest,
+        ToolchainDigester,
+        digest_toolchain,
+    )
+    from .resolve import (
+        ResolvedToolchain,
+        ToolchainChanged,
+        recheck_toolchains,
+        resolve_toolchains,
+    )
+    from .roots import ToolchainUnsafe, check_toolchain_pins, check_toolchain_root
 
 __all__ = [
     "ExternalTarget",
@@ -32,3 +37,5 @@ __all__ = [
     "recheck_toolchains",
     "resolve_toolchains",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from .app import TOKEN_ENV, create_app, is_loopback, require_token, token_from_environment
-from .server import serve_web
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .app import TOKEN_ENV, create_app, is_loopback, require_token, token_from_environment
+    from .server import serve_web
 
 __all__ = [
     "TOKEN_ENV",
@@ -13,3 +18,5 @@ __all__ = [
     "serve_web",
     "token_from_environment",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -23,7 +23,7 @@ from starlette.templating import Jinja2Templates
 from ..errors import ProbeServiceError
 from ..safe_text import safe_line, safe_text
 from ..service import ProbeService
-from ..service.table_web import READ_ONLY
+from ..service.rows import READ_ONLY
 from .charts import column_chart, phase_seconds, row_chart, waterfall
 
 __all__ = ["Pages"]

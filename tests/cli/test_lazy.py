@@ -21,22 +21,40 @@ from probe_service.service import operations
 from .conftest import CliRunner, PlanCreator
 
 HEAVY = ("sqlalchemy", "alembic", "dramatiq", "redis", "psycopg", "cryptography")
+#: The parts a command that only reads the store never needs (docs/ARCHITECTURE.md,
+#: "Start-up"): the sandbox and the run, the claims engine, the broker, every other row.
+NOT_FOR_READS = (
+    "alembic",
+    "cryptography",
+    "dramatiq",
+    "redis",
+    "probe_service.sandbox.runner",
+    "probe_service.plans.run",
+    "probe_service.claims.analysis",
+    "probe_service.claims.models",
+    "probe_service.queue.submit",
+    "probe_service.snapshot.capture",
+    "probe_service.service.rows.claims",
+    "probe_service.service.rows.meta",
+)
 
 _PROBE = """
 import json, sys
 from probe_service.cli import main
 code = main(sys.argv[1:])
-heavy = sorted({m.split(".")[0] for m in sys.modules} & set(json.loads(sys.stdin.read())))
+heavy = sorted(m for m in json.loads(sys.stdin.read()) if m in sys.modules)
 sys.stderr.write("LOADED " + json.dumps({"code": code, "heavy": heavy}) + "\\n")
 """
 
 
-def _loaded(tmp_path: Path, *args: str) -> tuple[dict[str, object], str]:
-    """Run the CLI in a fresh interpreter; return its code and which heavy modules it loaded."""
+def _loaded(
+    tmp_path: Path, *args: str, watch: tuple[str, ...] = HEAVY
+) -> tuple[dict[str, object], str]:
+    """Run the CLI in a fresh interpreter; return its code and which of ``watch`` it loaded."""
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, *args],
-        input=json.dumps(HEAVY),
+        input=json.dumps(watch),
         capture_output=True,
         text=True,
         env=env,
@@ -79,6 +97,21 @@ class TestLazyCommands:
         assert report["code"] == 0
         assert "alembic" not in report["heavy"]  # type: ignore[operator]
         assert json.loads(out)["plan_id"] == plan_id
+
+    def test_store_reads_import_only_their_rows(
+        self, tmp_path: Path, cli: CliRunner, created: PlanCreator
+    ) -> None:
+        """`plan show`, `receipt show`-style reads and `events` load the store and their own
+        row, never the sandbox, the claims engine, the broker or the other rows."""
+        plan_id = created("print(1)")
+        for args in (
+            ("plan", "show", plan_id[:12], "--root", "state"),
+            ("plan", "show", plan_id, "--json", "--root", "state"),
+            ("events", "--json", "--root", "state"),
+        ):
+            report, out = _loaded(tmp_path, *args, watch=NOT_FOR_READS)
+            assert report == {"code": 0, "heavy": []}, args
+            assert out
 
 
 class TestCapabilitiesCommand:

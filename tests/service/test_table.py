@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from probe_service.errors import InvalidInput, NotFound
-from probe_service.service import ADMIN, ProbeService, operations
+from probe_service.service import ADMIN, ProbeService, Request, operations
+from probe_service.service.registry import operation
+from probe_service.service.rows import INDEX
 from probe_service.store import Store
 
 # Field names that would let a caller hand the service a policy or make it read a file.
@@ -132,3 +136,44 @@ def test_a_nul_byte_on_postgresql_is_invalid_input_not_internal(pg_store: Store)
     svc = ProbeService(pg_store, interface="host")
     with pytest.raises(InvalidInput, match="NUL"):
         svc.call("knowledge_query", {"scope": "a\0b", "text": "x", "target_snapshot": "a" * 64})
+
+
+class TestTheIndex:
+    """``rows.INDEX`` is what lets one call import one row module (docs/ARCHITECTURE.md,
+    "Start-up"); it must name every row, under the module that defines it."""
+
+    def test_it_lists_every_row_in_the_tables_order(self) -> None:
+        ops = list(operations())
+        assert [op.name for op in ops] == list(INDEX)
+        for op in ops:
+            assert op.handler.__module__ == f"probe_service.service.rows.{INDEX[op.name]}"
+
+    def test_a_row_missing_from_it_is_refused(self) -> None:
+        def handler(svc: ProbeService, req: Request) -> None:
+            """Not listed."""
+
+        with pytest.raises(TypeError, match=r"not_listed: list it in .*INDEX as 'test_table'"):
+            operation("not_listed")(handler)
+        with pytest.raises(TypeError, match="INDEX as 'test_table'"):
+            operation("probe_get")(handler)  # listed, but under another module
+
+    def test_a_lookup_imports_only_the_rows_module(self) -> None:
+        code = (
+            "import sys\n"
+            "from probe_service.service import ProbeService\n"
+            "svc = ProbeService.open('.', lazy=True)\n"
+            "svc.operation('knowledge_events')\n"
+            "print(' '.join(m for m in sys.modules if m.startswith('probe_service.service.rows.')))"
+        )
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert sorted(done.stdout.split()) == [
+            "probe_service.service.rows.common",
+            "probe_service.service.rows.events",
+        ]
+
+    def test_an_unknown_name_is_invalid_input_on_every_face(self, tmp_path: Path) -> None:
+        with ProbeService.open(tmp_path, lazy=True, interface="host") as svc:
+            for name in ("no_such_op", "id_resolve"):  # id_resolve is not a host row
+                with pytest.raises(InvalidInput, match=f"unknown operation '{name}'"):
+                    svc.operation(name)

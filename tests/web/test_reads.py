@@ -9,7 +9,7 @@ from probe_service.claims.tables import claim_audit, claim_checks, obligations
 from probe_service.errors import InvalidInput, NotFound
 from probe_service.service import ProbeService
 from probe_service.service.registry import operations
-from probe_service.service.table_web import READ_ONLY
+from probe_service.service.rows import READ_ONLY
 from probe_service.store.schema import events
 
 from .scenario import POLICY_ID, Scenario

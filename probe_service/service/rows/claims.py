@@ -1,0 +1,314 @@
+"""Rows over claims: record, supersede, withdraw, check, search, obligations, the gate,
+and the read-only history and gate preview of the web view."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from ... import claims
+from ...claims import history
+from ...claims.models import AnswerRequest, ClaimRequest, parse_request
+from ...claims.records import ClaimCheck, KnowledgeHit, Obligation
+from .. import functions
+from ..registry import Request, operation
+from ..session import ProbeService
+from .common import CLAIM, HEX64, ClaimId, Frozen, Id, ObligationId
+
+__all__: list[str] = []
+
+
+class ClaimCreateRequest(Request):
+    claim: ClaimRequest
+    allow_tombstoned: bool = Field(False, description="Record over a tombstone, flagged.")
+    allow_incomplete: bool = Field(False, description="Accept an incomplete negative query.")
+
+    @field_validator("claim", mode="before")
+    @classmethod
+    def _parse(cls, value: object) -> ClaimRequest:
+        return parse_request(ClaimRequest, value)
+
+
+@operation("claim_create")
+def claim_create(svc: ProbeService, req: ClaimCreateRequest) -> claims.ClaimRecord:
+    """Record a typed claim with its evidence (receipt ids) and dependencies; the outcome
+    follows the receipts and the baselines are computed from the snapshot, never accepted.
+    Refuses evidence from another snapshot, an outcome the evidence does not carry, and
+    a statement a withdrawn claim already made (unless allow_tombstoned)."""
+    return claims.claim_create(
+        svc.store,
+        req.claim,
+        receipts=svc.receipts,
+        interface=svc.interface,
+        allow_tombstoned=req.allow_tombstoned,
+        allow_incomplete=req.allow_incomplete,
+    )
+
+
+class ClaimSupersedeRequest(ClaimCreateRequest):
+    predecessor_id: str = ClaimId
+    rationale: str = Field(min_length=1, max_length=4000)
+
+
+@operation("claim_supersede")
+def claim_supersede(svc: ProbeService, req: ClaimSupersedeRequest) -> claims.ClaimRecord:
+    """Record a new claim that replaces a live one, with the rationale kept."""
+    return claims.claim_supersede(
+        svc.store,
+        req.predecessor_id,
+        req.claim,
+        rationale=req.rationale,
+        receipts=svc.receipts,
+        interface=svc.interface,
+        allow_tombstoned=req.allow_tombstoned,
+        allow_incomplete=req.allow_incomplete,
+    )
+
+
+class ClaimWithdrawRequest(Request):
+    claim_id: str = ClaimId
+    rationale: str = Field(min_length=1, max_length=4000)
+    scope: str | None = None
+
+
+@operation("claim_withdraw")
+def claim_withdraw(svc: ProbeService, req: ClaimWithdrawRequest) -> claims.Tombstone:
+    """Withdraw a claim, leaving a tombstone for its statement and boundary; its open
+    obligations close as withdrawn with the same rationale."""
+    return claims.claim_withdraw(
+        svc.store, req.claim_id, req.rationale, scope=req.scope, interface=svc.interface
+    )
+
+
+class ClaimShowRequest(Request):
+    claim_id: str = ClaimId
+    scope: str | None = None
+
+
+@operation("claim_show")
+def claim_show(svc: ProbeService, req: ClaimShowRequest) -> claims.ClaimRecord:
+    """Read one claim with its evidence, dependency baselines and links."""
+    return claims.claim_show(svc.store, req.claim_id, scope=req.scope)
+
+
+class ClaimCheckRequest(Request):
+    claim_ids: tuple[str, ...] = Field(min_length=1, max_length=1000)
+    target_snapshot: str = Id
+    scope: str | None = None
+
+
+class ClaimChecks(Frozen):
+    checks: list[ClaimCheck]
+
+
+@operation("claim_check")
+def claim_check(svc: ProbeService, req: ClaimCheckRequest) -> ClaimChecks:
+    """Recheck named claims against a target snapshot without executing code: each is
+    current, needs_recheck or unknown, with the dependencies that moved."""
+    checks = claims.claim_check(
+        svc.store,
+        list(req.claim_ids),
+        req.target_snapshot,
+        scope=req.scope,
+        interface=svc.interface,
+    )
+    return ClaimChecks(checks=checks)
+
+
+class KnowledgeRecordAnswerRequest(Request):
+    answer: AnswerRequest
+    allow_tombstoned: bool = False
+
+    @field_validator("answer", mode="before")
+    @classmethod
+    def _parse(cls, value: object) -> AnswerRequest:
+        return parse_request(AnswerRequest, value, "answer")
+
+
+@operation("knowledge_record_answer")
+def knowledge_record_answer(
+    svc: ProbeService, req: KnowledgeRecordAnswerRequest
+) -> claims.ClaimRecord:
+    """Store an agent's interpretation of a question with its validity boundary (the
+    spans and dependencies it rests on), so a later change reopens it."""
+    return claims.knowledge_record_answer(
+        svc.store, req.answer, interface=svc.interface, allow_tombstoned=req.allow_tombstoned
+    )
+
+
+class KnowledgeQueryRequest(Request):
+    scope: str = Field(min_length=1, max_length=200)
+    target_snapshot: str = Id
+    text: str | None = Field(None, max_length=4000)
+    paths: tuple[str, ...] = Field((), max_length=200)
+    limit: int = Field(20, ge=1, le=200)
+
+
+class KnowledgeHits(Frozen):
+    hits: list[KnowledgeHit]
+
+
+@operation("knowledge_query")
+def knowledge_query(svc: ProbeService, req: KnowledgeQueryRequest) -> KnowledgeHits:
+    """Find live claims of a scope related to text and/or paths and recheck their
+    applicability on the target snapshot, without executing code."""
+    hits = claims.knowledge_query(
+        svc.store,
+        scope=req.scope,
+        target_snapshot=req.target_snapshot,
+        text=req.text,
+        paths=req.paths,
+        limit=req.limit,
+        interface=svc.interface,
+    )
+    return KnowledgeHits(hits=hits)
+
+
+class KnowledgeBriefRequest(Request):
+    snapshot_id: str = Id
+    scope: str = Field(min_length=1, max_length=200)
+    text: str = Field(min_length=1, max_length=4000)
+    limit: int = Field(20, ge=1, le=200)
+
+
+@operation("knowledge_brief")
+def knowledge_brief(svc: ProbeService, req: KnowledgeBriefRequest) -> claims.KnowledgeBrief:
+    """Before a turn: the claims related to a task with their applicability on a
+    snapshot, and every open obligation of the scope."""
+    return claims.knowledge_brief(
+        svc.store, req.snapshot_id, req.scope, req.text, limit=req.limit, interface=svc.interface
+    )
+
+
+class ChangeAnalyzeRequest(Request):
+    from_snapshot: str = Id
+    to_snapshot: str = Id
+    scope: str | None = None
+
+
+@operation("change_analyze")
+def change_analyze(svc: ProbeService, req: ChangeAnalyzeRequest) -> claims.ChangeAnalysis:
+    """Compare two snapshots and open scoped obligations for the claims whose
+    dependencies changed or became unknown; nothing is executed."""
+    return claims.change_analyze(
+        svc.store, req.from_snapshot, req.to_snapshot, scope=req.scope, interface=svc.interface
+    )
+
+
+class ObligationListRequest(Request):
+    scope: str | None = None
+    state: Literal["open", "resolved"] | None = None
+    claim_id: str | None = Field(None, pattern=CLAIM)
+    snapshot_id: str | None = Field(None, pattern=HEX64)
+    limit: int = Field(1000, ge=1, le=10_000)
+
+
+class Obligations(Frozen):
+    obligations: list[Obligation]
+
+
+@operation("obligation_list")
+def obligation_list(svc: ProbeService, req: ObligationListRequest) -> Obligations:
+    """List obligations (decisions or rechecks a change opened), filtered by scope,
+    state, claim or snapshot."""
+    found = claims.obligation_list(
+        svc.store,
+        scope=req.scope,
+        state=req.state,
+        claim_id=req.claim_id,
+        snapshot_id=req.snapshot_id,
+        limit=req.limit,
+    )
+    return Obligations(obligations=found)
+
+
+class ObligationResolveRequest(Request):
+    obligation_id: str = ObligationId
+    resolution: Literal["rechecked", "accepted_risk", "superseded", "withdrawn"]
+    rationale: str = Field(min_length=1, max_length=4000)
+    receipt: str | None = Field(None, pattern=HEX64, description="For rechecked.")
+    successor_claim_id: str | None = Field(None, pattern=CLAIM, description="For superseded.")
+    scope: str | None = None
+    resolved_by: str | None = Field(None, max_length=200)
+
+
+@operation("obligation_resolve")
+def obligation_resolve(svc: ProbeService, req: ObligationResolveRequest) -> claims.Obligation:
+    """Resolve an open obligation with a retained rationale: rechecked (a receipt that
+    ran the claim's plan on the obligation's snapshot and agrees), superseded (a successor
+    claim) or withdrawn. Refuses evidence from another plan or snapshot."""
+    return claims.obligation_resolve(
+        svc.store,
+        req.obligation_id,
+        req.resolution,
+        req.rationale,
+        receipt=req.receipt,
+        successor_claim_id=req.successor_claim_id,
+        receipts=svc.receipts,
+        scope=req.scope,
+        interface=svc.interface,
+        resolved_by=req.resolved_by,
+    )
+
+
+class GateRequest(Request):
+    snapshot_id: str = Id
+    scope: str | None = None
+    require_signed: tuple[str, ...] = Field(
+        (),
+        max_length=16,
+        description="Accept only receipts signed by one of these keys: 64-hex fingerprints "
+        "or PEM Ed25519 public keys (a PEM key also verifies the signature).",
+    )
+
+    @field_validator("require_signed")
+    @classmethod
+    def _keys(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        # Never a path: a machine face must not make the service read a file it names.
+        for i, item in enumerate(value):
+            if not (re.fullmatch(HEX64, item) or item.lstrip().startswith("-----BEGIN")):
+                raise ValueError(f"item {i} is neither a 64-hex fingerprint nor a PEM key")
+        return value
+
+
+@operation("gate")
+def gate(svc: ProbeService, req: GateRequest) -> claims.GateResult:
+    """Recheck every live claim of a scope against one snapshot and say whether the
+    snapshot passes: no open obligation, no claim that is not current (and, with
+    require_signed, every receipt signed by a required key)."""
+    check = (
+        functions.signature_requirement(svc.store, req.require_signed)
+        if req.require_signed
+        else None
+    )
+    return claims.gate(
+        svc.store, req.snapshot_id, scope=req.scope, interface=svc.interface, require_signed=check
+    )
+
+
+class ClaimHistoryRequest(Request):
+    claim_id: str = Field(pattern=r"^clm_[0-9a-f]{32}$", description="A claim id (clm_…).")
+    scope: str | None = Field(None, max_length=200)
+    limit: int = Field(200, ge=1, le=1000)
+
+
+@operation("claim_history")
+def claim_history(svc: ProbeService, req: ClaimHistoryRequest) -> history.ClaimHistory:
+    """One claim's history: recorded checks, obligations with resolutions and rationale,
+    the supersession chain, a tombstone, and the audit entries naming it. Read-only;
+    refuses an id that is not stored."""
+    return history.claim_history(svc.store, req.claim_id, scope=req.scope, limit=req.limit)
+
+
+class GatePreviewRequest(Request):
+    snapshot_id: str = Field(pattern=HEX64)
+    scope: str | None = Field(None, max_length=200)
+
+
+@operation("gate_preview")
+def gate_preview(svc: ProbeService, req: GatePreviewRequest) -> history.GatePreview:
+    """Whether the gate would pass a snapshot now (every live claim current, no open
+    obligation on it), computed without opening, closing or recording anything."""
+    return history.gate_preview(svc.store, req.snapshot_id, scope=req.scope)

@@ -1,0 +1,90 @@
+"""Rows over plans: persist one, read one, run one (here or through the queue)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from ... import plans
+from ...errors import InvalidInput
+from ...plans.models import Plan, parse_plan
+from .. import functions
+from ..registry import Request, operation
+from ..session import ProbeService
+from .common import Frozen, Id
+
+__all__: list[str] = []
+
+
+class ProbePlanRequest(Request):
+    plan: Plan = Field(description="The plan: snapshot, policy id, argv, oracle, interventions.")
+
+    @field_validator("plan", mode="before")
+    @classmethod
+    def _parse(cls, value: object) -> Plan:
+        # parse_plan raises InvalidPlan naming the field, which pydantic passes through.
+        return value if isinstance(value, Plan) else parse_plan(value)
+
+
+@operation("probe_plan")
+def probe_plan(svc: ProbeService, req: ProbePlanRequest) -> functions.PlanCreated:
+    """Persist an immutable experiment plan and return its id. Never executes anything
+    and never reads a policy: the plan only names the policy it must run under. Refuses a
+    plan whose snapshot is not stored, and names the first bad field."""
+    return functions.probe_plan(svc.store, req.plan.canonical())
+
+
+class ProbeGetRequest(Request):
+    plan_id: str = Id
+
+
+class StoredPlan(Frozen):
+    plan_id: str
+    plan: dict[str, Any]
+
+
+@operation("probe_get")
+def probe_get(svc: ProbeService, req: ProbeGetRequest) -> StoredPlan:
+    """Read a stored plan by its full id."""
+    plan = functions.probe_get(svc.store, req.plan_id)
+    return StoredPlan(plan_id=req.plan_id, plan=plan.canonical())
+
+
+class ProbeRunRequest(Request):
+    plan_id: str = Id
+    policy_id: str = Field(
+        min_length=1,
+        max_length=128,
+        description="The id of an administrator policy; it must equal the plan's policy_id. "
+        "A policy is never accepted as a body or a path.",
+    )
+    reuse: bool = Field(True, description="Serve a stored receipt of the identical action.")
+    via: Literal["auto", "embedded", "queue"] = Field(
+        "auto", description="auto: the queue when one is configured, else in this process."
+    )
+    wait_seconds: float = Field(
+        3600.0, gt=0, le=86_400, description="How long to wait for a queued run's worker."
+    )
+
+
+@operation("probe_run", long_running=True)
+def probe_run(svc: ProbeService, req: ProbeRunRequest) -> plans.ProbeRunResult:
+    """Run a stored plan in the sandbox under the administrator policy with exactly that
+    id, and return the oracle outcome (supports, refutes, inconclusive with a reason) and
+    the signed or unsigned receipt. Every prerequisite failure ends inconclusive; nothing
+    ever runs unsandboxed. A queued run no worker took within wait_seconds is cancelled."""
+    queue = svc.queue if req.via != "embedded" else None
+    if req.via == "queue" and queue is None:
+        raise InvalidInput("via: queue asked for, but no PROBE_REDIS_URL is configured")
+    if queue is not None:
+        return functions.probe_run_queued(
+            svc.store,
+            queue,
+            req.plan_id,
+            req.policy_id,
+            timeout_s=req.wait_seconds,
+            reuse=req.reuse,
+            on_progress=svc.on_progress,
+        )
+    return functions.probe_run(svc.store, req.plan_id, req.policy_id, reuse=req.reuse)

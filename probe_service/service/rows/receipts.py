@@ -1,0 +1,66 @@
+"""Rows over stored receipts: read, export the signed envelope, verify offline."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from .. import functions
+from ..registry import Request, operation
+from ..session import ProbeService
+from .common import Frozen
+
+__all__: list[str] = []
+
+
+class ReceiptGetRequest(Request):
+    receipt_id: str = Field(
+        pattern=r"^[0-9a-f]{32,64}$", description="A receipt sha256 or a run id."
+    )
+
+
+@operation("receipt_get")
+def receipt_get(svc: ProbeService, req: ReceiptGetRequest) -> dict[str, Any]:
+    """Read a stored receipt (committed part, digest, operational part) by receipt sha
+    or run id. Its output fields are probe output: untrusted text."""
+    return functions.receipt_get(svc.store, req.receipt_id)
+
+
+@operation("receipt_export")
+def receipt_export(svc: ProbeService, req: ReceiptGetRequest) -> dict[str, Any]:
+    """The DSSE envelope (in-toto statement) of a signed receipt, for offline
+    verification. Refuses an unsigned receipt."""
+    return functions.receipt_export(svc.store, req.receipt_id)
+
+
+class ReceiptVerifyRequest(Request):
+    document: dict[str, Any] = Field(description="A receipt or a DSSE envelope.")
+    public_keys: tuple[str, ...] = Field(
+        (), max_length=16, description="PEM Ed25519 public keys that may have signed it."
+    )
+
+
+class ReceiptVerified(Frozen):
+    receipt_sha256: str
+    signer: str | None
+    kind: Literal["receipt", "envelope"]
+
+
+@operation("receipt_verify")
+def receipt_verify(svc: ProbeService, req: ReceiptVerifyRequest) -> ReceiptVerified:
+    """Verify a receipt or a DSSE envelope offline: the commitment, and for an envelope
+    the statement and, with public keys, the signature (revoked keys never verify).
+    Refuses naming what no longer matches."""
+    if "payloadType" in req.document:
+        from ...plans.signing import public_key_from_pem, verify_envelope
+
+        keys = [
+            public_key_from_pem(text, f"public_keys[{i}]") for i, text in enumerate(req.public_keys)
+        ]
+        verified = verify_envelope(req.document, keys, functions.revoked_signing_keys())
+        return ReceiptVerified(
+            receipt_sha256=verified.receipt_sha256, signer=verified.signer, kind="envelope"
+        )
+    sha = functions.receipt_verify(req.document)
+    return ReceiptVerified(receipt_sha256=sha, signer=None, kind="receipt")

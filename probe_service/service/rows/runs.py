@@ -1,0 +1,212 @@
+"""Rows over queued runs: submit, follow and cancel batches, list runs, farm statistics."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from ... import queue as queues
+from ...errors import InvalidInput
+from ...plans.models import Plan
+from ...queue.farm import FarmStats
+from ...queue.farm import farm_stats as _farm_stats
+from ...queue.listing import RunFilters, RunPage, list_runs
+from ...queue.submit import RunSummary
+from .. import functions
+from ..registry import ADMIN, HOST, Request, operation
+from ..session import ProbeService
+from .common import HEX64, Frozen
+
+__all__: list[str] = []
+
+_Label = Field(None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
+
+
+class ProbeSubmitRequest(Request):
+    plan_ids: tuple[str, ...] = Field(min_length=1, max_length=100_000)
+    policy_id: str = Field(min_length=1, max_length=128)
+    reuse: bool = True
+
+    @field_validator("plan_ids")
+    @classmethod
+    def _ids(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for i, item in enumerate(value):
+            if not re.fullmatch(HEX64, item):
+                raise ValueError(f"item {i} is not a full 64-hex plan id")
+        return value
+
+
+@operation("probe_submit", faces=HOST)
+def probe_submit(svc: ProbeService, req: ProbeSubmitRequest) -> queues.SubmitResult:
+    """Queue many stored plans under one policy id as one batch for any worker; returns
+    the batch id and run ids at once (poll batch_status). Without a configured queue the
+    runs are persisted and wait for `byte-probe submit --resume`."""
+    return queues.submit_plans(
+        svc.store, svc.queue, list(req.plan_ids), req.policy_id, reuse=req.reuse
+    )
+
+
+class BatchStatusRequest(Request):
+    batch_id: str = Field(pattern=r"^[0-9a-f]{32}$")
+
+
+class BatchStatus(Frozen):
+    batch_id: str
+    counts: dict[str, int]
+    runs: list[RunSummary]
+
+
+@operation("batch_status", faces=HOST)
+def batch_status(svc: ProbeService, req: BatchStatusRequest) -> BatchStatus:
+    """Counts by state and outcome, and every run of a batch with its receipt id."""
+    return BatchStatus(
+        batch_id=req.batch_id,
+        counts=queues.batch_counts(svc.store, req.batch_id),
+        runs=queues.batch_results(svc.store, req.batch_id),
+    )
+
+
+class RunCancelRequest(Request):
+    run_id: str = Field(pattern=r"^[0-9a-f]{32,64}$")
+
+
+class RunCancelled(Frozen):
+    run_id: str
+    state: Literal["cancelled"]
+
+
+@operation("run_cancel")
+def run_cancel(svc: ProbeService, req: RunCancelRequest) -> RunCancelled:
+    """Cancel a queued run so that no worker ever executes it. Refuses a run a worker
+    already took or that is done."""
+    functions.run_cancel(svc.store, req.run_id)
+    return RunCancelled(run_id=req.run_id, state="cancelled")
+
+
+class BatchSubmitRequest(Request):
+    items: tuple[Plan | str, ...] = Field(
+        min_length=1, max_length=100_000, description="Plans, or full 64-hex stored plan ids."
+    )
+    policy_id: str = Field(min_length=1, max_length=128)
+    reuse: bool = True
+    threads: int = Field(2, ge=1, le=64, description="Threads when the runs execute here.")
+
+    @field_validator("items")
+    @classmethod
+    def _ids(cls, value: tuple[Plan | str, ...]) -> tuple[Plan | str, ...]:
+        for i, item in enumerate(value):
+            if isinstance(item, str) and not re.fullmatch(HEX64, item):
+                raise ValueError(f"item {i} is not a full 64-hex plan id")
+        return value
+
+
+class BatchSubmitted(Frozen):
+    batch_id: str
+    run_ids: list[str]
+    enqueued: int
+    #: True when no queue is configured and the runs executed in this process.
+    embedded: bool
+
+
+@operation("batch_submit", faces=ADMIN, long_running=True)
+def batch_submit(svc: ProbeService, req: BatchSubmitRequest) -> BatchSubmitted:
+    """Persist plans (or stored plan ids) as one batch of runs under one policy id, plans
+    and runs in the same transactions, then enqueue them; without a configured queue the
+    runs execute in this process. Refuses the whole batch (nothing stored) when a plan id
+    or snapshot is not stored."""
+    queue = svc.queue
+    result = queues.submit_plans(svc.store, queue, list(req.items), req.policy_id, reuse=req.reuse)
+    if queue is None:
+        from ...queue.inline import run_inline
+
+        run_inline(svc.store, result.run_ids, req.threads)
+    return BatchSubmitted(
+        batch_id=result.batch_id,
+        run_ids=result.run_ids,
+        enqueued=result.enqueued,
+        embedded=queue is None,
+    )
+
+
+class BatchIdRequest(Request):
+    batch_id: str = Field(pattern=r"^[0-9a-f]{32}$")
+
+
+class BatchResumed(Frozen):
+    batch_id: str
+    enqueued: int
+
+
+@operation("batch_resume", faces=ADMIN)
+def batch_resume(svc: ProbeService, req: BatchIdRequest) -> BatchResumed:
+    """Send a batch's still-queued runs to the queue again (after a broker outage).
+    Refuses without a configured queue, or for an unknown batch."""
+    queue = svc.queue
+    if queue is None:
+        raise InvalidInput("batch_resume: needs a queue (PROBE_REDIS_URL)")
+    return BatchResumed(
+        batch_id=req.batch_id, enqueued=queues.resume_batch(svc.store, queue, req.batch_id)
+    )
+
+
+class BatchWaitRequest(BatchIdRequest):
+    timeout_seconds: float = Field(3600.0, ge=0, le=86_400)
+
+
+@operation("batch_wait", faces=ADMIN, long_running=True)
+def batch_wait(svc: ProbeService, req: BatchWaitRequest) -> BatchStatus:
+    """Wait in this process until every run of a batch is done or the timeout passes, and
+    return its status; the session's progress callback sees the counts at each poll."""
+    progress = svc.on_progress or (lambda _: None)
+    queues.wait_batch(svc.store, req.batch_id, progress, timeout_s=req.timeout_seconds)
+    return BatchStatus(
+        batch_id=req.batch_id,
+        counts=queues.batch_counts(svc.store, req.batch_id),
+        runs=queues.batch_results(svc.store, req.batch_id),
+    )
+
+
+class RunListRequest(Request):
+    run_id: str | None = Field(None, pattern=r"^[0-9a-f]{32,64}$")
+    batch_id: str | None = Field(None, pattern=r"^[0-9a-f]{32}$")
+    outcome: Literal["supports", "refutes", "inconclusive"] | None = None
+    reason: str | None = _Label
+    policy_id: str | None = _Label
+    snapshot_id: str | None = Field(None, pattern=HEX64)
+    state: Literal["queued", "running", "done"] | None = None
+    limit: int = Field(50, ge=1, le=500, description="Page size (at most 500).")
+    cursor: str | None = Field(
+        None, max_length=100, description="next_cursor of the previous page."
+    )
+
+
+@operation("run_list")
+def run_list(svc: ProbeService, req: RunListRequest) -> RunPage:
+    """List runs newest first, queued ones (with batch, state, attempts) and those run
+    in a process alike, filtered by run id, batch, outcome, reason, policy id, snapshot or state;
+    pages of at most 500 with a cursor. Read-only; ids only, never policy bodies."""
+    filters = RunFilters(
+        run_id=req.run_id,
+        batch_id=req.batch_id,
+        outcome=req.outcome,
+        reason=req.reason,
+        policy_id=req.policy_id,
+        snapshot_id=req.snapshot_id,
+        state=req.state,
+    )
+    return list_runs(svc.store, filters, limit=req.limit, cursor=req.cursor)
+
+
+class FarmStatsRequest(Request):
+    window_hours: float = Field(24.0, gt=0, le=24 * 30)
+    buckets: int = Field(24, ge=1, le=200)
+
+
+@operation("farm_stats", faces=HOST)
+def farm_stats(svc: ProbeService, req: FarmStatsRequest) -> FarmStats:
+    """Queue depth, runs by state, outcomes and reasons, throughput and submit-to-receipt
+    latency per time bucket over a window, and the workers seen recently. Read-only."""
+    window_ms = int(req.window_hours * 3_600_000)
+    return _farm_stats(svc.store, window_ms=window_ms, buckets=req.buckets)
