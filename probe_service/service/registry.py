@@ -148,8 +148,11 @@ def operation(
 
     def register(handler: _Handler) -> _Handler:
         module = handler.__module__.rpartition(".")[2]
-        if INDEX.get(name) != module:
-            raise TypeError(f"{name}: list it in service/rows/__init__.py INDEX as {module!r}")
+        if name not in INDEX or handler.__module__ != f"{__package__}.rows.{INDEX[name]}":
+            raise TypeError(
+                f"{name}: define it in a service/rows/ module and list it in rows.INDEX "
+                f"under that module (this one is {module!r})"
+            )
         if name in _TABLE:
             raise TypeError(f"{name}: registered twice")
         doc = " ".join((handler.__doc__ or "").split())

@@ -201,9 +201,18 @@ class TestDatabaseDrop:
         for body in bodies:
             receipt = __import__("json").loads(body)
             verify_receipt(receipt)
-            outcomes.append((receipt["committed"]["outcome"], receipt["committed"]["reason"]))
+            committed, operational = receipt["committed"], receipt["operational"]
+            # The detail and launcher say why, should a run ever end otherwise.
+            outcomes.append(
+                (
+                    committed["outcome"],
+                    committed["reason"],
+                    operational.get("detail"),
+                    operational.get("launcher"),
+                )
+            )
         # A dropped connection is infrastructure: retried, never an inconclusive probe.
-        assert {o for o, _ in outcomes} == {"supports"}, [x for x in outcomes if x[0] != "supports"]
+        assert {o[0] for o in outcomes} == {"supports"}, [x for x in outcomes if x[0] != "supports"]
         queue.close()
 
 

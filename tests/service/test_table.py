@@ -152,9 +152,9 @@ class TestTheIndex:
         def handler(svc: ProbeService, req: Request) -> None:
             """Not listed."""
 
-        with pytest.raises(TypeError, match=r"not_listed: list it in .*INDEX as 'test_table'"):
+        with pytest.raises(TypeError, match=r"not_listed: define it in a service/rows/ module"):
             operation("not_listed")(handler)
-        with pytest.raises(TypeError, match="INDEX as 'test_table'"):
+        with pytest.raises(TypeError, match=r"probe_get: .*\(this one is 'test_table'\)"):
             operation("probe_get")(handler)  # listed, but under another module
 
     def test_a_lookup_imports_only_the_rows_module(self) -> None:
