@@ -15,18 +15,19 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import pytest
 from hypothesis import settings
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, make_url, text
 
 from probe_service.errors import SandboxUnavailable
 from probe_service.sandbox import SandboxRuntime, locate_runtime
 from probe_service.sandbox import helper as launcher_helper
 from probe_service.sandbox.helper import close_default_launchers
 from probe_service.snapshot.warm import close_default_snapshot_cache
-from probe_service.store import Store, open_store
+from probe_service.store import DB_FILENAME, STATE_DIRNAME, Store, open_store
+from probe_service.store.safety import prepare_state_dir
 
 # Hypothesis profiles: CI must give the same verdict on every run, so with ``CI`` set the
 # examples come from a fixed seed and no example database; ``make explore`` runs the
@@ -169,19 +170,109 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.fixture(scope="session")
+def migrated_sqlite_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An embedded store's database file, migrated once per session by ``open_store``.
+
+    Stores the fixtures hand out start from a copy (``seed_state``): the same schema the
+    migrations build, built once instead of once per test (they cost ~0.1 s each, hundreds
+    of times per run). Tests of the migrations themselves open their own stores.
+    """
+    root = tmp_path_factory.mktemp("migrated-store")
+    open_store(root).close()
+    db_path = root / STATE_DIRNAME / DB_FILENAME
+    leftovers = [p.name for p in db_path.parent.iterdir() if p.name.startswith(DB_FILENAME + "-")]
+    assert leftovers == [], f"the template store did not close cleanly: {leftovers}"
+    return db_path
+
+
+def seed_state(root: Path, migrated: Path) -> Path:
+    """Create ``root`` holding an empty embedded store at the newest schema; return it."""
+    root.mkdir()
+    shutil.copy2(migrated, prepare_state_dir(root) / DB_FILENAME)
+    return root
+
+
 @pytest.fixture
-def sqlite_store(tmp_path: Path) -> Iterator[Store]:
+def sqlite_store(tmp_path: Path, migrated_sqlite_file: Path) -> Iterator[Store]:
     """The embedded store, in its own state directory."""
-    state_root = tmp_path / "state"
-    state_root.mkdir()
-    store = open_store(state_root)
+    store = open_store(seed_state(tmp_path / "state", migrated_sqlite_file))
     yield store
     store.close()
 
 
+@pytest.fixture(scope="session")
+def migrated_pg_script(postgres_base_url: str) -> str | None:
+    """The SQL that rebuilds a store schema the migrations made, as ``pg_dump`` prints it,
+    with ``_SCHEMA_TOKEN`` where the schema name goes; None when ``pg_dump`` is missing or cannot
+    dump this server (then each ``pg_store`` runs the migrations itself).
+
+    Like ``migrated_sqlite_file``: one migration per session instead of one per test; a
+    schema is filled from it in one round trip. Tests of the migrations use ``pg_url``,
+    which is always empty.
+    """
+    pg_dump = shutil.which("pg_dump")
+    if pg_dump is None:
+        return None
+    url = make_url(postgres_base_url)
+    with fresh_schema(postgres_base_url) as schema_url, tempfile.TemporaryDirectory() as tmp:
+        open_store(Path(tmp), schema_url).close()
+        schema = _schema_of(schema_url)
+        done = subprocess.run(
+            [
+                pg_dump,
+                "--schema",
+                schema,
+                "--inserts",
+                "--no-owner",
+                "--no-privileges",
+                "--host",
+                url.host or "127.0.0.1",
+                "--port",
+                str(url.port or 5432),
+                "--username",
+                url.username or "postgres",
+                url.database or "postgres",
+            ],
+            env={**os.environ, "PGPASSWORD": url.password or ""},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    if done.returncode != 0:
+        return None
+    # The session settings pg_dump starts with (an empty search_path among them) stay out:
+    # the replay runs on a connection of its own, in the new schema.
+    body = done.stdout.split(f"CREATE SCHEMA {schema};", 1)[1]
+    # psql's own meta-commands (newer pg_dump wraps the dump in \restrict) are not SQL.
+    body = "\n".join(line for line in body.splitlines() if not line.startswith("\\"))
+    return body.replace(f"{schema}.", f"{_SCHEMA_TOKEN}.")
+
+
+_SCHEMA_TOKEN = "__probe_test_schema__"
+
+
+def _schema_of(url: str) -> str:
+    options = unquote(make_url(url).query["options"])  # type: ignore[arg-type]
+    return options.removeprefix("-csearch_path=")
+
+
 @pytest.fixture
-def pg_store(tmp_path: Path, pg_url: str) -> Iterator[Store]:
-    """A PostgreSQL store in a fresh schema."""
+def pg_store(tmp_path: Path, pg_url: str, migrated_pg_script: str | None) -> Iterator[Store]:
+    """A PostgreSQL store in a fresh schema, at the newest revision."""
+    if migrated_pg_script is not None:
+        engine = create_engine(pg_url)
+        try:
+            raw = engine.raw_connection()
+            try:
+                # The driver's own execute: no parameters, so '%' in a trigger body stays '%'.
+                cursor = raw.cursor()
+                cursor.execute(migrated_pg_script.replace(_SCHEMA_TOKEN, _schema_of(pg_url)))
+                raw.commit()
+            finally:
+                raw.close()
+        finally:
+            engine.dispose()
     store = open_store(tmp_path, pg_url)
     yield store
     store.close()

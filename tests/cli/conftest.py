@@ -13,6 +13,8 @@ from probe_service.cli import main
 from probe_service.policies import POLICY_FILE_ENV
 from probe_service.store import DATABASE_URL_ENV
 
+from ..conftest import seed_state
+
 POLICY_ID = "cli-python"
 
 CliRunner = Callable[..., tuple[int, str, str]]
@@ -32,11 +34,14 @@ def cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> CliRunner:
 
 
 @pytest.fixture(autouse=True)
-def environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The embedded store, a wide console, and an owner-only administrator policy file."""
+def environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, migrated_sqlite_file: Path
+) -> Path:
+    """The embedded store (empty, at the newest schema), a wide console, and an owner-only
+    administrator policy file."""
     monkeypatch.delenv(DATABASE_URL_ENV, raising=False)
     monkeypatch.setenv("COLUMNS", "200")
-    (tmp_path / "state").mkdir()
+    seed_state(tmp_path / "state", migrated_sqlite_file)
     policy = tmp_path / "probe-policies.json"
     document = {
         "schema": 1,

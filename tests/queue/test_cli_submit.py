@@ -18,6 +18,7 @@ from probe_service.queue.tables import runs
 from probe_service.snapshot import snapshot_capture
 from probe_service.store import DATABASE_URL_ENV, Store, open_store
 
+from ..conftest import seed_state
 from .conftest import POLICY_ID, shell_plan
 
 CliRunner = Callable[..., tuple[int, str, str]]
@@ -37,7 +38,7 @@ def cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> CliRunner:
 
 @pytest.fixture
 def embedded_snapshot(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, policy_file: Path
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, policy_file: Path, migrated_sqlite_file: Path
 ) -> Iterator[str]:
     """No Redis and no database URL: a snapshot captured into the embedded store."""
     monkeypatch.delenv(REDIS_URL_ENV, raising=False)
@@ -46,8 +47,7 @@ def embedded_snapshot(
     src = tmp_path / "src"
     src.mkdir()
     (src / "hello.txt").write_text("hello\n")
-    (tmp_path / "state").mkdir()
-    store = open_store(tmp_path / "state")
+    store = open_store(seed_state(tmp_path / "state", migrated_sqlite_file))
     yield snapshot_capture(store, src).snapshot_id
     store.close()
 
