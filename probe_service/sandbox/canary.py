@@ -18,7 +18,7 @@ from pathlib import Path
 
 from probe_service.sandbox.launch import Launch
 from probe_service.sandbox.limits import RunCgroup
-from probe_service.sandbox.process import StartHook, run_bounded
+from probe_service.sandbox.process import Bounded, StartHook, run_bounded
 
 __all__ = [
     "CANARY_SCRIPT",
@@ -49,6 +49,9 @@ class CanaryVerdict:
     held: bool
     reason: str | None
     detail: str
+    #: The sandbox failed before its shell started, and not by spending its start-up bound:
+    #: nothing ran, so one more launch is safe (docs/ARCHITECTURE.md, "Canary").
+    may_retry: bool = False
 
 
 #: What the canary reports, one ``key=value`` per line; ``$1`` is the secret's path.
@@ -108,6 +111,19 @@ def identity_problems(report: dict[str, list[str]], expected_uid: int | None) ->
     return problems
 
 
+def never_started(outcome: Bounded, launch: Launch) -> bool:
+    """Whether bubblewrap or the runtime failed before the sandboxed shell printed its start
+    marker, so nothing of the command ran, other than by spending the start-up bound.
+
+    A concurrent run's scratch or snapshot mount coming and going while bubblewrap remounts
+    the host's tree read-only fails a launch this way; one more launch is safe. The
+    runtime's unguarded marker is never such a failure: it is a finding.
+    """
+    seen = outcome.prefix
+    ours = (launch.nonce.encode("ascii"), launch.unguarded_marker.encode("ascii"))
+    return seen not in ours and outcome.status not in ("start_timeout", "start_failed")
+
+
 def run_canary(
     launch: Launch,
     allowed_roots: Sequence[Path] = (),
@@ -148,7 +164,8 @@ def run_canary(
     if outcome.prefix != launch.nonce.encode("ascii") or outcome.status.startswith("start_"):
         detail = outcome.start_detail or "the sandboxed canary never started"
         tail = outcome.stderr[-300:].decode("utf-8", "replace").strip()
-        return CanaryVerdict(False, "sandbox_failed", f"{detail}: {tail!r}" if tail else detail)
+        text = f"{detail}: {tail!r}" if tail else detail
+        return CanaryVerdict(False, "sandbox_failed", text, never_started(outcome, launch))
     report = _report(outcome.stdout)
     if outcome.status != "ok" or report.get("secret_rc", ["0"]) == ["0"]:
         detail = f"canary reader did not fail ({outcome.status}, exit {outcome.exit_code})"

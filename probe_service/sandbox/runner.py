@@ -28,7 +28,7 @@ from probe_service.policies.executables import (
 )
 from probe_service.policies.model import Policy, passed_environment
 from probe_service.rundirs import make_run_dir
-from probe_service.sandbox.canary import run_canary
+from probe_service.sandbox.canary import never_started, run_canary
 from probe_service.sandbox.gate import StartGate, create_gate
 from probe_service.sandbox.helper import (
     LauncherPool,
@@ -343,12 +343,28 @@ def _canary_then_run(
     verdict = run_canary(
         launch, allowed, res.cgroup, expected_uid=res.identity.uid, on_start=gate.release
     )
+    if verdict.may_retry:
+        log.warning(
+            "the canary's sandbox failed before it started; launching once more: %s", verdict.detail
+        )
+        verdict = run_canary(
+            launch, allowed, res.cgroup, expected_uid=res.identity.uid, on_start=gate.release
+        )
     phases["canary"] = time.monotonic() - canary_started
     if not verdict.held:
         raise Refused(verdict.reason or "canary_readable", verdict.detail)
     _recheck_before_launch(prepared, request)
 
     def launch_one(command: Command) -> Bounded:
+        outcome = launch_once(command)
+        if never_started(outcome, launch):
+            # Nothing of the command ran (no start marker): one more launch is safe.
+            detail = outcome.start_detail or outcome.stderr[-300:].decode("utf-8", "replace")
+            log.warning("the sandbox failed before the command started; once more: %s", detail)
+            outcome = launch_once(command)
+        return outcome
+
+    def launch_once(command: Command) -> Bounded:
         return run_bounded(
             launch.argv(command.launch_path, command.args),
             env=launch.runtime_env,
