@@ -5,29 +5,33 @@ from __future__ import annotations
 from typing import Any
 
 from probe_service.canonical import canonical_json, sha256_of_json
-from probe_service.policies.model import DEFAULT_ALLOWED_PORTS, Policy
+from probe_service.policies.model import DEFAULT_ALLOWED_PORTS, DEFAULT_MAX_OPEN_FILES, Policy
 
 __all__ = ["canonical_json", "policy_body", "policy_digest"]
 
-#: Schema-2 keys and the value a schema-1 policy means by leaving them out.
+#: Keys of later schemas and the value an older policy means by leaving them out.
 _SCHEMA_1_MEANING: dict[str, Any] = {
     "allowed_ports": list(DEFAULT_ALLOWED_PORTS),
     "scratch_inodes": None,
     "revoked_signing_keys": [],
     "toolchains": {},
+    "max_open_files": None,
+    "confirm_refutes": None,
 }
+#: Schema-3 values that say in words what leaving the key out means.
+_SAME_AS_UNSET: dict[str, Any] = {"max_open_files": DEFAULT_MAX_OPEN_FILES, "confirm_refutes": True}
 
 
 def policy_body(policy: Policy) -> dict[str, Any]:
-    """Return the JSON the digest covers: every field, schema-2 keys only when not default.
+    """Return the JSON the digest covers: every field, later schemas' keys only when set.
 
-    A schema-1 policy and the same policy written as schema 2 with default
-    ports and no inode limit are the same policy, so they share one digest --
-    the digest receipts already recorded for it.
+    A schema-1 policy and the same policy written as schema 2 or 3 with every new key
+    left at its meaning are the same policy, so they share one digest -- the digest
+    receipts already recorded for it.
     """
     body = policy.model_dump(mode="json")
     for key, meaning in _SCHEMA_1_MEANING.items():
-        if body[key] == meaning:
+        if body[key] == meaning or (key in _SAME_AS_UNSET and body[key] == _SAME_AS_UNSET[key]):
             del body[key]
     return body
 

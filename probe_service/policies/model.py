@@ -1,10 +1,13 @@
-"""The administrator policy file, schema 1 or 2, as frozen pydantic models.
+"""The administrator policy file, schema 1, 2 or 3, as frozen pydantic models.
 
 Schema 2 adds ``allowed_ports`` (the ports an allowed domain may be reached
 on), ``scratch_inodes`` and ``toolchains`` (named directory trees the probe may
 read and execute, docs/ARCHITECTURE.md, "Toolchains"); a schema-1 file is read
 unchanged and means their defaults (ports 80 and 443, no inode limit, no
-toolchain), so it may not name them.
+toolchain), so it may not name them. Schema 3 adds ``max_open_files`` (the
+probe's ``RLIMIT_NOFILE``) and ``confirm_refutes`` (whether a first refutation is
+executed once more before it may be reused, docs/ARCHITECTURE.md, "Trust rules");
+an older file means their defaults and may not name them.
 
 Every limit has a documented ceiling (``MAX_*`` below): a value above it is
 refused as absurd rather than silently clamped, because a typo in an
@@ -23,8 +26,10 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 __all__ = [
     "DEFAULT_ALLOWED_PORTS",
+    "DEFAULT_MAX_OPEN_FILES",
     "ENV_NAME_PATTERN",
     "MAX_MEMORY_BYTES",
+    "MAX_OPEN_FILES",
     "MAX_OUTPUT_BYTES",
     "MAX_PROCESSES",
     "MAX_SCRATCH_BYTES",
@@ -34,6 +39,7 @@ __all__ = [
     "MIN_SCRATCH_INODES",
     "RESERVED_POLICY_PREFIX",
     "SCHEMA_2_KEYS",
+    "SCHEMA_3_KEYS",
     "Policy",
     "PolicyFile",
     "passed_environment",
@@ -57,6 +63,12 @@ MAX_SCRATCH_INODES = 16 * 1024 * 1024
 DEFAULT_ALLOWED_PORTS: tuple[int, ...] = (80, 443)
 #: Keys schema 2 added; a schema-1 file may not name them.
 SCHEMA_2_KEYS: tuple[str, ...] = ("allowed_ports", "scratch_inodes", "toolchains")
+#: Keys schema 3 added; a schema-1 or schema-2 file may not name them.
+SCHEMA_3_KEYS: tuple[str, ...] = ("max_open_files", "confirm_refutes")
+#: The probe's ``RLIMIT_NOFILE`` when a policy sets no ``max_open_files``.
+DEFAULT_MAX_OPEN_FILES = 1024
+#: Largest per-process open-file limit a policy may set.
+MAX_OPEN_FILES = 65536
 #: Most toolchains one policy may name.
 MAX_TOOLCHAINS = 16
 
@@ -150,6 +162,24 @@ class Policy(BaseModel):
         le=MAX_SCRATCH_INODES,
         description="Most files and directories scratch may hold (schema 2).",
     )
+    max_open_files: int | None = Field(
+        default=None,
+        ge=16,
+        le=MAX_OPEN_FILES,
+        description=(
+            "Most files one probe process may hold open (RLIMIT_NOFILE, schema 3); "
+            f"{DEFAULT_MAX_OPEN_FILES} when unset."
+        ),
+    )
+    confirm_refutes: bool | None = Field(
+        default=None,
+        strict=True,
+        description=(
+            "Whether a first refuting receipt is executed once more before it may answer a "
+            "later identical run (schema 3); true when unset. Turn off only for suites too "
+            "expensive to run twice."
+        ),
+    )
     toolchains: dict[ToolchainName, str] = Field(
         default_factory=dict,
         max_length=MAX_TOOLCHAINS,
@@ -214,11 +244,11 @@ class Policy(BaseModel):
 
 
 class PolicyFile(BaseModel):
-    """The whole policy file: ``{"schema": 1 | 2, "policies": [...]}``."""
+    """The whole policy file: ``{"schema": 1 | 2 | 3, "policies": [...]}``."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
-    schema_version: Literal[1, 2] = Field(alias="schema")
+    schema_version: Literal[1, 2, 3] = Field(alias="schema")
     policies: tuple[Policy, ...]
     #: Fingerprints of signing keys no longer trusted (schema 2): their receipts count as
     #: unsigned (docs/ARCHITECTURE.md, "Signed receipts").
@@ -248,14 +278,16 @@ class PolicyFile(BaseModel):
         return data
 
     @model_validator(mode="after")
-    def _schema_1_names_no_new_keys(self) -> PolicyFile:
-        if self.schema_version == 1:
-            if self.revoked_signing_keys:
-                raise ValueError("revoked_signing_keys needs schema 2")
+    def _older_schemas_name_no_new_keys(self) -> PolicyFile:
+        if self.schema_version == 1 and self.revoked_signing_keys:
+            raise ValueError("revoked_signing_keys needs schema 2")
+        for version, keys in ((2, SCHEMA_2_KEYS), (3, SCHEMA_3_KEYS)):
+            if self.schema_version >= version:
+                continue
             for policy in self.policies:
-                named = sorted(set(SCHEMA_2_KEYS) & policy.model_fields_set)
+                named = sorted(set(keys) & policy.model_fields_set)
                 if named:
-                    raise ValueError(f"policy {policy.id!r}: {named} need schema 2")
+                    raise ValueError(f"policy {policy.id!r}: {named} need schema {version}")
         return self
 
     @field_validator("policies")

@@ -19,7 +19,7 @@ def policy_file_schema() -> dict[str, Any]:
     """Return the JSON Schema (draft 2020-12) of the policy file, as pydantic generates it."""
     schema = PolicyFile.model_json_schema(by_alias=True)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "Byte probe policies (schema 1 or 2)"
+    schema["title"] = "Byte probe policies (schema 1, 2 or 3)"
     return schema
 
 

@@ -31,7 +31,7 @@ def test_check_table_names_the_policy(write_policy_file: Writer) -> None:
 
 def test_check_failure_is_one_line_exit_1(write_policy_file: Writer) -> None:
     """A bad file exits 1 with a single 'error:' line and no traceback."""
-    path = write_policy_file(document(schema=3))
+    path = write_policy_file(document(schema=4))
     result = CliRunner().invoke(app, ["check", "--file", str(path)])
     assert result.exit_code == 1
     assert result.output.startswith("error: ")

@@ -118,7 +118,12 @@ class TestContent:
             (document(extra=1), "extra"),
             (document(_with(unknown_flag=True)), "policies.0.unknown_flag"),
             (document(VALID_POLICY, VALID_POLICY), "duplicate policy id"),
-            (document(schema=3), "schema"),
+            (document(schema=4), "schema"),
+            (document(_with(max_open_files=256), schema=2), "need schema 3"),
+            (document(_with(confirm_refutes=False)), "need schema 3"),
+            (document(_with(max_open_files=15), schema=3), "max_open_files"),
+            (document(_with(max_open_files=65537), schema=3), "max_open_files"),
+            (document(_with(confirm_refutes="no"), schema=3), "confirm_refutes"),
             (document(_with(allowed_ports=[8080])), "need schema 2"),
             (document(_with(scratch_inodes=1000)), "scratch_inodes"),
             (document(_with(allowed_ports=[0]), schema=2), "allowed_ports"),
@@ -163,6 +168,14 @@ class TestContent:
         doc = document(_with(allowed_ports=[8443, 22, 80], scratch_inodes=4096), schema=2)
         policy = check_policy_file(write_policy_file(doc))[0]
         assert (policy.allowed_ports, policy.scratch_inodes) == ((22, 80, 8443), 4096)
+
+    def test_schema_3_reads_open_files_and_confirmation(self, write_policy_file: Writer) -> None:
+        """A schema-3 file sets max_open_files and confirm_refutes; older files mean unset."""
+        doc = document(_with(max_open_files=256, confirm_refutes=False), schema=3)
+        policy = check_policy_file(write_policy_file(doc))[0]
+        assert (policy.max_open_files, policy.confirm_refutes) == (256, False)
+        older = check_policy_file(write_policy_file(document(schema=2)))[0]
+        assert (older.max_open_files, older.confirm_refutes) == (None, None)
 
     def test_duplicate_json_keys_are_refused(self, write_policy_file: Writer) -> None:
         """A JSON object repeating a key is refused instead of keeping the last value."""

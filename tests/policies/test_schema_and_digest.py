@@ -39,6 +39,8 @@ def test_digest_is_sha256_of_canonical_json() -> None:
     del fields["allowed_ports"]
     del fields["revoked_signing_keys"]  # no revocations: its schema-1 meaning
     del fields["toolchains"]  # no toolchains: its schema-1 meaning
+    del fields["max_open_files"]  # unset: the runner's default (schema 3)
+    del fields["confirm_refutes"]  # unset: refutations are confirmed (schema 3)
     body = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
     assert policy_digest(policy) == hashlib.sha256(body).hexdigest()
 
@@ -59,11 +61,27 @@ def test_explicit_defaults_share_the_schema_1_digest() -> None:
     assert policy_digest(explicit) == policy_digest(implicit)
 
 
+def test_schema_3_keys_written_at_their_meaning_share_the_digest() -> None:
+    """max_open_files 1024 and confirm_refutes true, written out, change nothing."""
+    implicit = Policy.model_validate(VALID_POLICY)
+    explicit = Policy.model_validate(
+        {**VALID_POLICY, "max_open_files": 1024, "confirm_refutes": True}
+    )
+    assert policy_digest(explicit) == policy_digest(implicit)
+
+
 @pytest.mark.parametrize(
-    "change", [{"allowed_ports": [443]}, {"allowed_ports": [80, 443, 8080]}, {"scratch_inodes": 16}]
+    "change",
+    [
+        {"allowed_ports": [443]},
+        {"allowed_ports": [80, 443, 8080]},
+        {"scratch_inodes": 16},
+        {"max_open_files": 256},
+        {"confirm_refutes": False},
+    ],
 )
-def test_schema_2_keys_count_in_the_digest(change: dict[str, Any]) -> None:
-    """Any non-default allowed_ports or scratch_inodes changes the digest."""
+def test_later_schema_keys_count_in_the_digest(change: dict[str, Any]) -> None:
+    """Any non-default schema-2 or schema-3 value changes the digest."""
     base = Policy.model_validate(VALID_POLICY)
     assert policy_digest(Policy.model_validate({**VALID_POLICY, **change})) != policy_digest(base)
 
