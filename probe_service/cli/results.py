@@ -108,12 +108,28 @@ def _extra_rows(committed: dict[str, Any], operational: dict[str, Any]) -> list[
         rows.append(("junit", f"{junit.get('tests')} tests: {counts}"))
         failing = [c for c in junit.get("cases") or [] if c.get("outcome") in ("failed", "error")]
         rows.extend(("  not passed", f"{c.get('id')}: {c.get('message')}") for c in failing[:20])
+    confirmation = committed.get("confirmation")
+    if isinstance(confirmation, dict):
+        rows.append(("confirmation", _confirmation_text(confirmation, operational)))
     hint = operational.get("possible_sandbox_denial")
     if isinstance(hint, dict) and hint.get("paths"):
         # docs/ARCHITECTURE.md, "Saying why": advice only, the outcome stands.
         paths = ", ".join(str(p) for p in hint["paths"])
         rows.append(("possible_sandbox_denial", f"outside the policy's grants: {paths}"))
     return rows
+
+
+def _confirmation_text(confirmation: dict[str, Any], operational: dict[str, Any]) -> str:
+    """docs/ARCHITECTURE.md, "Confirming a refutation": whether the refutation was
+    reproduced, where, and what the second execution decided."""
+    state = confirmation.get("state")
+    if state == "unconfirmed":
+        return "unconfirmed (the policy turns confirmation off)"
+    where = str(confirmation.get("on", "")).replace("_", " ")
+    kept = operational.get("confirmation")
+    worker = kept.get("worker") if isinstance(kept, dict) else None
+    second = f"{confirmation.get('outcome')} ({confirmation.get('reason')})"
+    return f"{state} on the {where}{f' {worker}' if worker else ''}: it decided {second}"
 
 
 def _print_stream(console: Console, stream: str, data: bytes) -> None:
