@@ -20,7 +20,6 @@ from probe_service.service import ProbeService
 from probe_service.service.adapters import RunSummary
 
 from .common import EXIT_INFRASTRUCTURE, JsonOption, RootOption, console, emit_json, session
-from .ids import resolve
 from .waiting import NoticeOption, NoWorkerNotice, TimeoutOption
 
 #: Names the queue's Redis URL (``probe_service.queue.REDIS_URL_ENV``; the options below are
@@ -274,8 +273,7 @@ def cancel(
     Example: byte-probe cancel 3fa85f64
     """
     with session(root) as svc:
-        full = resolve(svc, "run", run_id)
-        svc.run_cancel(run_id=full)
+        full = svc.run_cancel(run_id=run_id).run_id
     if json_out:
         emit_json({"run_id": full, "cancelled": True})
     else:

@@ -9,15 +9,13 @@ from pydantic import Field
 from .. import functions
 from ..registry import Request, operation
 from ..session import ProbeService
-from .common import Frozen
+from .common import Frozen, ReceiptId
 
 __all__: list[str] = []
 
 
 class ReceiptGetRequest(Request):
-    receipt_id: str = Field(
-        pattern=r"^[0-9a-f]{32,64}$", description="A receipt sha256 or a run id."
-    )
+    receipt_id: ReceiptId
 
 
 @operation("receipt_get")
