@@ -32,7 +32,8 @@ def capture(
         return
     table = Table(title="snapshot captured", show_header=False)
     for key, value in result.model_dump().items():
-        table.add_row(key, untrusted(value))
+        shown = "; ".join(value) or "none" if isinstance(value, tuple) else value
+        table.add_row(key, untrusted(shown))
     console.print(table)
 
 
