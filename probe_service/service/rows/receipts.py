@@ -21,8 +21,13 @@ class ReceiptGetRequest(Request):
 @operation("receipt_get")
 def receipt_get(svc: ProbeService, req: ReceiptGetRequest) -> dict[str, Any]:
     """Read a stored receipt (committed part, digest, operational part) by receipt sha
-    or run id. Its output fields are probe output: untrusted text."""
-    return functions.receipt_get(svc.store, req.receipt_id)
+    or run id, with the summary every run result carries beside it (outcome, reason,
+    detail, check, phases, limits_applied …; outside the commitment, which still
+    verifies). Its output fields are probe output: untrusted text."""
+    from ...plans.summary import summary_json
+
+    receipt = functions.receipt_get(svc.store, req.receipt_id)
+    return {**receipt, **summary_json(receipt)}
 
 
 @operation("receipt_export")
