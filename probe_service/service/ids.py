@@ -18,15 +18,16 @@ given: their ids are full ids, checked by the part that reads them.
 from __future__ import annotations
 
 import functools
+import re
 import types
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from sqlalchemy import Column, func, select, union
+from sqlalchemy import Column, Connection, Select, bindparam, func, select, union
 
-from ..errors import AmbiguousId, NotFound
+from ..errors import AmbiguousId, InvalidInput, NotFound
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -83,6 +84,9 @@ def id_pattern(kind: IdKind) -> str:
     return rf"^{literal}[0-9a-f]{{{MIN_PREFIX},{length}}}$"
 
 
+_SHAPE_RES = {kind: re.compile(id_pattern(kind)) for kind in _SHAPES}
+
+
 def _columns(kind: IdKind) -> list[Column[str]]:
     # Imported here: a command resolving plan ids never imports the claims or queue tables.
     if kind in ("claim", "obligation"):
@@ -116,38 +120,64 @@ def _full_length(kind: IdKind, value: str) -> bool:
     return digits == _SHAPES[kind][1] or (kind in ("receipt", "run") and digits == 32)
 
 
+@functools.cache
+def _exact(kind: IdKind) -> tuple[Select[Any], ...]:
+    """Per column, the statement finding one stored id equal to ``:value`` (built once:
+    every request with an id asks it, so its construction is not paid per call)."""
+    return tuple(select(c).where(c == bindparam("value")).limit(1) for c in _columns(kind))
+
+
+@functools.cache
+def _prefixed(kind: IdKind) -> tuple[Select[Any], ...]:
+    """Per column, the first MAX_CANDIDATES + 1 stored ids LIKE ``:pattern``."""
+    return tuple(
+        select(c).where(c.like(bindparam("pattern"))).order_by(c).limit(MAX_CANDIDATES + 1)
+        for c in _columns(kind)
+    )
+
+
 def resolve_id(store: Store, kind: IdKind, value: str, field: str | None = None) -> str:
     """The one stored ``kind`` id that ``value`` is (or is a prefix of).
 
-    Raises NotFound naming ``field`` (or the kind) when the store holds none, AmbiguousId
-    listing the candidates when a prefix matches several.
+    Raises InvalidInput when ``value`` is not shaped like a ``kind`` id or prefix, NotFound
+    naming ``field`` (or the kind) when the store holds none, AmbiguousId listing the
+    candidates when a prefix matches several.
     """
     where = field or f"{kind} id"
-    columns = _columns(kind)
+    if not _SHAPE_RES[kind].fullmatch(value):
+        raise InvalidInput(f"{where}: {value!r} is not a {kind} id or a prefix of 8+ hex")
     found: list[str] = []
     with store.reading() as conn:
         if _full_length(kind, value):
-            exact = union(*(select(c.label("id")).where(c == value) for c in columns)).subquery()
-            if conn.execute(select(exact.c.id).limit(1)).first() is not None:
-                return value
+            for statement in _exact(kind):
+                if conn.execute(statement, {"value": value}).first() is not None:
+                    return value
         if _digits(kind, value) < _SHAPES[kind][1]:
-            matching = union(
-                *(
-                    select(c.label("id")).where(c.startswith(value, autoescape=True))
-                    for c in columns
-                )
-            ).subquery()
-            first = select(matching.c.id).order_by(matching.c.id).limit(MAX_CANDIDATES + 1)
-            found = [str(row[0]) for row in conn.execute(first)]
+            # The value is hex (or clm_/obl_ and hex): no LIKE wildcard to escape.
+            pattern = {"pattern": value + "%"}
+            for statement in _prefixed(kind):
+                found += [str(row[0]) for row in conn.execute(statement, pattern)]
+            found = sorted(set(found))
             if len(found) > 1:
-                total = conn.execute(select(func.count()).select_from(matching)).scalar_one()
                 raise AmbiguousId(
-                    kind, value, int(total), field=where, candidates=found[:MAX_CANDIDATES]
+                    kind,
+                    value,
+                    _count(conn, kind, value),
+                    field=where,
+                    candidates=found[:MAX_CANDIDATES],
                 )
     if not found:
         what = "" if _full_length(kind, value) else " id starting with"
         raise NotFound(f"{where}: no {kind.replace('_', ' ')}{what} {value!r} in the store")
     return found[0]
+
+
+def _count(conn: Connection, kind: IdKind, prefix: str) -> int:
+    """How many distinct stored ids start with ``prefix`` (the refusal says it)."""
+    matching = union(
+        *(select(c.label("id")).where(c.like(prefix + "%")) for c in _columns(kind))
+    ).subquery()
+    return int(conn.execute(select(func.count()).select_from(matching)).scalar_one())
 
 
 def _missing(store: Store, kind: IdKind, values: Sequence[str]) -> set[str]:
