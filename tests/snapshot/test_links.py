@@ -41,6 +41,7 @@ def _links(**targets: str) -> list[Entry]:
         {"a": "b", "b": "a"},
         {"d__loop": "../d/loop"},
         {"a": "b/../..", "b": "a"},
+        {"l1": "l2", "l2": "l1", "x": "l1/../../outside"},
     ],
 )
 def test_internal_links_are_kept(targets: dict[str, str]) -> None:
