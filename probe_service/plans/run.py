@@ -64,6 +64,7 @@ from .persist import find_reusable_receipt, load_plan, load_receipt, save_receip
 from .phases import PhaseClock
 from .receipts import RECEIPT_VERSION, build_receipt
 from .signing import UNSIGNED, SigningKey, sign_receipt
+from .summary import ReceiptSummary, summarize_receipt
 
 __all__ = [
     "RUNNER_GENERATED",
@@ -85,20 +86,14 @@ ReceiptHook = Callable[[Connection, dict[str, Any]], None]
 MAX_RETURNED_OUTPUT = 64 * 1024
 
 
-class ProbeRunResult(BaseModel):
-    """What a caller sees of one run; ``receipt`` is the full, verifiable receipt."""
-
-    model_config = ConfigDict(frozen=True)
+class ProbeRunResult(ReceiptSummary):
+    """What a caller sees of one run: the receipt's summary (detail, check, phases, limits
+    applied … under the names every face uses, ``summary.py``), the output as text, and
+    ``receipt``, the full, verifiable receipt."""
 
     run_id: str
-    plan_id: str
-    outcome: str
-    reason: str
-    status: str
-    exit_code: int | None
     stdout: str
     stderr: str
-    receipt_sha256: str
     reused: bool
     receipt: dict[str, Any]
 
@@ -510,7 +505,6 @@ def result_from_receipt(
     run_id: str, receipt: dict[str, Any], *, reused: bool = False
 ) -> ProbeRunResult:
     """Build the caller's view of a stored receipt."""
-    committed = receipt["committed"]
     operational = receipt.get("operational", {})
 
     def text(stream: str) -> str:
@@ -518,15 +512,10 @@ def result_from_receipt(
         return raw[:MAX_RETURNED_OUTPUT].decode("utf-8", "replace")
 
     return ProbeRunResult(
+        **summarize_receipt(receipt),
         run_id=run_id if not reused else str(operational.get("run_id", run_id)),
-        plan_id=committed["plan_id"],
-        outcome=committed["outcome"],
-        reason=committed["reason"],
-        status=committed["status"],
-        exit_code=committed["exit_code"],
         stdout=text("stdout"),
         stderr=text("stderr"),
-        receipt_sha256=receipt["receipt_sha256"],
         reused=reused,
         receipt=receipt,
     )

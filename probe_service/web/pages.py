@@ -233,11 +233,14 @@ class Pages:
         return self.render(request, "claim.html", h=history, claim=history["claim"])
 
     async def gate(self, request: Request) -> Response:
-        """Whether a snapshot would pass the gate now (computed without writing)."""
+        """Whether a snapshot would pass the gate now (computed without writing). An unknown
+        snapshot is a 404 and a scope without a live claim a 400 naming the scopes, unless
+        ``?allow_empty=1``, as the gate itself answers."""
         preview = await self.read(
             "gate_preview",
             snapshot_id=request.path_params["snapshot_id"],
             scope=request.query_params.get("scope") or None,
+            allow_empty=request.query_params.get("allow_empty") in ("1", "true", "yes"),
         )
         return self.render(request, "gate.html", g=preview)
 
