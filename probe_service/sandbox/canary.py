@@ -13,14 +13,16 @@ import secrets
 import shutil
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from probe_service.sandbox.launch import Launch
 from probe_service.sandbox.limits import RunCgroup
 from probe_service.sandbox.process import Bounded, StartHook, run_bounded
+from probe_service.sandbox.runtime import find_system_tool
 
 __all__ = [
+    "CANARY_ENV",
     "CANARY_SCRIPT",
     "CANARY_SHELL",
     "CANARY_TIMEOUT_SECONDS",
@@ -54,19 +56,33 @@ class CanaryVerdict:
     may_retry: bool = False
 
 
-#: What the canary reports, one ``key=value`` per line; ``$1`` is the secret's path.
-#: docs/ARCHITECTURE.md, "Containment": the identity is proven, not assumed.
+#: What the canary reports, one ``key=value`` per line; ``$1`` is the secret's path and
+#: ``$2`` the absolute path of ``readlink``. docs/ARCHITECTURE.md, "Containment": the
+#: identity is proven, not assumed; "Canary": every check is a shell builtin or a fixed
+#: absolute path, run from ``/``, so no file of the repository can answer for it.
 CANARY_SCRIPT = """
-cat "$1"; echo "secret_rc=$?"
+cd / || exit 125
+if IFS= read -r secret < "$1" || [ -n "$secret" ]; then printf '%s\\n' "$secret"; \
+echo secret_rc=0; else echo secret_rc=1; fi
 while read -r inside outside count; do echo "uid_map=$inside:$outside:$count"; \
 done < /proc/self/uid_map
-for ns in user ipc uts cgroup net mnt pid; do echo "ns_$ns=$(readlink /proc/self/ns/$ns)"; done
+for ns in user ipc uts cgroup net mnt pid; do echo "ns_$ns=$("$2" /proc/self/ns/$ns)"; done
 if (exec 3>>/proc/sys/kernel/core_pattern) 2>/dev/null; then echo sysctl=writable; \
 else echo sysctl=denied; fi
 for dir in /sys/fs/cgroup /sys/firmware; do \
-if [ -n "$(ls -A "$dir" 2>/dev/null)" ]; then echo "visible=$dir"; fi; done
+for entry in "$dir"/* "$dir"/.[!.]* "$dir"/..?*; do \
+if [ -e "$entry" ] || [ -h "$entry" ]; then echo "visible=$dir"; break; fi; done; done
 """
+#: The canary's whole environment: never the probe's (a policy may pass ``PATH``).
+CANARY_ENV: dict[str, str] = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
 NAMESPACES = ("user", "ipc", "uts", "cgroup", "net", "mnt", "pid")
+
+
+def _readlink() -> Path:
+    found = find_system_tool("readlink")
+    if found is None:
+        raise OSError("readlink not found in fixed system directories")
+    return found
 
 
 def _secret_dir(allowed_roots: Sequence[Path]) -> Path:
@@ -142,8 +158,9 @@ def run_canary(
         target = directory / "secret"
         target.write_bytes(secret)
         target.chmod(0o644)
+        args = ["-c", CANARY_SCRIPT, "canary", str(target), str(_readlink())]
         outcome = run_bounded(
-            launch.argv(CANARY_SHELL, ["-c", CANARY_SCRIPT, "canary", str(target)]),
+            replace(launch, probe_env=CANARY_ENV).argv(CANARY_SHELL, args),
             env=launch.runtime_env,
             cwd=launch.cwd,
             timeout_seconds=CANARY_TIMEOUT_SECONDS,

@@ -23,6 +23,9 @@ Reason = Literal[
     "executable_changed",
     "invalid_cwd",
     "invalid_argument",
+    # A passed search path (PATH, PYTHONPATH...) had an empty or relative entry, which would
+    # find repository files first (docs/ARCHITECTURE.md, "Probe environment").
+    "unsafe_search_path",
     "scratch_limit",
     "memory_limit",
     "process_limit",

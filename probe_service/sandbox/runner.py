@@ -69,6 +69,7 @@ from probe_service.sandbox.scratch import (
     scratch_exhausted,
     unmount_scratch,
 )
+from probe_service.sandbox.search_paths import unsafe_search_path
 from probe_service.sandbox.selfcheck import verify_limits
 from probe_service.sandbox.settings import build_settings, write_settings
 from probe_service.toolchains.resolve import (
@@ -125,6 +126,9 @@ def _make_launch(
     digest = write_settings(settings, settings_path)
     os.chown(settings_path, res.identity.uid, res.identity.gid)
     probe_env = _probe_env(policy, prepared.paths.scratch)
+    unsafe = unsafe_search_path(probe_env)
+    if unsafe is not None:
+        raise Refused("unsafe_search_path", unsafe)
     host_prefix = launcher_prefix(res.identity, _system_tool("unshare"), _system_tool("setpriv"))
     gate = res.run_dir / "tmp" / "start-gate"
     launch = build_launch(
