@@ -71,6 +71,14 @@ class LimitsApplied(BaseModel):
     scratch_bytes: int | None
     file_size_bytes: int | None
     scratch_inodes: int | None = None
+    #: ``RLIMIT_NOFILE`` of every probe process.
+    max_open_files: int | None = None
+    #: Kernel TCP buffers the probe group may pin (charged apart from ``memory_bytes``).
+    tcp_buffer_bytes: int | None = None
+    #: Tasks the runtime's socat relays may use, a budget apart from ``max_processes``.
+    relay_tasks: int | None = None
+    #: Calls every probe is refused (docs/ARCHITECTURE.md, "Limits": kernel resources).
+    denied_syscalls: tuple[str, ...] = ()
     enforced_by: dict[str, str] = {}
 
 

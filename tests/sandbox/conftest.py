@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,16 @@ import pytest
 from probe_service.policies import Policy
 from probe_service.sandbox import SandboxResult, SandboxRuntime, run_sandboxed
 from probe_service.sandbox.identity import ProbeIdentity, launcher_prefix
-from probe_service.sandbox.launch import Launch, build_launch
+from probe_service.sandbox.launch import (
+    BWRAP_GUARD_PROOF_ENV,
+    SECCOMP_FILTER_ENV,
+    Launch,
+    build_launch,
+)
 from probe_service.sandbox.limits import scratch_limits
 from probe_service.sandbox.runtime import find_system_tool
 from probe_service.sandbox.scratch import scratch_filesystem
+from probe_service.sandbox.seccomp import expected_seccomp_filters, write_filter
 from probe_service.sandbox.settings import RunPaths, build_settings, write_settings
 
 SHELL_TOOLS = ("true", "cat", "sh", "echo", "printf", "ls", "python3", "sleep")
@@ -117,7 +124,17 @@ def canary_launch(
         nonce=secrets.token_hex(16),
         marker="canary-test",
         host_prefix=prefix,
+        seccomp_filter=_seccomp_filter(tmp_path),
+        shm_dir=tmp_path / "scratch",
+        seccomp_filters=expected_seccomp_filters(runtime.apply_seccomp_path is not None),
     )
+
+
+def _seccomp_filter(tmp_path: Path) -> Path:
+    target = tmp_path / "seccomp.bpf"
+    if not target.exists():
+        write_filter(target)
+    return target
 
 
 def canary_paths(tmp_path: Path) -> RunPaths:
@@ -135,3 +152,11 @@ def write_canary_settings(
     write_settings(settings, launch.settings_path)
     launch.settings_path.chmod(0o644)
     return settings
+
+
+def forge_guard_proof(launch: Launch) -> Launch:
+    """``launch`` with the bubblewrap guard's proof set in the runtime's own environment, so
+    the sandboxed shell starts even where the guard never ran (the runtime's permissive
+    fallback then reaches the canary's own checks)."""
+    proof = launch.runtime_env[SECCOMP_FILTER_ENV]
+    return replace(launch, runtime_env={**launch.runtime_env, BWRAP_GUARD_PROOF_ENV: proof})

@@ -14,7 +14,7 @@ from probe_service.sandbox.canary import identity_problems, run_canary
 from probe_service.sandbox.helper import LauncherHelper, helper_launch
 from probe_service.sandbox.identity import ProbeIdentity, acquire_identity
 
-from .conftest import canary_launch, canary_paths, write_canary_settings
+from .conftest import canary_launch, canary_paths, forge_guard_proof, write_canary_settings
 
 pytestmark = pytest.mark.sandbox
 
@@ -56,23 +56,32 @@ def test_canary_refuses_a_probe_that_would_be_host_root(
         assert flaw in verdict.detail
 
 
+@pytest.mark.parametrize("forged", [False, True])
 def test_canary_catches_a_broken_settings_file(
-    runtime: SandboxRuntime, tmp_path: Path, identity: ProbeIdentity
+    runtime: SandboxRuntime, tmp_path: Path, identity: ProbeIdentity, forged: bool
 ) -> None:
-    """An invalid settings file (srt then runs unrestricted) makes the canary fail."""
+    """An invalid settings file (srt then runs unrestricted, without our bubblewrap guard)
+    makes the canary fail: the guard's proof is missing; and were it forged into the
+    runtime's environment, the secret would be read."""
     settings = tmp_path / "settings.json"
     settings.write_text('{"filesystem": {"denyRead": "not-a-list"}}')
     settings.chmod(0o644)
-    verdict = run_canary(canary_launch(runtime, tmp_path, settings, identity))
-    assert (verdict.held, verdict.reason) == (False, "canary_readable")
+    launch = canary_launch(runtime, tmp_path, settings, identity)
+    verdict = run_canary(forge_guard_proof(launch) if forged else launch)
+    expected = "canary_readable" if forged else "limits_unverified"
+    assert (verdict.held, verdict.reason) == (False, expected)
 
 
+@pytest.mark.parametrize("forged", [False, True])
 def test_canary_catches_a_missing_settings_file(
-    runtime: SandboxRuntime, tmp_path: Path, identity: ProbeIdentity
+    runtime: SandboxRuntime, tmp_path: Path, identity: ProbeIdentity, forged: bool
 ) -> None:
-    """A missing settings file (srt then uses its permissive default) makes the canary fail."""
-    verdict = run_canary(canary_launch(runtime, tmp_path, tmp_path / "absent.json", identity))
-    assert (verdict.held, verdict.reason) == (False, "canary_readable")
+    """A missing settings file (srt then uses its permissive default) makes the canary fail,
+    by the guard's missing proof and, with the proof forged, by the secret."""
+    launch = canary_launch(runtime, tmp_path, tmp_path / "absent.json", identity)
+    verdict = run_canary(forge_guard_proof(launch) if forged else launch)
+    expected = "canary_readable" if forged else "limits_unverified"
+    assert (verdict.held, verdict.reason) == (False, expected)
 
 
 class TestIdentityReport:

@@ -20,7 +20,13 @@ from probe_service.sandbox import SandboxRuntime
 from probe_service.sandbox.canary import run_canary
 from probe_service.sandbox.identity import ProbeIdentity, acquire_identity
 
-from ..sandbox.conftest import Runner, canary_launch, make_policy, write_canary_settings
+from ..sandbox.conftest import (
+    Runner,
+    canary_launch,
+    forge_guard_proof,
+    make_policy,
+    write_canary_settings,
+)
 
 pytestmark = pytest.mark.sandbox
 
@@ -66,6 +72,8 @@ def test_repository_tools_never_answer_the_canary(
     else:
         settings.write_text('{"filesystem": {"denyRead": "not-a-list"}}')
         settings.chmod(0o644)
+        # Past the bubblewrap guard's missing proof, straight to the canary's own checks.
+        launch = forge_guard_proof(launch)
     verdict = run_canary(launch, expected_uid=identity.uid)
     assert not marker.exists(), marker.read_text()
     if mode == "settings":
