@@ -45,66 +45,75 @@ done
 [ -n "$bwrap" ] || fail "bwrap not found in fixed system directories"
 
 # Pass 1: walk the options by their arity up to `--`, remembering where each `--tmpfs`
-# destination is (by index only: the values themselves are never parsed or re-quoted).
-total=$#
-index=1
+# destination is -- by index only: no value is ever parsed, re-quoted or evaluated.
+index=0
+skip=0
+next=
 separator=0
 tmpfs=
 dev=no
-while [ "$index" -le "$total" ]; do
-  eval "option=\${$index}"
-  case $option in
+for arg do
+  index=$((index + 1))
+  case $skip in
+    2)
+      skip=1
+      continue
+      ;;
+    1)
+      skip=0
+      case $next:$arg in dev:/dev) dev=yes ;; esac
+      next=
+      continue
+      ;;
+  esac
+  # The runtime's usual options first: dash tries the patterns in order.
+  case $arg in
+    --ro-bind | --bind | --setenv | --dev-bind | --ro-bind-try | --bind-try | \
+      --dev-bind-try | --bind-fd | --ro-bind-fd | --file | --bind-data | --ro-bind-data | \
+      --symlink | --chmod)
+      skip=2
+      ;;
+    --tmpfs)
+      skip=1
+      tmpfs="$tmpfs --remount-ro \"\${$((index + 1))}\""
+      ;;
     --)
       separator=$index
       break
       ;;
+    --dev)
+      skip=1
+      next=dev
+      ;;
     --unshare-all | --share-net | --unshare-user | --unshare-user-try | --unshare-ipc | \
       --unshare-pid | --unshare-net | --unshare-uts | --unshare-cgroup | \
       --unshare-cgroup-try | --disable-userns | --assert-userns-disabled | --clearenv | \
-      --new-session | --die-with-parent | --as-pid-1)
-      width=0
-      ;;
-    --tmpfs)
-      width=1
-      tmpfs="$tmpfs $((index + 1))"
-      ;;
-    --dev)
-      width=1
-      eval "value=\${$((index + 1))-}"
-      [ "$value" = /dev ] && dev=yes
-      ;;
+      --new-session | --die-with-parent | --as-pid-1) ;;
     --userns | --userns2 | --pidns | --uid | --gid | --hostname | --chdir | --unsetenv | \
       --lock-file | --sync-fd | --remount-ro | --exec-label | --file-label | --proc | \
       --mqueue | --dir | --block-fd | --userns-block-fd | --info-fd | \
       --json-status-fd | --cap-add | --cap-drop | --perms | --size)
-      width=1
-      ;;
-    --setenv | --bind | --bind-try | --dev-bind | --dev-bind-try | --ro-bind | \
-      --ro-bind-try | --bind-fd | --ro-bind-fd | --file | --bind-data | --ro-bind-data | \
-      --symlink | --chmod)
-      width=2
+      skip=1
       ;;
     *) fail "unexpected bubblewrap argument at position $index" ;;
   esac
-  index=$((index + width + 1))
 done
 [ "$separator" -gt 0 ] || fail "no -- before the command"
 [ "$dev" = yes ] || fail "no --dev /dev"
 
-# Pass 2: append the options, ours, then `--` and the command, and drop the originals.
+# Pass 2: one `set --` of the options, ours, then `--` and the command. The list names the
+# original arguments by position ("${12}"), so eval only ever sees digits and our words.
+options=
 index=1
 while [ "$index" -lt "$separator" ]; do
-  eval "set -- \"\$@\" \"\${$index}\""
+  options="$options \"\${$index}\""
   index=$((index + 1))
 done
-for at in $tmpfs; do
-  eval "set -- \"\$@\" --remount-ro \"\${$at}\""
-done
-set -- "$@" --bind "$shm" /dev/shm --tmpfs /dev/pts --remount-ro /dev/pts --remount-ro /dev
-set -- "$@" --add-seccomp-fd 9 --setenv BYTE_PROBE_BWRAP_GUARD "$filter"
-while [ "$index" -le "$total" ]; do
-  eval "set -- \"\$@\" \"\${$index}\""
+command=
+while [ "$index" -le "$#" ]; do
+  command="$command \"\${$index}\""
   index=$((index + 1))
 done
-shift "$total"
+eval "set -- $options $tmpfs"' --bind "$shm" /dev/shm --tmpfs /dev/pts --remount-ro /dev/pts \
+  --remount-ro /dev --add-seccomp-fd 9 --setenv BYTE_PROBE_BWRAP_GUARD "$filter" '"$command"
 exec "$bwrap" "$@" 9<"$filter"

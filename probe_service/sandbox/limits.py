@@ -320,7 +320,6 @@ def plan_limits(policy: Policy) -> LimitsApplied:
         max_open_files=policy.max_open_files or DEFAULT_MAX_OPEN_FILES,
         tcp_buffer_bytes=memory,
         relay_tasks=RELAY_TASKS,
-        denied_syscalls=DENIED_SYSCALLS,
         enforced_by={
             "timeout_seconds": "runner wall clock, process group and cgroup kill",
             "max_output_bytes": "runner pipe budget",

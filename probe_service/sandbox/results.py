@@ -77,8 +77,6 @@ class LimitsApplied(BaseModel):
     tcp_buffer_bytes: int | None = None
     #: Tasks the runtime's socat relays may use, a budget apart from ``max_processes``.
     relay_tasks: int | None = None
-    #: Calls every probe is refused (docs/ARCHITECTURE.md, "Limits": kernel resources).
-    denied_syscalls: tuple[str, ...] = ()
     enforced_by: dict[str, str] = {}
 
 

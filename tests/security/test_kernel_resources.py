@@ -22,7 +22,10 @@ from typing import Any, ClassVar
 
 import pytest
 
-from probe_service.sandbox import SandboxResult
+from probe_service.sandbox import SandboxResult, SandboxRuntime
+from probe_service.sandbox import runner as runner_module
+from probe_service.sandbox.helper import LauncherPool
+from probe_service.sandbox.settings import build_settings
 
 from ..sandbox.conftest import make_policy
 
@@ -316,3 +319,36 @@ class TestWritesOutsideScratch:
         )
         result = attack("python3", script)
         assert result.stdout.split()[:1] == [b"denied"], result
+
+
+class TestGuardInForce:
+    @pytest.mark.parametrize("helper", [True, False], ids=["helper", "cli"])
+    def test_a_launch_without_the_guard_never_runs_the_probe(
+        self,
+        attack: Any,
+        runtime: SandboxRuntime,
+        monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path,
+        helper: bool,
+    ) -> None:
+        """Settings whose bwrapPath is plain bubblewrap (the guard bypassed, as a runtime that
+        ignored it would): the run ends limits_unverified before the probe starts, through
+        the persistent launcher and the CLI alike."""
+        real = runtime.bwrap_path
+        assert real is not None
+
+        def unguarded(*args: Any, **kw: Any) -> dict[str, Any]:
+            settings = build_settings(*args, **kw)
+            settings["bwrapPath"] = str(real)
+            return settings
+
+        monkeypatch.setattr(runner_module, "build_settings", unguarded)
+        marker = tmp_path / "probe-ran"
+        pool = LauncherPool(enabled=helper)
+        try:
+            result = attack("sh", f"touch {marker}", launchers=pool)
+        finally:
+            pool.close()
+        assert (result.status, result.reason) == ("inconclusive", "limits_unverified")
+        assert "bubblewrap guard" in result.detail
+        assert not marker.exists()
