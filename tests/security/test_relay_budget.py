@@ -54,8 +54,10 @@ def test_relays_have_their_own_stated_budget(run: Runner) -> None:
     assert words[:1] == [b"relayed"], result
     relayed, failed = int(words[1]), int(words[3])
     # Each held connection takes one relay task in the sandbox and one on the host; the
-    # four listeners take theirs from the same budget.
-    assert relayed == (RELAY_TASKS - 4) // 2
+    # four listeners take theirs from the same budget. A refused connection's relay on the
+    # sandbox side may still hold its task for a moment when the next one is tried.
+    full = (RELAY_TASKS - 4) // 2
+    assert full - 1 <= relayed <= full
     assert failed == 80 - relayed
     assert (result.status, result.reason) == ("inconclusive", "process_limit")
     assert "relays" in result.detail
