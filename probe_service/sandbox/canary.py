@@ -13,19 +13,23 @@ import secrets
 import shutil
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from probe_service.sandbox.launch import Launch
 from probe_service.sandbox.limits import RunCgroup
 from probe_service.sandbox.process import Bounded, StartHook, run_bounded
+from probe_service.sandbox.runtime import find_system_tool
 
 __all__ = [
+    "CANARY_ENV",
     "CANARY_SCRIPT",
     "CANARY_SHELL",
     "CANARY_TIMEOUT_SECONDS",
     "CanaryVerdict",
     "identity_problems",
+    "limits_problems",
+    "never_started",
     "run_canary",
 ]
 
@@ -42,8 +46,10 @@ class CanaryVerdict:
     Otherwise ``reason`` is ``canary_readable`` (the secret was readable),
     ``identity_unverified`` (the probe would be host root, share a host
     namespace, or reach what it must not), ``network_filter_failed`` when the
-    runtime ran without our network guard, or ``sandbox_failed`` when the
-    sandboxed shell never started (so nothing was proven either way).
+    runtime ran without our network guard, ``limits_unverified`` when our
+    bubblewrap guard did not run or a place outside scratch is writable, or
+    ``sandbox_failed`` when the sandboxed shell never started (so nothing was
+    proven either way).
     """
 
     held: bool
@@ -54,19 +60,37 @@ class CanaryVerdict:
     may_retry: bool = False
 
 
-#: What the canary reports, one ``key=value`` per line; ``$1`` is the secret's path.
-#: docs/ARCHITECTURE.md, "Containment": the identity is proven, not assumed.
+#: What the canary reports, one ``key=value`` per line; ``$1`` is the secret's path and
+#: ``$2`` the absolute path of ``readlink``. docs/ARCHITECTURE.md, "Containment": the
+#: identity is proven, not assumed; "Canary": every check is a shell builtin or a fixed
+#: absolute path, run from ``/``, so no file of the repository can answer for it.
 CANARY_SCRIPT = """
-cat "$1"; echo "secret_rc=$?"
+cd / || exit 125
+if IFS= read -r secret < "$1" || [ -n "$secret" ]; then printf '%s\\n' "$secret"; \
+echo secret_rc=0; else echo secret_rc=1; fi
 while read -r inside outside count; do echo "uid_map=$inside:$outside:$count"; \
 done < /proc/self/uid_map
-for ns in user ipc uts cgroup net mnt pid; do echo "ns_$ns=$(readlink /proc/self/ns/$ns)"; done
+for ns in user ipc uts cgroup net mnt pid; do echo "ns_$ns=$("$2" /proc/self/ns/$ns)"; done
 if (exec 3>>/proc/sys/kernel/core_pattern) 2>/dev/null; then echo sysctl=writable; \
 else echo sysctl=denied; fi
 for dir in /sys/fs/cgroup /sys/firmware; do \
-if [ -n "$(ls -A "$dir" 2>/dev/null)" ]; then echo "visible=$dir"; fi; done
+for entry in "$dir"/* "$dir"/.[!.]* "$dir"/..?*; do \
+if [ -e "$entry" ] || [ -h "$entry" ]; then echo "visible=$dir"; break; fi; done; done
+for dir in / /* /dev /dev/pts /sys/fs/cgroup /sys/firmware; do case $dir in /proc|/sys) ;; \
+*) if true 2>/dev/null > "$dir/.byte-probe-canary"; then echo "writable=$dir"; fi;; esac; done
+while read -r key value; do case $key in Seccomp_filters:) echo "seccomp_filters=$value";; \
+esac; done < /proc/self/status
 """
+#: The canary's whole environment: never the probe's (a policy may pass ``PATH``).
+CANARY_ENV: dict[str, str] = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
 NAMESPACES = ("user", "ipc", "uts", "cgroup", "net", "mnt", "pid")
+
+
+def _readlink() -> Path:
+    found = find_system_tool("readlink")
+    if found is None:
+        raise OSError("readlink not found in fixed system directories")
+    return found
 
 
 def _secret_dir(allowed_roots: Sequence[Path]) -> Path:
@@ -111,6 +135,17 @@ def identity_problems(report: dict[str, list[str]], expected_uid: int | None) ->
     return problems
 
 
+def limits_problems(report: dict[str, list[str]], seccomp_filters: int | None) -> list[str]:
+    """Return what the canary's report shows of a kernel limit not in force (empty if none):
+    a place outside scratch that took a file, or not the expected number of seccomp filters
+    (docs/ARCHITECTURE.md, "Limits": kernel resources)."""
+    problems = [f"{path} is writable" for path in report.get("writable", [])]
+    seen = report.get("seccomp_filters", [])
+    if seccomp_filters is not None and seen != [str(seccomp_filters)]:
+        problems.append(f"the probe runs under seccomp filters {seen}, not {seccomp_filters}")
+    return problems
+
+
 def never_started(outcome: Bounded, launch: Launch) -> bool:
     """Whether bubblewrap or the runtime failed before the sandboxed shell printed its start
     marker, so nothing of the command ran, other than by spending the start-up bound.
@@ -120,8 +155,9 @@ def never_started(outcome: Bounded, launch: Launch) -> bool:
     runtime's unguarded marker is never such a failure: it is a finding.
     """
     seen = outcome.prefix
-    ours = (launch.nonce.encode("ascii"), launch.unguarded_marker.encode("ascii"))
-    return seen not in ours and outcome.status not in ("start_timeout", "start_failed")
+    if seen == launch.nonce.encode("ascii") or launch.guard_failure(seen) is not None:
+        return False
+    return outcome.status not in ("start_timeout", "start_failed")
 
 
 def run_canary(
@@ -142,8 +178,9 @@ def run_canary(
         target = directory / "secret"
         target.write_bytes(secret)
         target.chmod(0o644)
+        args = ["-c", CANARY_SCRIPT, "canary", str(target), str(_readlink())]
         outcome = run_bounded(
-            launch.argv(CANARY_SHELL, ["-c", CANARY_SCRIPT, "canary", str(target)]),
+            replace(launch, probe_env=CANARY_ENV).argv(CANARY_SHELL, args),
             env=launch.runtime_env,
             cwd=launch.cwd,
             timeout_seconds=CANARY_TIMEOUT_SECONDS,
@@ -158,9 +195,9 @@ def run_canary(
     leaked = secret in outcome.prefix + outcome.stdout + outcome.stderr
     if leaked:
         return CanaryVerdict(False, "canary_readable", "the canary read the host secret")
-    if outcome.prefix == launch.unguarded_marker.encode("ascii"):
-        detail = "the network guard was not active in the runtime"
-        return CanaryVerdict(False, "network_filter_failed", detail)
+    guard = launch.guard_failure(outcome.prefix)
+    if guard is not None:
+        return CanaryVerdict(False, *guard)
     if outcome.prefix != launch.nonce.encode("ascii") or outcome.status.startswith("start_"):
         detail = outcome.start_detail or "the sandboxed canary never started"
         tail = outcome.stderr[-300:].decode("utf-8", "replace").strip()
@@ -173,4 +210,7 @@ def run_canary(
     problems = identity_problems(report, expected_uid)
     if problems:
         return CanaryVerdict(False, "identity_unverified", "; ".join(problems))
+    problems = limits_problems(report, launch.seccomp_filters)
+    if problems:
+        return CanaryVerdict(False, "limits_unverified", "; ".join(problems))
     return CanaryVerdict(True, None, "")

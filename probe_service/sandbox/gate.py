@@ -21,6 +21,16 @@ from probe_service.sandbox.limits import RunCgroup
 __all__ = ["StartGate", "create_gate"]
 
 
+def _parent(pid: int) -> int:
+    """The parent of ``pid`` (0 when it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return 0
+    # The command name may hold spaces and parentheses: the fields follow its last ")".
+    return int(stat.rpartition(")")[2].split()[1])
+
+
 @dataclass(frozen=True)
 class StartGate:
     """One run's gate FIFO and the cgroup its shell is moved into."""
@@ -40,9 +50,21 @@ class StartGate:
             raise OSError(f"start gate: expected one waiting shell, found {len(holders)}")
         return holders[0]
 
+    def _relays(self, holder: int) -> set[int]:
+        members = self.cgroup.pids_in_run()
+        ancestors: set[int] = set()
+        pid = holder
+        while pid in members or pid == holder:
+            ancestors.add(pid)
+            pid = _parent(pid)
+        return members - ancestors
+
     def release(self) -> None:
-        """Move the waiting shell into the probe group, then release it; raises ``OSError``."""
-        self.cgroup.move_to_probe_group(self._holder())
+        """Move the waiting shell into the probe group and the runtime's relays into the relay
+        group, then release the shell; raises ``OSError``."""
+        holder = self._holder()
+        self.cgroup.move_to_probe_group(holder)
+        self.cgroup.move_to_relay_group(self._relays(holder))
         fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
             os.write(fd, b"go\n")

@@ -9,7 +9,10 @@ round-trips hostile bytes through every layer.
 srt's Node process is started with our network guard preloaded
 (``node --require net-guard.cjs``), configured with the policy's ports; the
 sandboxed shell prints the start marker only when the guard reports itself
-active with exactly those ports (docs/ARCHITECTURE.md, "Network").
+active with exactly those ports (docs/ARCHITECTURE.md, "Network"), and only when
+our bubblewrap guard (``sandbox/bwrap-guard.sh``, the runtime's ``bwrapPath``)
+reports that it loaded this run's seccomp filter and made every place outside
+scratch read-only (docs/ARCHITECTURE.md, "Limits").
 """
 
 from __future__ import annotations
@@ -20,9 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "BWRAP_GUARD_PROOF_ENV",
     "NET_GUARD_PORTS_ENV",
     "NET_GUARD_PROOF_ENV",
     "PROXY_ENV_NAMES",
+    "SECCOMP_FILTER_ENV",
+    "SHM_DIR_ENV",
     "Launch",
     "build_command",
     "build_launch",
@@ -47,6 +53,14 @@ NET_GUARD_PORTS_ENV = "BYTE_PROBE_NET_PORTS"
 NET_GUARD_PROOF_ENV = "BYTE_PROBE_NET_GUARD"
 #: Printed instead of the start marker when the guard is not active.
 _UNGUARDED = "network-filter-inactive"
+#: Read by sandbox/bwrap-guard.sh: the run's seccomp filter, and the directory (scratch)
+#: it mounts at /dev/shm.
+SECCOMP_FILTER_ENV = "BYTE_PROBE_SECCOMP_FILTER"
+SHM_DIR_ENV = "BYTE_PROBE_SHM_DIR"
+#: Set inside the sandbox by sandbox/bwrap-guard.sh (to the filter it loaded).
+BWRAP_GUARD_PROOF_ENV = "BYTE_PROBE_BWRAP_GUARD"
+#: Printed instead of the start marker when the bubblewrap guard did not run.
+_UNLIMITED = "bwrap-guard-inactive"
 
 
 @dataclass(frozen=True)
@@ -76,10 +90,27 @@ class Launch:
         """``helper`` (the persistent launcher) or ``cli`` (one srt process per command)."""
         return "cli" if self.wrapper is None else "helper"
 
+    #: How many seccomp filters the sandboxed command runs under (the canary checks it).
+    seccomp_filters: int | None = None
+
     @property
     def unguarded_marker(self) -> str:
         """What the shell prints instead of ``nonce`` when the network guard is not active."""
         return _UNGUARDED.ljust(len(self.nonce), "-")[: len(self.nonce)]
+
+    @property
+    def unlimited_marker(self) -> str:
+        """What the shell prints instead of ``nonce`` when the bubblewrap guard did not run."""
+        return _UNLIMITED.ljust(len(self.nonce), "-")[: len(self.nonce)]
+
+    def guard_failure(self, prefix: bytes) -> tuple[str, str] | None:
+        """The reason and detail when ``prefix`` is a guard's marker instead of the nonce."""
+        if prefix == self.unguarded_marker.encode("ascii"):
+            return "network_filter_failed", "the network guard was not active in the runtime"
+        if prefix == self.unlimited_marker.encode("ascii"):
+            detail = "the bubblewrap guard (seccomp filter, read-only mounts) did not run"
+            return "limits_unverified", detail
+        return None
 
     def argv(self, executable: str, args: Sequence[str]) -> list[str]:
         """Return the host argv that runs ``executable args`` under these exact settings."""
@@ -113,6 +144,11 @@ def build_command(launch: Launch, executable: str, args: Sequence[str]) -> str:
         f'[ "${{{NET_GUARD_PROOF_ENV}-}}" = {ports} ] '
         f"|| {{ printf %s {launch.unguarded_marker}; exit 125; }}"
     )
+    loaded = shlex.quote(launch.runtime_env[SECCOMP_FILTER_ENV])
+    guard += (
+        f'; [ "${{{BWRAP_GUARD_PROOF_ENV}-}}" = {loaded} ] '
+        f"|| {{ printf %s {launch.unlimited_marker}; exit 125; }}"
+    )
     # The marker proves the sandboxed shell started; bash's printf is a builtin.
     start = f"printf %s {launch.nonce}"
     if launch.gate_path is not None:
@@ -139,10 +175,18 @@ def build_launch(
     allowed_ports: Sequence[int],
     nonce: str,
     marker: str,
+    seccomp_filter: Path,
+    shm_dir: Path,
     host_prefix: Sequence[str] = (),
     gate_path: Path | None = None,
+    seccomp_filters: int | None = None,
 ) -> Launch:
-    """Assemble a ``Launch``; the runtime's own environment is fixed, never inherited."""
+    """Assemble a ``Launch``; the runtime's own environment is fixed, never inherited.
+
+    ``seccomp_filter`` and ``shm_dir`` are what the bubblewrap guard loads and mounts at
+    /dev/shm; the sandboxed shell starts the command only behind the guard's proof.
+    ``seccomp_filters`` is the number of filters the command must find itself under.
+    """
     runtime_env = {
         # srt resolves bash through PATH; a fixed system PATH keeps that honest.
         "PATH": "/usr/bin:/bin",
@@ -150,6 +194,8 @@ def build_launch(
         "TMPDIR": str(runtime_tmp),
         "BYTE_PROBE_RUN_MARKER": marker,
         NET_GUARD_PORTS_ENV: ",".join(str(port) for port in allowed_ports),
+        SECCOMP_FILTER_ENV: str(seccomp_filter),
+        SHM_DIR_ENV: str(shm_dir),
     }
     return Launch(
         settings_path=settings_path,
@@ -164,4 +210,5 @@ def build_launch(
         nonce=nonce,
         host_prefix=tuple(host_prefix),
         gate_path=gate_path,
+        seccomp_filters=seccomp_filters,
     )

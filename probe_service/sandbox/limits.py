@@ -1,20 +1,26 @@
-"""Limits the Sandbox Runtime does not enforce: memory, processes, CPU, scratch.
+"""Limits the Sandbox Runtime does not enforce: memory, processes, CPU, files, scratch.
 
 docs/ARCHITECTURE.md, "Limits". The runtime (0.0.55) limits filesystem and
 network only. Each run gets a cgroup v1 pair per controller (``memory``,
 ``pids``):
 
-* the *run* group holds the launcher (Node, bubblewrap, socat bridges) and
-  bounds it generously, so the runner can kill every survivor;
+* the *run* group holds the launcher (Node, bubblewrap, the sandbox's outer shell)
+  and bounds it generously, so the runner can kill every survivor;
 * the *probe* group, a child of it, holds only the probe: the in-sandbox shell
   waits at a gate until the runner has moved it there, then ``exec``s the
   probe. The policy's own numbers are the probe group's limits, so the number
-  a receipt records is the number the kernel enforced.
+  a receipt records is the number the kernel enforced. Its kernel TCP buffers
+  are charged there too (``memory.kmem.tcp.limit_in_bytes``; cgroup v1 leaves
+  them uncharged otherwise);
+* the *relay* group (``pids`` only), the probe group's sibling, holds the
+  runtime's socat relays, which fork once per proxied connection: their own
+  stated budget, never the probe's or the launcher's.
 
-CPU time is ``RLIMIT_CPU`` per process (``prlimit`` inside the sandbox), and
-scratch is a tmpfs with a byte and inode limit (``scratch.py``). There is no
-weaker fallback: a machine without writable cgroup v1 ``memory`` and ``pids``
-hierarchies refuses runs (``limits_unenforceable``) rather than pretend.
+CPU time and open files are ``RLIMIT_CPU`` and ``RLIMIT_NOFILE`` per process
+(``prlimit`` inside the sandbox), and scratch is a tmpfs with a byte and inode
+limit (``scratch.py``). There is no weaker fallback: a machine without writable
+cgroup v1 ``memory`` and ``pids`` hierarchies refuses runs
+(``limits_unenforceable``) rather than pretend.
 """
 
 from __future__ import annotations
@@ -27,13 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from probe_service.errors import SandboxUnavailable
-from probe_service.policies.model import Policy
+from probe_service.policies.model import DEFAULT_MAX_OPEN_FILES, Policy
 from probe_service.sandbox.results import LimitsApplied
 from probe_service.sandbox.scratch import (
     DEFAULT_SCRATCH_BYTES,
     DEFAULT_SCRATCH_INODES,
     ScratchLimits,
 )
+from probe_service.sandbox.seccomp import DENIED_SYSCALLS
 
 __all__ = [
     "CGROUP_ROOT",
@@ -41,6 +48,7 @@ __all__ = [
     "DEFAULT_MEMORY_BYTES",
     "LAUNCHER_MEMORY_BYTES",
     "LAUNCHER_TASKS",
+    "RELAY_TASKS",
     "RunCgroup",
     "create_run_cgroup",
     "plan_limits",
@@ -55,8 +63,11 @@ DEFAULT_MEMORY_BYTES = 2 * 1024**3
 #: Applied when a policy sets no ``max_processes``.
 DEFAULT_MAX_PROCESSES = 256
 #: What the launcher around the probe may use on top of the probe's own limits:
-#: Node's threads, bwrap, the socat bridges, apply-seccomp and the gate shell.
+#: Node's threads, bwrap, apply-seccomp and the gate shell.
 LAUNCHER_TASKS = 64
+#: The runtime's socat relays (the sandbox's listeners and, on the CLI path, the host's
+#: bridges), which fork once per proxied connection: about 60 connections at once.
+RELAY_TASKS = 128
 LAUNCHER_MEMORY_BYTES = 512 * 1024 * 1024
 _CONTROLLERS = ("memory", "pids")
 _PREFIX = "byte-probe-"
@@ -101,9 +112,14 @@ class RunCgroup:
         return self.memory_dir / "probe", self.pids_dir / "probe"
 
     @property
+    def relay_dir(self) -> Path:
+        """The relay group's ``pids`` directory."""
+        return self.pids_dir / "relay"
+
+    @property
     def directories(self) -> tuple[Path, ...]:
         """Every directory, children first (the order they must be removed in)."""
-        return (*self.probe_dirs, self.memory_dir, self.pids_dir)
+        return (*self.probe_dirs, self.relay_dir, self.memory_dir, self.pids_dir)
 
     def join_current_process(self) -> None:
         """Move the calling process into the run group (used as ``preexec_fn``)."""
@@ -114,6 +130,13 @@ class RunCgroup:
         """Move ``pid`` (the gated shell, before it execs the probe) into the probe group."""
         for directory in self.probe_dirs:
             _write(directory / "cgroup.procs", str(pid))
+
+    def move_to_relay_group(self, pids: set[int]) -> None:
+        """Move ``pids`` (the runtime's relays) into the relay group; a process that is gone
+        is skipped."""
+        for pid in sorted(pids):
+            with contextlib.suppress(ProcessLookupError):
+                _write(self.relay_dir / "cgroup.procs", str(pid))
 
     def pids_in_run(self) -> set[int]:
         """Return the processes of the run group itself (the launcher, not the probe)."""
@@ -140,12 +163,32 @@ class RunCgroup:
         """How many forks of the probe the kernel refused at the task limit."""
         return _counter(self.probe_dirs[1] / "pids.events", "max")
 
+    def tcp_limit_reached(self) -> bool:
+        """Whether the probe's kernel TCP buffers reached their limit (the kernel then refuses
+        more, yet admits one segment per connection past it so each can progress)."""
+        memory_dir = self.probe_dirs[0]
+        try:
+            peak = int((memory_dir / "memory.kmem.tcp.max_usage_in_bytes").read_text("ascii"))
+            limit = int((memory_dir / "memory.kmem.tcp.limit_in_bytes").read_text("ascii"))
+        except (OSError, ValueError):
+            return False
+        return peak >= limit
+
+    def relay_forks_refused(self) -> int:
+        """How many forks of the runtime's relays the kernel refused at their budget."""
+        return _counter(self.relay_dir / "pids.events", "max")
+
     def limit_hit(self) -> str | None:
-        """Return the probe limit the kernel had to enforce (``memory``/``processes``), if any."""
+        """Return the limit the kernel had to enforce (``memory``, ``tcp``, ``processes`` or
+        ``relays``), if any."""
         if self.memory_kills() > 0:
             return "memory"
+        if self.tcp_limit_reached():
+            return "tcp"
         if self.forks_refused() > 0:
             return "processes"
+        if self.relay_forks_refused() > 0:
+            return "relays"
         return None
 
     def kill_all(self, deadline_seconds: float = 5.0) -> bool:
@@ -196,32 +239,52 @@ def sweep_stale_cgroups() -> int:
     return swept
 
 
+def _make_groups(name: str, created: list[Path]) -> RunCgroup:
+    parents = []
+    for controller in _CONTROLLERS:
+        parent = _own_cgroup(controller)
+        if parent is None or not (parent / "cgroup.procs").exists():
+            raise OSError(f"no cgroup v1 {controller} hierarchy")
+        parents.append(parent)
+    for parent in parents:
+        directory = parent / _run_group_name(name)
+        directory.mkdir()
+        created.append(directory)
+        (directory / "probe").mkdir()
+        created.append(directory / "probe")
+    group = RunCgroup(memory_dir=created[0], pids_dir=created[2])
+    group.relay_dir.mkdir()
+    created.append(group.relay_dir)
+    return group
+
+
+def _set_limits(group: RunCgroup, limits: LimitsApplied) -> None:
+    memory_dir, pids_dir = group.probe_dirs
+    memory = limits.memory_bytes or DEFAULT_MEMORY_BYTES
+    tasks = limits.max_processes or DEFAULT_MAX_PROCESSES
+    relays = limits.relay_tasks or RELAY_TASKS
+    _write(group.memory_dir / "memory.limit_in_bytes", str(memory + LAUNCHER_MEMORY_BYTES))
+    _write(group.pids_dir / "pids.max", str(tasks + LAUNCHER_TASKS + relays))
+    _write(memory_dir / "memory.limit_in_bytes", str(memory))
+    with contextlib.suppress(OSError):  # swap accounting may be disabled
+        _write(memory_dir / "memory.memsw.limit_in_bytes", str(memory))
+    # cgroup v1 charges socket buffers to a group only once this is set; the kernel counts
+    # them apart from memory.usage_in_bytes. (memory.kmem.limit_in_bytes is never written:
+    # this kernel accepts and ignores it.)
+    tcp = limits.tcp_buffer_bytes or memory
+    _write(memory_dir / "memory.kmem.tcp.limit_in_bytes", str(tcp))
+    if int((memory_dir / "memory.kmem.tcp.limit_in_bytes").read_text(encoding="ascii")) > tcp:
+        raise OSError("memory.kmem.tcp.limit_in_bytes did not take the run's limit")
+    _write(pids_dir / "pids.max", str(tasks))
+    _write(group.relay_dir / "pids.max", str(relays))
+
+
 def create_run_cgroup(name: str, limits: LimitsApplied) -> RunCgroup:
     """Create the run's cgroups with the probe's limits; raises ``SandboxUnavailable``."""
     created: list[Path] = []
     try:
-        parents = []
-        for controller in _CONTROLLERS:
-            parent = _own_cgroup(controller)
-            if parent is None or not (parent / "cgroup.procs").exists():
-                raise OSError(f"no cgroup v1 {controller} hierarchy")
-            parents.append(parent)
-        for parent in parents:
-            directory = parent / _run_group_name(name)
-            directory.mkdir()
-            created.append(directory)
-            (directory / "probe").mkdir()
-            created.append(directory / "probe")
-        group = RunCgroup(memory_dir=created[0], pids_dir=created[2])
-        memory_dir, pids_dir = group.probe_dirs
-        memory = limits.memory_bytes or DEFAULT_MEMORY_BYTES
-        tasks = limits.max_processes or DEFAULT_MAX_PROCESSES
-        _write(group.memory_dir / "memory.limit_in_bytes", str(memory + LAUNCHER_MEMORY_BYTES))
-        _write(group.pids_dir / "pids.max", str(tasks + LAUNCHER_TASKS))
-        _write(memory_dir / "memory.limit_in_bytes", str(memory))
-        with contextlib.suppress(OSError):  # swap accounting may be disabled
-            _write(memory_dir / "memory.memsw.limit_in_bytes", str(memory))
-        _write(pids_dir / "pids.max", str(tasks))
+        group = _make_groups(name, created)
+        _set_limits(group, limits)
     except OSError as exc:
         for directory in reversed(created):
             with contextlib.suppress(OSError):
@@ -243,28 +306,44 @@ def scratch_limits(policy: Policy) -> ScratchLimits:
 def plan_limits(policy: Policy) -> LimitsApplied:
     """Return the limits a run of ``policy`` gets, and what enforces each."""
     scratch = scratch_limits(policy)
+    memory = policy.memory_bytes or DEFAULT_MEMORY_BYTES
     return LimitsApplied(
-        mechanism="cgroup_v1+tmpfs",
+        mechanism="cgroup_v1+tmpfs+seccomp",
         timeout_seconds=policy.timeout_seconds,
         max_output_bytes=policy.max_output_bytes,
         cpu_seconds=policy.timeout_seconds + 1,
-        memory_bytes=policy.memory_bytes or DEFAULT_MEMORY_BYTES,
+        memory_bytes=memory,
         max_processes=policy.max_processes or DEFAULT_MAX_PROCESSES,
         scratch_bytes=scratch.size_bytes,
         scratch_inodes=scratch.inodes,
         file_size_bytes=None,
+        max_open_files=policy.max_open_files or DEFAULT_MAX_OPEN_FILES,
+        tcp_buffer_bytes=memory,
+        relay_tasks=RELAY_TASKS,
         enforced_by={
             "timeout_seconds": "runner wall clock, process group and cgroup kill",
             "max_output_bytes": "runner pipe budget",
             "cpu_seconds": "RLIMIT_CPU per process",
             "memory_bytes": "cgroup v1 memory.limit_in_bytes on the probe group",
             "max_processes": "cgroup v1 pids.max on the probe group",
-            "scratch_bytes": "tmpfs size",
-            "scratch_inodes": "tmpfs nr_inodes",
+            "scratch_bytes": "tmpfs size (scratch, also mounted at /dev/shm)",
+            "scratch_inodes": "tmpfs nr_inodes (scratch, also mounted at /dev/shm)",
+            "max_open_files": "RLIMIT_NOFILE per process",
+            "tcp_buffer_bytes": "cgroup v1 memory.kmem.tcp.limit_in_bytes on the probe group",
+            "relay_tasks": "cgroup v1 pids.max on the run's relay group",
+            "denied_syscalls": (
+                f"seccomp filter returning ENOSYS (bubblewrap --add-seccomp-fd): "
+                f"{', '.join(DENIED_SYSCALLS)}"
+            ),
+            "writes_outside_scratch": (
+                "none: every runtime tmpfs and /dev remounted read-only by bubblewrap"
+            ),
+            "pseudo_terminals": "none: /dev/pts is an empty read-only tmpfs",
         },
     )
 
 
 def prlimit_argv(prlimit: Path, limits: LimitsApplied) -> list[str]:
     """Return the ``prlimit`` prefix applied to the probe inside the sandbox."""
-    return [str(prlimit), f"--cpu={limits.cpu_seconds}", "--core=0", "--"]
+    files = limits.max_open_files or DEFAULT_MAX_OPEN_FILES
+    return [str(prlimit), f"--cpu={limits.cpu_seconds}", "--core=0", f"--nofile={files}", "--"]

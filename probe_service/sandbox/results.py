@@ -23,6 +23,9 @@ Reason = Literal[
     "executable_changed",
     "invalid_cwd",
     "invalid_argument",
+    # A passed search path (PATH, PYTHONPATH...) had an empty or relative entry, which would
+    # find repository files first (docs/ARCHITECTURE.md, "Probe environment").
+    "unsafe_search_path",
     "scratch_limit",
     "memory_limit",
     "process_limit",
@@ -68,6 +71,12 @@ class LimitsApplied(BaseModel):
     scratch_bytes: int | None
     file_size_bytes: int | None
     scratch_inodes: int | None = None
+    #: ``RLIMIT_NOFILE`` of every probe process.
+    max_open_files: int | None = None
+    #: Kernel TCP buffers the probe group may pin (charged apart from ``memory_bytes``).
+    tcp_buffer_bytes: int | None = None
+    #: Tasks the runtime's socat relays may use, a budget apart from ``max_processes``.
+    relay_tasks: int | None = None
     enforced_by: dict[str, str] = {}
 
 

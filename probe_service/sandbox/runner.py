@@ -36,6 +36,7 @@ from probe_service.sandbox.helper import (
     default_launchers,
     helper_launch,
 )
+from probe_service.sandbox.host_tables import host_table_problem
 from probe_service.sandbox.identity import (
     ProbeIdentity,
     acquire_identity,
@@ -44,6 +45,8 @@ from probe_service.sandbox.identity import (
 )
 from probe_service.sandbox.launch import NET_GUARD_PORTS_ENV, Launch, build_launch
 from probe_service.sandbox.limits import (
+    LAUNCHER_TASKS,
+    RELAY_TASKS,
     RunCgroup,
     create_run_cgroup,
     plan_limits,
@@ -69,6 +72,8 @@ from probe_service.sandbox.scratch import (
     scratch_exhausted,
     unmount_scratch,
 )
+from probe_service.sandbox.search_paths import unsafe_search_path
+from probe_service.sandbox.seccomp import expected_seccomp_filters, write_filter
 from probe_service.sandbox.selfcheck import verify_limits
 from probe_service.sandbox.settings import build_settings, write_settings
 from probe_service.toolchains.resolve import (
@@ -125,8 +130,15 @@ def _make_launch(
     digest = write_settings(settings, settings_path)
     os.chown(settings_path, res.identity.uid, res.identity.gid)
     probe_env = _probe_env(policy, prepared.paths.scratch)
+    unsafe = unsafe_search_path(probe_env)
+    if unsafe is not None:
+        raise Refused("unsafe_search_path", unsafe)
     host_prefix = launcher_prefix(res.identity, _system_tool("unshare"), _system_tool("setpriv"))
     gate = res.run_dir / "tmp" / "start-gate"
+    # docs/ARCHITECTURE.md, "Limits": root-owned and read-only to the probe uid, which hands
+    # it to bubblewrap through sandbox/bwrap-guard.sh.
+    seccomp_filter = res.run_dir / "seccomp.bpf"
+    write_filter(seccomp_filter)
     launch = build_launch(
         settings_path=settings_path,
         node_path=runtime.node_path,
@@ -143,6 +155,9 @@ def _make_launch(
         marker=res.run_dir.name,
         host_prefix=host_prefix,
         gate_path=gate,
+        seccomp_filter=seccomp_filter,
+        shm_dir=prepared.paths.scratch,
+        seccomp_filters=expected_seccomp_filters(runtime.apply_seccomp_path is not None),
     )
     return launch, digest, settings
 
@@ -189,12 +204,17 @@ def _scratch_for_run(scratch: Path, wanted: ScratchLimits) -> Iterator[None]:
 
 
 @contextmanager
-def _run_resources(policy: Policy, scratch_dir: Path) -> Iterator[_Resources]:
+def _run_resources(
+    policy: Policy, scratch_dir: Path, runtime: SandboxRuntime
+) -> Iterator[_Resources]:
     limits = plan_limits(policy)
+    crowded = host_table_problem(policy, extra_tasks=LAUNCHER_TASKS + RELAY_TASKS)
+    if crowded is not None:
+        raise Refused("limits_unenforceable", crowded)
     with ExitStack() as stack:
         try:
             identity = stack.enter_context(acquire_identity())
-            verify_limits()
+            verify_limits(runtime)
         except SandboxUnavailable as exc:
             raise Refused(exc.reason, str(exc)) from exc
         run_dir = make_run_dir()
@@ -222,8 +242,14 @@ def _limit_reason(outcome: Bounded, res: _Resources) -> tuple[str, str] | None:
     if hit == "memory":
         limit = res.limits.memory_bytes
         return "memory_limit", f"the probe was killed at its {limit}-byte memory limit"
+    if hit == "tcp":
+        limit = res.limits.tcp_buffer_bytes
+        return "memory_limit", f"the probe's kernel TCP buffers reached their {limit}-byte limit"
     if hit == "processes":
         return "process_limit", f"the probe reached its limit of {res.limits.max_processes} tasks"
+    if hit == "relays":
+        relays = res.limits.relay_tasks
+        return "process_limit", f"the runtime's network relays reached their {relays} tasks"
     full = scratch_exhausted(res.scratch)
     if full is not None:
         limit = res.limits.scratch_bytes if full == "bytes" else res.limits.scratch_inodes
@@ -243,9 +269,8 @@ def _finish(outcome: Bounded, launch: Launch, res: _Resources) -> dict[str, obje
         "stderr_sha256": _digest(outcome.stderr),
         "probe_elapsed_seconds": outcome.elapsed_seconds,
     }
-    if outcome.prefix == launch.unguarded_marker.encode("ascii"):
-        fields.update(status="inconclusive", reason="network_filter_failed", exit_code=None)
-        fields["detail"] = "the network guard was not active in the runtime"
+    if (guard := launch.guard_failure(outcome.prefix)) is not None:
+        fields.update(status="inconclusive", reason=guard[0], detail=guard[1], exit_code=None)
     elif outcome.prefix != launch.nonce.encode("ascii") or outcome.status.startswith("start_"):
         # No start marker or a shut gate: srt or bwrap failed before the probe's
         # shell ran (including a timeout of the sandbox itself).
@@ -301,7 +326,7 @@ def _execute(
     phases: dict[str, float],
     launchers: LauncherPool,
 ) -> SandboxResult:
-    with _run_resources(policy, request.scratch_dir) as res:
+    with _run_resources(policy, request.scratch_dir, runtime) as res:
         base["limits"] = res.limits
         dirs = (request.snapshot_dir, res.scratch, res.run_dir)
         prepared = prepare_run(policy, request, dirs)

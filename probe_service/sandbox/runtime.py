@@ -7,7 +7,7 @@ package version, and a SHA-256 over the whole installed ``node_modules`` tree
 (the runtime *and* every dependency its CLI imports: commander, shell-quote,
 zod, node-forge, @pondwader/socks5-server) plus our own files that run in the
 same trusted process (``net-guard.cjs``, docs/ARCHITECTURE.md "Network"; ``launcher.mjs``,
-"Persistent launcher"),
+"Persistent launcher") or start bubblewrap for it (``bwrap-guard.sh``, "Limits"),
 equal to ``sandbox/runtime.sha256``.
 """
 
@@ -30,6 +30,7 @@ from probe_service.policies.executables import SYSTEM_EXECUTABLE_DIRS
 from probe_service.sandbox.identity import PROBE_UID_BASE, check_reachable
 
 __all__ = [
+    "BWRAP_GUARD",
     "NET_GUARD",
     "PINNED_VERSION",
     "SANDBOX_DIR_ENV",
@@ -54,7 +55,10 @@ NET_GUARD = "net-guard.cjs"
 #: Files of ours beside ``node_modules`` that run inside the trusted launcher.
 #: Our persistent launcher (docs/ARCHITECTURE.md, "Persistent launcher").
 LAUNCHER = "launcher.mjs"
-_OWN_FILES = (NET_GUARD, LAUNCHER)
+#: The runtime's ``bwrapPath``: bubblewrap with our seccomp filter and read-only mounts
+#: (docs/ARCHITECTURE.md, "Limits").
+BWRAP_GUARD = "bwrap-guard.sh"
+_OWN_FILES = (NET_GUARD, LAUNCHER, BWRAP_GUARD)
 # npm's hidden lockfile is bookkeeping of the npm client, not code the runtime runs.
 _EXCLUDED = frozenset({"node_modules/.package-lock.json"})
 # The runtime ships apply-seccomp for these machines (generate-seccomp-filter.js).
@@ -72,6 +76,8 @@ class SandboxRuntime:
     net_guard_path: Path
     apply_seccomp_path: Path | None
     bwrap_path: Path | None
+    #: What the runtime is given as ``bwrapPath`` (Linux): it runs ``bwrap_path`` itself.
+    bwrap_guard_path: Path | None
     socat_path: Path | None
     rg_path: Path | None
     digest: str
@@ -272,6 +278,7 @@ def locate_runtime(install_dir: Path | None = None) -> SandboxRuntime:
         net_guard_path=root / NET_GUARD,
         apply_seccomp_path=seccomp if is_linux and seccomp.is_file() else None,
         bwrap_path=tools[0] if tools else None,
+        bwrap_guard_path=root / BWRAP_GUARD if tools else None,
         socat_path=tools[1] if tools else None,
         rg_path=tools[2] if tools else None,
         digest=digest,

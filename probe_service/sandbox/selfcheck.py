@@ -22,9 +22,11 @@ from pathlib import Path
 
 from probe_service.errors import SandboxUnavailable
 from probe_service.rundirs import sweep_stale_run_dirs
+from probe_service.sandbox.guardcheck import check_guarded_launch
 from probe_service.sandbox.identity import PROBE_SLOTS, PROBE_UID_BASE
 from probe_service.sandbox.limits import RunCgroup, create_run_cgroup, sweep_stale_cgroups
 from probe_service.sandbox.results import LimitsApplied
+from probe_service.sandbox.runtime import SandboxRuntime, locate_runtime
 from probe_service.sandbox.scratch import (
     ScratchLimits,
     scratch_filesystem,
@@ -123,7 +125,7 @@ _lock = threading.Lock()
 
 
 @functools.cache
-def _verified_once() -> str:
+def _swept_and_attacked() -> str:
     # At a process's first run: first clear what dead workers left, then attack the limits.
     sweep_stale_cgroups()
     sweep_stale_scratch()
@@ -136,15 +138,25 @@ def _verified_once() -> str:
     return ""
 
 
-def _verified() -> str:
+@functools.cache
+def _guard_attacked(runtime: SandboxRuntime) -> str:
+    try:
+        check_guarded_launch(runtime)
+    except SandboxUnavailable as exc:
+        return f"{exc.reason}\0{exc}"
+    return ""
+
+
+def _verified(runtime: SandboxRuntime) -> str:
     # One check per process even when several worker threads start their first run at once.
     with _lock:
-        return _verified_once()
+        return _swept_and_attacked() or _guard_attacked(runtime)
 
 
-def verify_limits() -> None:
-    """Raise ``SandboxUnavailable`` unless this machine's kernel enforced every limit we use."""
-    failure = _verified()
+def verify_limits(runtime: SandboxRuntime | None = None) -> None:
+    """Raise ``SandboxUnavailable`` unless this machine's kernel enforced every limit we use,
+    including those of ``runtime``'s bubblewrap guard (the located runtime unless given)."""
+    failure = _verified(runtime or locate_runtime())
     if failure:
         reason, _, message = failure.partition("\0")
         raise SandboxUnavailable(message, reason=reason)
@@ -167,7 +179,9 @@ def describe_mechanism() -> list[str]:
     except SandboxUnavailable as exc:
         verdict = f"NOT verified ({exc.reason}: {exc})"
     lines.append(
-        "limits: cgroup v1 memory+pids on a gated probe group, RLIMIT_CPU, "
-        f"tmpfs scratch (size, nr_inodes): {verdict}"
+        "limits: cgroup v1 memory (with kernel TCP buffers) + pids on a gated probe group, "
+        "RLIMIT_CPU, RLIMIT_NOFILE, tmpfs scratch (size, nr_inodes, also at /dev/shm), "
+        "a seccomp filter denying native AIO and read-only mounts elsewhere (bubblewrap "
+        f"guard): {verdict}"
     )
     return lines

@@ -161,8 +161,10 @@ def build_settings(
         "mandatoryDenySearchDepth": 1,
         "enableWeakerNestedSandbox": False,
     }
-    if runtime.bwrap_path is not None:
-        settings["bwrapPath"] = str(runtime.bwrap_path)
+    if runtime.bwrap_guard_path is not None:
+        # docs/ARCHITECTURE.md, "Limits": our guard runs the real bubblewrap with the run's
+        # seccomp filter and every place outside scratch read-only.
+        settings["bwrapPath"] = str(runtime.bwrap_guard_path)
     if runtime.socat_path is not None:
         settings["socatPath"] = str(runtime.socat_path)
     if runtime.rg_path is not None:

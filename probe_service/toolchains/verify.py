@@ -1,9 +1,13 @@
-"""What ``policy check`` verifies beyond the file itself: every pin and every toolchain.
+"""What ``policy check`` verifies beyond the file itself: every pin and every toolchain,
+and that no run of a policy could fill one of this machine's host-wide tables.
 
 docs/ARCHITECTURE.md, "Toolchains": each pin exists and is a regular executable file,
 each toolchain root is a directory that keeps the safety rules, and the probe uids can
 reach both -- a toolchain under ``/root`` is refused here, naming the ancestor that stops
-them, instead of surfacing later as a probe's ``No module named ...``.
+them, instead of surfacing later as a probe's ``No module named ...``. "Limits": a
+policy whose ``max_processes x max_open_files`` (or tasks) exceeds half of this machine's
+``fs.file-max`` (``kernel.pid_max``, ``kernel.threads-max``) is refused here as each of
+its runs would be.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from ..errors import PolicyError, ProbeServiceError, SandboxUnavailable
 from ..policies import Policy, capture_identity, load_policy_file, policy_digest
 from ..policies.executables import resolve_executable
 from ..policies.model import toolchain_of_pin
+from ..sandbox.host_tables import host_table_problem
 from ..sandbox.identity import PROBE_SLOTS, PROBE_UID_BASE, check_reachable
+from ..sandbox.limits import LAUNCHER_TASKS, RELAY_TASKS
 from .resolve import resolve_toolchains
 
 __all__ = ["PinReport", "PolicyReport", "ToolchainReport", "verify_policy_file"]
@@ -88,6 +94,9 @@ def _pin(policy: Policy, executable: str, pin: str) -> PinReport:
 
 
 def _verify(policy: Policy) -> PolicyReport:
+    crowded = host_table_problem(policy, extra_tasks=LAUNCHER_TASKS + RELAY_TASKS)
+    if crowded is not None:
+        raise PolicyError(crowded)
     toolchains = []
     for resolved in resolve_toolchains(policy):
         _reachable(Path(resolved.path), f"toolchain {resolved.name!r}")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import os
+import secrets
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +13,18 @@ import pytest
 
 from probe_service.policies import Policy
 from probe_service.sandbox import SandboxResult, SandboxRuntime, run_sandboxed
+from probe_service.sandbox.identity import ProbeIdentity, launcher_prefix
+from probe_service.sandbox.launch import (
+    BWRAP_GUARD_PROOF_ENV,
+    SECCOMP_FILTER_ENV,
+    Launch,
+    build_launch,
+)
 from probe_service.sandbox.limits import scratch_limits
+from probe_service.sandbox.runtime import find_system_tool
 from probe_service.sandbox.scratch import scratch_filesystem
+from probe_service.sandbox.seccomp import expected_seccomp_filters, write_filter
+from probe_service.sandbox.settings import RunPaths, build_settings, write_settings
 
 SHELL_TOOLS = ("true", "cat", "sh", "echo", "printf", "ls", "python3", "sleep")
 
@@ -75,3 +88,75 @@ def run(runtime: SandboxRuntime, snapshot: Path, scratch: Path) -> Runner:
         )
 
     return _run
+
+
+def canary_launch(
+    runtime: SandboxRuntime,
+    tmp_path: Path,
+    settings_path: Path,
+    identity: ProbeIdentity | None,
+    probe_env: Mapping[str, str] | None = None,
+) -> Launch:
+    """A launch of one canary with ``tmp_path``'s snap, scratch and runtime dirs (made here),
+    as ``identity`` (None: as the worker itself, the old way) and the snapshot as cwd."""
+    for sub in ("rt-home", "rt-tmp", "snap", "scratch"):
+        (tmp_path / sub).mkdir(exist_ok=True)
+        if identity is not None:
+            os.chown(tmp_path / sub, identity.uid, identity.gid)
+    prefix: list[str] = []
+    if identity is not None:
+        unshare, setpriv = find_system_tool("unshare"), find_system_tool("setpriv")
+        assert unshare is not None
+        assert setpriv is not None
+        prefix = launcher_prefix(identity, unshare, setpriv)
+    return build_launch(
+        settings_path=settings_path,
+        node_path=runtime.node_path,
+        net_guard_path=runtime.net_guard_path,
+        cli_path=runtime.cli_path,
+        cwd=tmp_path / "snap",
+        runtime_home=tmp_path / "rt-home",
+        runtime_tmp=tmp_path / "rt-tmp",
+        prefix_argv=[],
+        probe_env=dict(probe_env or {}),
+        pass_proxy_env=False,
+        allowed_ports=(80, 443),
+        nonce=secrets.token_hex(16),
+        marker="canary-test",
+        host_prefix=prefix,
+        seccomp_filter=_seccomp_filter(tmp_path),
+        shm_dir=tmp_path / "scratch",
+        seccomp_filters=expected_seccomp_filters(runtime.apply_seccomp_path is not None),
+    )
+
+
+def _seccomp_filter(tmp_path: Path) -> Path:
+    target = tmp_path / "seccomp.bpf"
+    if not target.exists():
+        write_filter(target)
+    return target
+
+
+def canary_paths(tmp_path: Path) -> RunPaths:
+    """The run paths ``canary_launch`` makes under ``tmp_path``."""
+    return RunPaths(
+        tmp_path / "snap", tmp_path / "scratch", tmp_path / "rt-home", tmp_path / "rt-tmp"
+    )
+
+
+def write_canary_settings(
+    runtime: SandboxRuntime, tmp_path: Path, launch: Launch
+) -> dict[str, Any]:
+    """Write the generated settings of the test policy to the launch's settings file."""
+    settings = build_settings(make_policy(), runtime, canary_paths(tmp_path), Path("/usr/bin/cat"))
+    write_settings(settings, launch.settings_path)
+    launch.settings_path.chmod(0o644)
+    return settings
+
+
+def forge_guard_proof(launch: Launch) -> Launch:
+    """``launch`` with the bubblewrap guard's proof set in the runtime's own environment, so
+    the sandboxed shell starts even where the guard never ran (the runtime's permissive
+    fallback then reaches the canary's own checks)."""
+    proof = launch.runtime_env[SECCOMP_FILTER_ENV]
+    return replace(launch, runtime_env={**launch.runtime_env, BWRAP_GUARD_PROOF_ENV: proof})

@@ -25,6 +25,7 @@ def test_reasons_are_the_documented_set() -> None:
         "executable_changed",
         "invalid_cwd",
         "invalid_argument",
+        "unsafe_search_path",
         "scratch_limit",
         "memory_limit",
         "process_limit",

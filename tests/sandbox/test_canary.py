@@ -4,22 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from probe_service.sandbox import SandboxRuntime
 from probe_service.sandbox.canary import identity_problems, run_canary
 from probe_service.sandbox.helper import LauncherHelper, helper_launch
-from probe_service.sandbox.identity import ProbeIdentity, acquire_identity, launcher_prefix
-from probe_service.sandbox.launch import Launch, build_launch
-from probe_service.sandbox.runtime import find_system_tool
-from probe_service.sandbox.settings import RunPaths, build_settings, write_settings
+from probe_service.sandbox.identity import ProbeIdentity, acquire_identity
 
-from .conftest import make_policy
+from .conftest import canary_launch, canary_paths, forge_guard_proof, write_canary_settings
 
 pytestmark = pytest.mark.sandbox
 
@@ -30,66 +25,19 @@ def identity() -> Iterator[ProbeIdentity]:
         yield held
 
 
-def _launch(
-    runtime: SandboxRuntime,
-    tmp_path: Path,
-    settings_path: Path,
-    identity: ProbeIdentity | None,
-) -> Launch:
-    for sub in ("rt-home", "rt-tmp", "snap", "scratch"):
-        (tmp_path / sub).mkdir(exist_ok=True)
-        if identity is not None:
-            os.chown(tmp_path / sub, identity.uid, identity.gid)
-    prefix: list[str] = []
-    if identity is not None:
-        unshare, setpriv = find_system_tool("unshare"), find_system_tool("setpriv")
-        assert unshare is not None
-        assert setpriv is not None
-        prefix = launcher_prefix(identity, unshare, setpriv)
-    return build_launch(
-        settings_path=settings_path,
-        node_path=runtime.node_path,
-        net_guard_path=runtime.net_guard_path,
-        cli_path=runtime.cli_path,
-        cwd=tmp_path / "snap",
-        runtime_home=tmp_path / "rt-home",
-        runtime_tmp=tmp_path / "rt-tmp",
-        prefix_argv=[],
-        probe_env={},
-        pass_proxy_env=False,
-        allowed_ports=(80, 443),
-        nonce=secrets.token_hex(16),
-        marker="canary-test",
-        host_prefix=prefix,
-    )
-
-
-def _write_settings(runtime: SandboxRuntime, tmp_path: Path, launch: Launch) -> dict[str, Any]:
-    settings = build_settings(make_policy(), runtime, _paths(tmp_path), Path("/usr/bin/cat"))
-    write_settings(settings, launch.settings_path)
-    launch.settings_path.chmod(0o644)
-    return settings
-
-
-def _paths(tmp_path: Path) -> RunPaths:
-    return RunPaths(
-        tmp_path / "snap", tmp_path / "scratch", tmp_path / "rt-home", tmp_path / "rt-tmp"
-    )
-
-
 @pytest.mark.parametrize("mode", ["helper", "cli"])
 def test_canary_holds_with_generated_settings(
     runtime: SandboxRuntime, tmp_path: Path, identity: ProbeIdentity, mode: str
 ) -> None:
     """With our settings and the slot identity, the secret stays hidden and the identity
     holds, through the persistent launcher and through the CLI."""
-    launch = _launch(runtime, tmp_path, tmp_path / "settings.json", identity)
-    settings = _write_settings(runtime, tmp_path, launch)
+    launch = canary_launch(runtime, tmp_path, tmp_path / "settings.json", identity)
+    settings = write_canary_settings(runtime, tmp_path, launch)
     with contextlib.ExitStack() as stack:
         if mode == "helper":
             helper = LauncherHelper(runtime, settings, "80,443")
             stack.callback(helper.close)
-            launch, _ = helper_launch(launch, settings, _paths(tmp_path), helper)
+            launch, _ = helper_launch(launch, settings, canary_paths(tmp_path), helper)
         assert launch.mode == mode
         verdict = run_canary(launch, expected_uid=identity.uid)
     assert (verdict.held, verdict.reason, verdict.detail) == (True, None, "")
@@ -100,31 +48,40 @@ def test_canary_refuses_a_probe_that_would_be_host_root(
     runtime: SandboxRuntime, tmp_path: Path
 ) -> None:
     """Launched as the root worker itself (the old way), the canary names every identity flaw."""
-    launch = _launch(runtime, tmp_path, tmp_path / "settings.json", None)
-    _write_settings(runtime, tmp_path, launch)
+    launch = canary_launch(runtime, tmp_path, tmp_path / "settings.json", None)
+    write_canary_settings(runtime, tmp_path, launch)
     verdict = run_canary(launch)
     assert (verdict.held, verdict.reason) == (False, "identity_unverified")
     for flaw in ("uid map", "ipc namespace", "uts namespace", "core_pattern is writable"):
         assert flaw in verdict.detail
 
 
+@pytest.mark.parametrize("forged", [False, True])
 def test_canary_catches_a_broken_settings_file(
-    runtime: SandboxRuntime, tmp_path: Path, identity: ProbeIdentity
+    runtime: SandboxRuntime, tmp_path: Path, identity: ProbeIdentity, forged: bool
 ) -> None:
-    """An invalid settings file (srt then runs unrestricted) makes the canary fail."""
+    """An invalid settings file (srt then runs unrestricted, without our bubblewrap guard)
+    makes the canary fail: the guard's proof is missing; and were it forged into the
+    runtime's environment, the secret would be read."""
     settings = tmp_path / "settings.json"
     settings.write_text('{"filesystem": {"denyRead": "not-a-list"}}')
     settings.chmod(0o644)
-    verdict = run_canary(_launch(runtime, tmp_path, settings, identity))
-    assert (verdict.held, verdict.reason) == (False, "canary_readable")
+    launch = canary_launch(runtime, tmp_path, settings, identity)
+    verdict = run_canary(forge_guard_proof(launch) if forged else launch)
+    expected = "canary_readable" if forged else "limits_unverified"
+    assert (verdict.held, verdict.reason) == (False, expected)
 
 
+@pytest.mark.parametrize("forged", [False, True])
 def test_canary_catches_a_missing_settings_file(
-    runtime: SandboxRuntime, tmp_path: Path, identity: ProbeIdentity
+    runtime: SandboxRuntime, tmp_path: Path, identity: ProbeIdentity, forged: bool
 ) -> None:
-    """A missing settings file (srt then uses its permissive default) makes the canary fail."""
-    verdict = run_canary(_launch(runtime, tmp_path, tmp_path / "absent.json", identity))
-    assert (verdict.held, verdict.reason) == (False, "canary_readable")
+    """A missing settings file (srt then uses its permissive default) makes the canary fail,
+    by the guard's missing proof and, with the proof forged, by the secret."""
+    launch = canary_launch(runtime, tmp_path, tmp_path / "absent.json", identity)
+    verdict = run_canary(forge_guard_proof(launch) if forged else launch)
+    expected = "canary_readable" if forged else "limits_unverified"
+    assert (verdict.held, verdict.reason) == (False, expected)
 
 
 class TestIdentityReport:

@@ -41,18 +41,22 @@ def test_altered_file_is_unverified(runtime: SandboxRuntime, tmp_path: Path) -> 
     assert caught.value.reason == "sandbox_unverified"
 
 
-@pytest.mark.parametrize("change", ["altered", "missing"])
-def test_the_persistent_launcher_is_part_of_the_digest(
-    runtime: SandboxRuntime, tmp_path: Path, change: str
+@pytest.mark.parametrize("change", ["altered", "missing", "not-executable"])
+@pytest.mark.parametrize("name", [runtime_module.LAUNCHER, runtime_module.BWRAP_GUARD])
+def test_the_launcher_and_the_bwrap_guard_are_part_of_the_digest(
+    runtime: SandboxRuntime, tmp_path: Path, change: str, name: str
 ) -> None:
-    """An altered or missing launcher.mjs fails verification before any helper starts."""
+    """An altered, missing or no longer executable launcher.mjs or bwrap-guard.sh fails
+    verification before any helper starts or any bubblewrap runs."""
     copy = _copy_install(runtime, tmp_path / "sandbox")
-    launcher = copy / runtime_module.LAUNCHER
+    own = copy / name
     if change == "missing":
-        launcher.unlink()
+        own.unlink()
+    elif change == "altered":
+        with own.open("a") as handle:
+            handle.write("\n// altered\n" if name.endswith(".mjs") else "\n# altered\n")
     else:
-        with launcher.open("a") as handle:
-            handle.write("\nprocess.stdout.write('{}');\n")
+        own.chmod(own.stat().st_mode ^ (0o111 if name.endswith(".sh") else 0o100))
     with pytest.raises(SandboxUnavailable) as caught:
         locate_runtime(copy)
     assert caught.value.reason == "sandbox_unverified"

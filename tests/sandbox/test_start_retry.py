@@ -18,6 +18,7 @@ import pytest
 
 from probe_service.sandbox import SandboxRuntime, runner
 from probe_service.sandbox.canary import never_started
+from probe_service.sandbox.launch import Launch
 from probe_service.sandbox.process import Bounded, run_bounded
 
 from .conftest import Runner
@@ -28,6 +29,8 @@ pytestmark = pytest.mark.sandbox
 class _Launch:
     nonce = "N" * 16
     unguarded_marker = "U" * 16
+    unlimited_marker = "L" * 16
+    guard_failure = Launch.guard_failure
 
 
 def _bounded(prefix: bytes, status: str = "ok") -> Bounded:
@@ -41,6 +44,7 @@ def _bounded(prefix: bytes, status: str = "ok") -> Bounded:
         (b"bwrap: Can't", "ok", True),  # its own message where the marker belongs
         (b"N" * 16, "ok", False),  # the command started
         (b"U" * 16, "ok", False),  # the runtime ran unguarded: a finding, never retried
+        (b"L" * 16, "ok", False),  # bubblewrap ran without our guard: a finding too
         (b"", "start_timeout", False),  # the start-up bound is spent
         (b"", "start_failed", False),  # the start hook refused the command
     ],

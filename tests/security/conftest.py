@@ -19,16 +19,20 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from probe_service.policies import Policy
+from probe_service.sandbox import SandboxResult, SandboxRuntime, run_sandboxed
+from probe_service.sandbox.helper import LauncherPool
 from probe_service.sandbox.runtime import find_system_tool
 
 # The attack fixtures of the host-walk, link and launch-size tests, and the queue's farm.
 from tests.queue.conftest import start_farm  # noqa: F401
 
 # The real-sandbox fixtures (a snapshot, a scratch directory, a runner) are the sandbox tests'.
-from tests.sandbox.conftest import run, scratch, snapshot  # noqa: F401
+from tests.sandbox.conftest import make_policy, run, scratch, snapshot  # noqa: F401
 from tests.security.attacks import policy_file, run_probe, run_tmp, small_snapshot  # noqa: F401
 
 HOST_SIDE = "198.51.100.1"
@@ -208,3 +212,42 @@ def loopback_web_server(test_host: NetnsHost) -> Iterator[LoopbackWebServer]:
 def repo_root() -> Path:
     """The repository (worktree) root."""
     return Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def attack(runtime: SandboxRuntime, tmp_path: Path) -> Any:
+    """Run one attack script as a probe (``sh -c`` or ``python3 -c``), fresh dirs each call."""
+    counter = iter(range(1000))
+
+    def _attack(
+        language: str, script: str, *extra: str, policy: Policy | None = None, **kw: Any
+    ) -> SandboxResult:
+        base = tmp_path / f"run{next(counter)}"
+        (base / "snapshot").mkdir(parents=True)
+        (base / "scratch").mkdir()
+        return run_sandboxed(
+            policy=policy or make_policy(timeout_seconds=60),
+            executable=language,
+            args=["-c", script, *extra],
+            snapshot_dir=base / "snapshot",
+            scratch_dir=base / "scratch",
+            runtime=runtime,
+            **kw,
+        )
+
+    return _attack
+
+
+@pytest.fixture(params=["helper", "cli"])
+def attack_both(request: pytest.FixtureRequest, attack: Any) -> Iterator[Any]:
+    """``attack`` through the persistent launcher and through the CLI fallback path."""
+    mode = request.param
+    pool = LauncherPool(enabled=mode == "helper")
+
+    def _attack(*args: Any, **kw: Any) -> SandboxResult:
+        result: SandboxResult = attack(*args, launchers=pool, **kw)
+        assert result.launcher == mode, result.detail
+        return result
+
+    yield _attack
+    pool.close()

@@ -23,10 +23,9 @@ from typing import Any
 import pytest
 
 from probe_service import service
-from probe_service.policies import POLICY_FILE_ENV, Policy
-from probe_service.sandbox import SandboxResult, SandboxRuntime, run_sandboxed
+from probe_service.policies import POLICY_FILE_ENV
+from probe_service.sandbox import SandboxRuntime
 from probe_service.sandbox import runner as runner_module
-from probe_service.sandbox.helper import LauncherPool
 from probe_service.sandbox.identity import PROBE_UID_BASE
 from probe_service.store import Store
 
@@ -48,45 +47,6 @@ SYSCTLS = (
     "vm/drop_caches",
     "fs/file-max",
 )
-
-
-@pytest.fixture
-def attack(runtime: SandboxRuntime, tmp_path: Path) -> Any:
-    """Run one attack script as a probe (``sh -c`` or ``python3 -c``), fresh dirs each call."""
-    counter = iter(range(1000))
-
-    def _attack(
-        language: str, script: str, *extra: str, policy: Policy | None = None, **kw: Any
-    ) -> SandboxResult:
-        base = tmp_path / f"run{next(counter)}"
-        (base / "snapshot").mkdir(parents=True)
-        (base / "scratch").mkdir()
-        return run_sandboxed(
-            policy=policy or make_policy(timeout_seconds=60),
-            executable=language,
-            args=["-c", script, *extra],
-            snapshot_dir=base / "snapshot",
-            scratch_dir=base / "scratch",
-            runtime=runtime,
-            **kw,
-        )
-
-    return _attack
-
-
-@pytest.fixture(params=["helper", "cli"])
-def attack_both(request: pytest.FixtureRequest, attack: Any) -> Iterator[Any]:
-    """``attack`` through the persistent launcher and through the CLI fallback path."""
-    mode = request.param
-    pool = LauncherPool(enabled=mode == "helper")
-
-    def _attack(*args: Any, **kw: Any) -> SandboxResult:
-        result: SandboxResult = attack(*args, launchers=pool, **kw)
-        assert result.launcher == mode, result.detail
-        return result
-
-    yield _attack
-    pool.close()
 
 
 def _sysctl_values() -> dict[str, bytes]:
