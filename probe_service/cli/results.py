@@ -93,7 +93,7 @@ def _print_failed_preflight(
 
 
 def _extra_rows(committed: dict[str, Any], operational: dict[str, Any]) -> list[tuple[str, object]]:
-    """Rows for toolchains, preflight, JUnit counts and the sandbox-denial hint."""
+    """Rows for toolchains, preflight, JUnit counts, refusals and the sandbox-denial hint."""
     rows: list[tuple[str, object]] = []
     for toolchain in committed.get("toolchains") or []:
         rows.append(("toolchain", f"{toolchain.get('name')} {str(toolchain.get('sha256'))[:16]}"))
@@ -108,6 +108,11 @@ def _extra_rows(committed: dict[str, Any], operational: dict[str, Any]) -> list[
         rows.append(("junit", f"{junit.get('tests')} tests: {counts}"))
         failing = [c for c in junit.get("cases") or [] if c.get("outcome") in ("failed", "error")]
         rows.extend(("  not passed", f"{c.get('id')}: {c.get('message')}") for c in failing[:20])
+    for refusal in (committed.get("refusals") or [])[:20]:
+        # docs/ARCHITECTURE.md, "Trust rules": what made a failed check inconclusive.
+        if isinstance(refusal, dict):
+            what = " ".join(str(refusal.get(k)) for k in ("operation", "target") if refusal.get(k))
+            rows.append(("refused", f"{what}: {refusal.get('fix')}"))
     hint = operational.get("possible_sandbox_denial")
     if isinstance(hint, dict) and hint.get("paths"):
         # docs/ARCHITECTURE.md, "Saying why": advice only, the outcome stands.

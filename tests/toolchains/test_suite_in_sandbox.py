@@ -226,7 +226,7 @@ class TestToolchainGrants:
 
 
 class TestSandboxDenialHint:
-    def test_a_denied_read_is_hinted_and_the_outcome_stands(
+    def test_a_denied_read_is_hinted_and_no_evidence(
         self,
         sqlite_store: Store,
         tmp_path: Path,
@@ -234,7 +234,8 @@ class TestSandboxDenialHint:
         runtime: SandboxRuntime,
         write_policy: PolicyWriter,
     ) -> None:
-        """A probe reading an ungranted path fails as it would; the receipt hints at why."""
+        """A probe reading an ungranted path fails as it would; the failure is no evidence
+        (``sandbox_denied``), and the receipt names the path and the fix."""
         (tmp_path / "repo").mkdir()
         (tmp_path / "repo" / "x.txt").write_text("x\n")
         snapshot = service.snapshot_capture(sqlite_store, tmp_path / "repo").snapshot_id
@@ -249,14 +250,19 @@ class TestSandboxDenialHint:
         }
         plan_id = service.probe_plan(sqlite_store, plan).plan_id
         result = service.probe_run(sqlite_store, plan_id, "python-tests", runtime=runtime)
-        assert (result.outcome, result.reason) == ("inconclusive", "oracle_failed")
+        assert (result.outcome, result.reason) == ("inconclusive", "sandbox_denied")
         hint = result.receipt["operational"]["possible_sandbox_denial"]
         assert hint["reads"] == [str(target)]
         assert "possible_sandbox_denial" not in result.receipt["committed"]
+        (refused,) = result.receipt["committed"]["refusals"]
+        assert (refused["operation"], refused["target"]) == ("read", str(target))
         shown = io.StringIO()
         print_receipt(Console(file=shown, width=300), result.receipt, "run")
         assert (
             f"possible_sandbox_denial │ outside the policy's grants: {target}" in shown.getvalue()
+        )
+        assert f"refused                 │ read {target}: {target} is not visible" in (
+            shown.getvalue()
         )
 
 
