@@ -155,7 +155,9 @@ _PROXY_REFUSED = (
 _GUARD = "byte-probe network guard: refused: "
 _GUARD_REFUSED = regex.compile(r"byte-probe network guard: refused: (\S+) \((.*)\)")
 _ENFILE = ("too many open files in system",)
-_PTY = ("pty", "ptmx", "pseudo-terminal", "pseudoterminal")
+_PTY = regex.compile(r"\b(?:pty|ptmx|openpty|forkpty|/dev/pts|pseudo-?terminals?)\b")
+_SOCKET = regex.compile(r"\bsocket\b")
+_SYSCALL = regex.compile(r"\b(" + "|".join(DENIED_SYSCALLS) + r")\b")
 _PTY_FULL = ("no space left on device", "resource temporarily unavailable")
 _AIO_FULL = ("resource temporarily unavailable",)
 #: Symbolic errno names (Node, Go, strace) beside the phrases, as whole words.
@@ -230,7 +232,7 @@ class _Scanner:
         self.no_network = not facts.allowed_domains
 
     def scan(self, text: str) -> Iterator[Refusal]:
-        """Each refusal ``text`` shows, line by line (only a line's first 4 KiB is read)."""
+        """Each refusal ``text`` shows, line by line (a long line's two ends are read)."""
         recent: deque[str] = deque(maxlen=_CONTEXT_LINES + 1)
         try:
             for whole in text.splitlines():
@@ -249,14 +251,15 @@ class _Scanner:
             return [self._write(path)]
         if _has(line, _ENFILE):
             return [_host_output("fs.file-nr", "file table (fs.file-max)")]
-        syscall = next((name for name in DENIED_SYSCALLS if name in context), None)
+        called = _SYSCALL.search(context, timeout=1.0)
+        syscall = None if called is None else called.group(1)
         if syscall is not None and _has(line, _AIO_FULL):
             return [_host_output("fs.aio-nr", "native AIO budget (fs.aio-max-nr)")]
         if syscall is not None and _has(line, (*_ENOSYS, *_EPERM)):
             return [self._syscall(syscall)]
-        if _has(context, _PTY) and _has(line, _PTY_FULL):
+        if _has(line, _PTY_FULL) and _PTY.search(context, timeout=1.0):
             return [_host_output("kernel.pty.nr", "pseudo-terminal table (kernel.pty.max)")]
-        if _has(line, _EPERM) and "socket" in context:
+        if _has(line, _EPERM) and _SOCKET.search(context, timeout=1.0):
             return [self._socket()]
         if _has(line, _PROXY_REFUSED):
             return [self._proxy(_first(_HOST, raw))]

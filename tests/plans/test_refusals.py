@@ -176,8 +176,27 @@ class TestHostResources:
         assert recognized("OSError: [Errno 24] Too many open files") == []
 
     def test_a_full_disk_without_a_terminal_is_not_the_pty_table(self) -> None:
-        """ENOSPC alone is scratch's business (the runner's ``scratch_limit``)."""
+        """ENOSPC alone is scratch's business (the runner's ``scratch_limit``), also beside
+        words that merely contain ``pty``."""
         assert recognized("OSError: [Errno 28] No space left on device") == []
+        assert recognized("writing the empty file:\nNo space left on device") == []
+
+
+class TestDecoys:
+    def test_words_that_contain_a_name_are_not_the_name(self) -> None:
+        """``websocket`` is no socket, ``aio_setup_queue`` no denied call."""
+        assert recognized("websocket closed: Operation not permitted") == []
+        assert recognized("my_io_setup_helper: Function not implemented") == []
+
+    def test_ordinary_test_failures_are_not_refusals(self) -> None:
+        """Assertion messages, a missing dependency and a refused loopback connection."""
+        text = (
+            "AssertionError: expected 'Permission denied' to be raised\n"
+            "ModuleNotFoundError: No module named 'requests'\n"
+            "npm ERR! Failed to resolve dependency tree\n"
+            "redis.exceptions.ConnectionError: Error 111 connecting to localhost:6379.\n"
+        )
+        assert recognized(text) == []
 
     def test_a_table_the_runner_saw_full_comes_first(self) -> None:
         """The runner's own observation leads, named with its numbers."""
