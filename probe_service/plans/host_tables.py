@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["HOST_TABLES", "HostTable", "HostTableWatch", "TableReading"]
+__all__ = ["HOST_TABLES", "HostTable", "HostTableWatch", "TableReading", "read_table"]
 
 #: Seconds between two samples while the run goes on.
 SAMPLE_INTERVAL_S = 0.1

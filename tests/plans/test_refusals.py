@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from probe_service.plans.host_tables import HOST_TABLES, HostTableWatch, TableReading
+from probe_service.plans.host_tables import HOST_TABLES, HostTableWatch, TableReading, read_table
 from probe_service.plans.models import parse_plan
 from probe_service.plans.oracle import CheckVerdict, decide_outcome
 from probe_service.plans.refusals import (
@@ -290,8 +290,9 @@ class TestHostTableWatch:
         assert watch.full() == ()
 
     def test_the_real_tables_are_read(self) -> None:
-        """On this host every table reads; none is full while the tests run."""
-        with HostTableWatch() as watch:
-            pass
-        assert watch.full() == ()
-        assert set(watch._fullest) == {table.name for table in HOST_TABLES}
+        """On this host every table reads, with a positive limit (whether one is full
+        depends on every other process, so that is not asserted)."""
+        for table in HOST_TABLES:
+            reading = read_table(table, Path("/proc/sys"))
+            assert reading is not None, table.name
+            assert reading.limit > 0
