@@ -66,6 +66,8 @@ class TestRefusalsAreNotEvidence:
         (refused,) = refusals(result)
         assert (refused["operation"], refused["target"]) == ("write", "out.txt")
         assert refused["fix"] == "the source is read-only: write under $BYTE_PROBE_SCRATCH"
+        # What JSON carries (``run --json``, ``receipt_get``) names it under the same fields.
+        assert [r.model_dump() for r in result.refusals] == [refused]
 
     def test_the_hint_and_the_verdict_name_the_same_write(self, probe: Probe) -> None:
         """The operational hint is built from the very refusals the verdict rests on."""
@@ -149,7 +151,8 @@ class TestOlderRulesAreNotReused:
         self, probe: Probe, sqlite_store: Store, runtime: SandboxRuntime
     ) -> None:
         """A stored ``refutes`` keyed before the rules were versioned (the answer the old
-        rules gave a write into the checkout) never answers the same action now."""
+        rules gave a write into the checkout, even a confirmed one) never answers the same
+        action now."""
         first = probe(WRITE_SOURCE)
         plan_id = first.plan_id
         plan = load_plan(sqlite_store, plan_id)
@@ -157,12 +160,14 @@ class TestOlderRulesAreNotReused:
         policy = find_policy(policy_file, POLICY_ID)
         inputs = action_inputs(plan_id, plan, policy, runtime.digest)
         assert first.receipt["committed"]["action_key"] == action_key_for(inputs)
-        # The receipt the rules-1 service wrote: refutes, reusable, under the rules-1 key.
+        # The receipt the rules-1 service wrote: refutes, reproduced, reusable, under the
+        # rules-1 key.
         committed = {
             **{k: v for k, v in first.receipt["committed"].items() if k != "refusals"},
             "action_key": rules_1_key(inputs.model_dump(mode="json")),
             "outcome": "refutes",
             "reason": "oracle_failed",
+            "confirmation": {"state": "confirmed", "required": True, "on": "same_worker"},
         }
         stored = build_receipt(committed, {**first.receipt["operational"], "run_id": "old"})
         assert save_receipt(sqlite_store, "old", stored, reusable=True)
