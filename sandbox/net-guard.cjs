@@ -165,7 +165,34 @@ function classifyAddress(address) {
 // The connect wrapper.
 // ---------------------------------------------------------------------------
 
-function refusal(message) {
+// Each refusal is also reported on this process's stderr, which on the CLI path is the
+// run's stderr: the runner reads it to say that a failed probe was refused, not refuted
+// (docs/ARCHITECTURE.md, "Trust rules"). At most MAX_REPORTS lines, so a probe retrying
+// in a loop cannot spend the run's output budget through us.
+const MAX_REPORTS = 20;
+let reports = 0;
+
+function report(destination, message) {
+  reports += 1;
+  if (reports > MAX_REPORTS + 1) return;
+  const line = reports > MAX_REPORTS
+    ? 'byte-probe network guard: further refusals are not reported'
+    : `byte-probe network guard: refused: ${printable(destination, /\s/g)} (${printable(message)})`;
+  try {
+    process.stderr.write(`${line}\n`);
+  } catch {
+    // A closed stderr must not turn a refusal into something else.
+  }
+}
+
+// A destination is the probe's choice: one line, bounded (and one word where asked).
+function printable(text, also = null) {
+  const line = String(text).replace(/[\u0000-\u001f\u007f-\u009f]/g, '?');
+  return (also === null ? line : line.replace(also, '?')).slice(0, 300);
+}
+
+function refusal(message, destination) {
+  report(destination, message);
   const error = new Error(`byte-probe network guard: ${message}`);
   error.code = REFUSED;
   return error;
@@ -185,7 +212,8 @@ function makeGuardedLookup(originalLookup) {
       const allowed = addresses.filter(entry => classifyAddress(entry.address) === null);
       if (allowed.length === 0) {
         const seen = addresses.map(entry => entry.address).join(', ');
-        return callback(refusal(`${hostname} resolves only to forbidden addresses (${seen})`));
+        const message = `${hostname} resolves only to forbidden addresses (${seen})`;
+        return callback(refusal(message, hostname));
       }
       if (wantAll) return callback(null, allowed);
       return callback(null, allowed[0].address, allowed[0].family);
@@ -200,8 +228,9 @@ function install(ports) {
   }
   const originalConnect = net.Socket.prototype.connect;
   const guardedLookup = makeGuardedLookup(dns.lookup);
-  const refuse = (socket, message) => {
-    process.nextTick(() => socket.destroy(refusal(message)));
+  const refuse = (socket, message, destination) => {
+    const error = refusal(message, destination);
+    process.nextTick(() => socket.destroy(error));
     return socket;
   };
   net.Socket.prototype.connect = function guardedConnect(...args) {
@@ -209,14 +238,15 @@ function install(ports) {
     const options = normalized[0] || {};
     const callback = normalized[1];
     if (options.path !== undefined && options.path !== null) {
-      return refuse(this, 'unix socket connections are not allowed');
+      return refuse(this, 'unix socket connections are not allowed', `${options.path}`);
     }
     const port = Number(options.port);
-    if (!ports.has(port)) return refuse(this, `port ${options.port} is not allowed`);
     const host = options.host === undefined || options.host === null ? 'localhost' : `${options.host}`;
+    const destination = `${host}:${options.port}`;
+    if (!ports.has(port)) return refuse(this, `port ${options.port} is not allowed`, destination);
     if (net.isIP(host.split('%')[0])) {
       const reason = classifyAddress(host);
-      if (reason !== null) return refuse(this, `${host} is ${reason}`);
+      if (reason !== null) return refuse(this, `${host} is ${reason}`, destination);
     }
     const checked = { ...options, host, lookup: guardedLookup };
     return callback === undefined

@@ -103,7 +103,7 @@ def _print_failed_preflight(
 
 
 def _extra_rows(summary: ReceiptSummary) -> list[tuple[str, object]]:
-    """Rows for toolchains, preflight, JUnit counts and the sandbox-denial hint."""
+    """Rows for toolchains, preflight, JUnit counts, refusals and the sandbox-denial hint."""
     rows: list[tuple[str, object]] = [
         ("toolchain", f"{t.name} {t.sha256[:16]}") for t in summary.toolchains
     ]
@@ -119,6 +119,10 @@ def _extra_rows(summary: ReceiptSummary) -> list[tuple[str, object]]:
         rows.extend(("  not passed", f"{c.id}: {c.message}") for c in junit.not_passed)
     if summary.confirmation is not None:
         rows.append(("confirmation", _confirmation_text(summary.confirmation)))
+    for refusal in summary.refusals:
+        # docs/ARCHITECTURE.md, "Trust rules": what made a failed check inconclusive.
+        what = " ".join(part for part in (refusal.operation, refusal.target) if part)
+        rows.append(("refused", f"{what}: {refusal.fix}"))
     if summary.possible_sandbox_denial:
         # docs/ARCHITECTURE.md, "Saying why": advice only, the outcome stands.
         paths = ", ".join(summary.possible_sandbox_denial)

@@ -1,10 +1,11 @@
-"""The ``possible_sandbox_denial`` hint: a failed probe's stderr names paths the policy
-did not grant.
+"""A failed run's refusals, and the ``possible_sandbox_denial`` hint built from them.
 
 docs/ARCHITECTURE.md, "Saying why": a denied read looks like an ordinary test failure
-(``No module named pytest``, ``Permission denied``). When a probe fails and its stderr
-shows a denial for a path outside the grants, the receipt's operational part says so.
-The hint is advice for a person: it is never committed and never changes the outcome.
+(``No module named pytest``, ``Permission denied``). When a probe (or a preflight
+command) fails, the refusals ``refusals.recognize_refusals`` finds in its output, with
+what the runner observed, decide a failed check (``sandbox_denied``, ``host_resource``);
+the paths among them also go into the receipt's operational part as a hint for a person.
+Both come from the one list, so the hint and the verdict never disagree.
 """
 
 from __future__ import annotations
@@ -12,92 +13,89 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
-import regex
-
+from ..policies import Policy
 from ..sandbox import SandboxResult
 from ..sandbox.settings import SYSTEM_READ_PATHS
 from ..toolchains.resolve import ResolvedToolchain
+from .host_tables import TableReading
 from .oracle import CheckVerdict
+from .refusals import MAX_REFUSALS, Refusal, RunFacts, recognize_refusals
 
-__all__ = ["MAX_HINT_PATHS", "Grants", "run_denial_hint", "sandbox_denial_hint"]
+__all__ = ["MAX_HINT_PATHS", "RunRefusals", "denial_hint", "run_facts", "run_refusals"]
 
-#: Most paths one hint names, and the longest path it keeps.
-MAX_HINT_PATHS = 20
-_MAX_PATH_CHARS = 512
-#: Stderr bytes scanned (from the end, where failures are reported).
-_SCAN_BYTES = 256 * 1024
-_READ_DENIALS = ("Permission denied", "No such file or directory", "Operation not permitted")
-_WRITE_DENIALS = ("Read-only file system",)
-# An absolute path, quoted or bare, ending at a quote, a colon-space or whitespace.
-_PATH = regex.compile(
-    r"""(?:'(/[^'\n]{0,511})'|"(/[^"\n]{0,511})"|(?<![\w/.])(/[^\s:'"]{1,511}))"""
-)
+#: Most paths one hint names.
+MAX_HINT_PATHS = MAX_REFUSALS
+#: Readable in every sandbox besides the grants: the run's own ``/proc``.
+_ALWAYS_READABLE = ("/proc",)
 
 
 @dataclass(frozen=True)
-class Grants:
-    """What the run's policy granted: paths readable, and paths writable, in the sandbox."""
+class RunRefusals:
+    """What one run was refused, and the operational hint made of it."""
 
-    readable: tuple[str, ...]
-    writable: tuple[str, ...]
-
-
-def _under(path: str, roots: Sequence[str]) -> bool:
-    pure = PurePosixPath(os.path.normpath(path))
-    return any(pure == PurePosixPath(root) or PurePosixPath(root) in pure.parents for root in roots)
+    refusals: tuple[Refusal, ...] = ()
+    hint: dict[str, object] | None = None
 
 
-def _paths(line: str) -> list[str]:
-    found = []
-    for match in _PATH.finditer(line, timeout=1.0):
-        path = next(group for group in match.groups() if group)
-        found.append(path[:_MAX_PATH_CHARS])
-    return found
+def run_facts(
+    policy: Policy,
+    result: SandboxResult,
+    workdir: Path,
+    toolchains: Sequence[ResolvedToolchain],
+    full_tables: Sequence[TableReading] = (),
+) -> RunFacts:
+    """The facts of a run under ``policy`` in ``workdir`` (its ``snapshot`` and
+    ``scratch``) with ``toolchains``, and the host tables found full while it ran."""
+    real = Path(os.path.realpath(workdir))
+    scratch = str(real / "scratch")
+    source = str(real / "snapshot")
+    readable = [*SYSTEM_READ_PATHS, *_ALWAYS_READABLE, source, *(t.path for t in toolchains)]
+    for executable in (result.executable, *(p.executable for p in result.preflight)):
+        if executable is not None:
+            readable.append(str(Path(executable.path).parent))
+    return RunFacts(
+        policy_id=policy.id,
+        allowed_domains=tuple(policy.allowed_domains),
+        readable=tuple(readable),
+        writable=(scratch,),
+        source=source,
+        full_tables=tuple(full_tables),
+    )
 
 
-def sandbox_denial_hint(stderr: bytes, grants: Grants) -> dict[str, object] | None:
-    """Return ``{"paths": [...], "reads": [...], "writes": [...]}`` for denied paths
-    outside ``grants``, or None when stderr shows none."""
-    text = stderr[-_SCAN_BYTES:].decode("utf-8", "replace")
-    reads: list[str] = []
-    writes: list[str] = []
-    try:
-        for line in text.splitlines():
-            if any(word in line for word in _WRITE_DENIALS):
-                writes += [p for p in _paths(line) if not _under(p, grants.writable)]
-            elif any(word in line for word in _READ_DENIALS):
-                reads += [p for p in _paths(line) if not _under(p, grants.readable)]
-    except TimeoutError:
-        pass  # a hint is best effort; what was found so far stands
-    reads = list(dict.fromkeys(reads))[:MAX_HINT_PATHS]
-    writes = list(dict.fromkeys(writes))[:MAX_HINT_PATHS]
+def _failed_output(result: SandboxResult, verdict: CheckVerdict | None) -> list[bytes] | None:
+    """The output of what failed: a failed preflight command's, else the probe's when its
+    check did not pass or it did not run to completion; None when nothing failed."""
+    failed_preflight = [r for r in result.preflight if not r.passed]
+    if failed_preflight:
+        return [b for r in failed_preflight for b in (r.stdout, r.stderr)]
+    if result.status == "ok" and verdict is not None and verdict.passed:
+        return None
+    return [result.stdout, result.stderr]
+
+
+def run_refusals(
+    result: SandboxResult, verdict: CheckVerdict | None, facts: RunFacts
+) -> RunRefusals:
+    """The refusals of a run whose check did not pass (or whose preflight failed), with
+    their hint; nothing for a run whose check passed, whatever it printed."""
+    output = _failed_output(result, verdict)
+    if output is None:
+        return RunRefusals()
+    refusals = recognize_refusals(output, facts)
+    return RunRefusals(refusals, denial_hint(refusals))
+
+
+def denial_hint(refusals: Sequence[Refusal]) -> dict[str, object] | None:
+    """``{"paths": [...], "reads": [...], "writes": [...]}`` of the refused paths, or None."""
+    reads = [r.target for r in refusals if r.operation == "read" and r.target is not None]
+    writes = [r.target for r in refusals if r.operation == "write" and r.target is not None]
     if not reads and not writes:
         return None
     return {
         "paths": list(dict.fromkeys(reads + writes))[:MAX_HINT_PATHS],
-        "reads": reads,
-        "writes": writes,
+        "reads": reads[:MAX_HINT_PATHS],
+        "writes": writes[:MAX_HINT_PATHS],
     }
-
-
-def run_denial_hint(
-    result: SandboxResult,
-    verdict: CheckVerdict | None,
-    workdir: Path,
-    toolchains: Sequence[ResolvedToolchain],
-) -> dict[str, object] | None:
-    """The ``possible_sandbox_denial`` hint of a failed probe (or preflight) that ran in
-    ``workdir`` (its ``snapshot`` and ``scratch``) with ``toolchains``, else None."""
-    failed_preflight = [r for r in result.preflight if not r.passed]
-    succeeded = result.status == "ok" and result.exit_code == 0
-    if succeeded and (verdict is None or verdict.passed) and not failed_preflight:
-        return None
-    real = Path(os.path.realpath(workdir))
-    scratch = str(real / "scratch")
-    readable = [*SYSTEM_READ_PATHS, str(real / "snapshot"), scratch, *(t.path for t in toolchains)]
-    if result.executable is not None:
-        readable.append(str(Path(result.executable.path).parent))
-    stderr = result.stderr + b"".join(r.stderr for r in failed_preflight)
-    return sandbox_denial_hint(stderr, Grants(tuple(readable), (scratch,)))

@@ -1,4 +1,5 @@
-"""The receipt fields only some runs have: toolchains, preflight, JUnit, the denial hint.
+"""The receipt fields only some runs have: toolchains, preflight, JUnit, refusals and the
+denial hint.
 
 Each is added only when the run has it, so a receipt of a plan and policy that use none
 keeps exactly the shape (and the fields) it had before they existed.
@@ -13,6 +14,7 @@ from typing import Any
 from ..sandbox import SandboxResult
 from ..toolchains.resolve import ResolvedToolchain
 from .oracle import CheckVerdict
+from .refusals import Refusal
 
 __all__ = ["add_run_extras"]
 
@@ -29,6 +31,7 @@ def add_run_extras(
     hint: dict[str, object] | None,
     result: SandboxResult,
     verdict: CheckVerdict | None,
+    refusals: Sequence[Refusal] = (),
 ) -> None:
     """Add the optional committed and operational fields of one run, in place."""
     if toolchains:
@@ -56,5 +59,9 @@ def add_run_extras(
             for case in report.cases
             if case.system_out or case.system_err
         ]
+    if refusals:
+        # docs/ARCHITECTURE.md, "Trust rules": the refusals a failed check was made
+        # inconclusive by are part of what the outcome rests on.
+        committed["refusals"] = [refusal.model_dump() for refusal in refusals]
     if hint is not None:
         operational["possible_sandbox_denial"] = hint

@@ -3,13 +3,16 @@
 ARCHITECTURE "Trust rules": only the four declared sources with a reference can yield
 supports/refutes; ``model_inferred`` stays inconclusive even when its check passes; a
 failed check is inconclusive unless the plan declared that failure refutes; a sandbox or
-bootstrap failure stays inconclusive even then.
+bootstrap failure stays inconclusive even then, and so does a failed check on a run the
+sandbox refused something (``sandbox_denied``) or a host-wide table was full
+(``host_resource``).
 """
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -28,8 +31,16 @@ from .models import (
     StdoutEqualsCheck,
     StdoutRegexCheck,
 )
+from .refusals import Refusal, refusal_reason
 
-__all__ = ["CheckVerdict", "Decision", "decide_outcome", "evaluate_check"]
+__all__ = ["DECISION_RULES", "CheckVerdict", "Decision", "decide_outcome", "evaluate_check"]
+
+#: The version of the rules ``decide_outcome`` applies; part of every action key, so a
+#: receipt decided under older rules never answers a later run (docs/ARCHITECTURE.md,
+#: "Trust rules"). 1: the rules before they were versioned (keys without the field).
+#: 2: a failed check on a run with a recognized refusal is ``sandbox_denied`` or
+#: ``host_resource``. Bump once per release that changes a rule, never once per change.
+DECISION_RULES = 2
 
 Outcome = Literal["supports", "refutes", "inconclusive"]
 
@@ -52,11 +63,13 @@ class CheckVerdict(BaseModel):
 
 
 class Decision(BaseModel):
-    """The oracle's outcome and the machine-readable reason for it."""
+    """The oracle's outcome, the machine-readable reason for it, and the refusals it
+    rests on when they made a failed check inconclusive."""
 
     model_config = ConfigDict(frozen=True)
     outcome: Outcome
     reason: str
+    refusals: tuple[Refusal, ...] = ()
 
 
 def evaluate_check(plan: Plan, exit_code: int | None, stdout: bytes, scratch: Path) -> CheckVerdict:
@@ -170,10 +183,18 @@ def _junit_verdict(scratch: Path, check: JunitXmlCheck) -> CheckVerdict:
     return CheckVerdict(passed=passed, detail=f"{counts['tests']} tests: {summary}", junit=report)
 
 
-def decide_outcome(plan: Plan, runner_reason: str | None, verdict: CheckVerdict | None) -> Decision:
-    """Apply the trust rules: runner failures, oracle sources and ``failure_refutes``.
+def decide_outcome(
+    plan: Plan,
+    runner_reason: str | None,
+    verdict: CheckVerdict | None,
+    refusals: Sequence[Refusal] = (),
+) -> Decision:
+    """Apply the trust rules: runner failures, oracle sources, recognized refusals and
+    ``failure_refutes``.
 
     ``runner_reason`` is None only when the probe ran to completion under the sandbox.
+    ``refusals`` are consulted only once the check has failed: they may come from the
+    probe's own text, so they can make a failure inconclusive and nothing else.
     """
     if runner_reason is not None or verdict is None:
         return Decision(outcome="inconclusive", reason=runner_reason or "not_run")
@@ -184,6 +205,9 @@ def decide_outcome(plan: Plan, runner_reason: str | None, verdict: CheckVerdict 
         if trusted:
             return Decision(outcome="supports", reason="oracle_passed")
         return Decision(outcome="inconclusive", reason="model_inferred_oracle")
+    if refusals:
+        reason = refusal_reason(refusals)
+        return Decision(outcome="inconclusive", reason=reason, refusals=tuple(refusals))
     if trusted and plan.failure_refutes:
         return Decision(outcome="refutes", reason="oracle_failed")
     return Decision(outcome="inconclusive", reason="oracle_failed")

@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,10 +55,11 @@ from .confirm import (
     may_answer_later_runs,
     settle,
 )
-from .denials import run_denial_hint
+from .denials import RunRefusals, run_facts, run_refusals
 from .extras import add_run_extras
+from .host_tables import HostTableWatch
 from .models import Plan
-from .oracle import CheckVerdict, decide_outcome, evaluate_check
+from .oracle import DECISION_RULES, CheckVerdict, decide_outcome, evaluate_check
 from .overlay import apply_interventions, write_fixtures
 from .persist import find_reusable_receipt, load_plan, load_receipt, save_receipt
 from .phases import PhaseClock
@@ -100,7 +101,13 @@ class ProbeRunResult(ReceiptSummary):
 
 #: Variables the runner sets per run: they change every run by design, so they are not
 #: inputs of the action (docs/ARCHITECTURE.md, "Trust rules": reuse needs every input equal).
-RUNNER_GENERATED = frozenset({"BYTE_PROBE_SCRATCH", "HOME", "TMPDIR"})
+#: docs/ARCHITECTURE.md, "Probe environment": the scratch directory, and HOME, TMPDIR and
+#: the cache variables the runner points into it.
+RUNNER_GENERATED = frozenset(
+    {"BYTE_PROBE_SCRATCH", "HOME", "TMPDIR", "PYTHONDONTWRITEBYTECODE"}
+    | {"XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"}
+    | {"PIP_CACHE_DIR", "npm_config_cache", "MYPY_CACHE_DIR", "RUFF_CACHE_DIR"}
+)
 
 
 class ActionInputs(BaseModel):
@@ -119,6 +126,9 @@ class ActionInputs(BaseModel):
     #: The policy's toolchains (name, content digest) as resolved for this run
     #: (docs/ARCHITECTURE.md, "Toolchains"); empty for a policy without toolchains.
     toolchains: tuple[tuple[str, str], ...] = ()
+    #: The version of the rules that turn a run into an outcome (``oracle.DECISION_RULES``):
+    #: a receipt decided under older rules never answers this action.
+    decision_rules: int = DECISION_RULES
 
 
 def action_key_for(inputs: ActionInputs) -> str:
@@ -152,6 +162,7 @@ def action_inputs(
         environment=tuple(kept),
         sandbox_digest=sandbox_digest,
         toolchains=tuple((t.name, t.digest.sha256) for t in toolchains),
+        decision_rules=DECISION_RULES,
     )
 
 
@@ -281,7 +292,7 @@ def _execute_draft(
     except Exception as exc:  # any defect still ends in a receipt
         log.exception("run %s: unexpected error", context.run_id)
         executed = _Executed(_refused("internal_error", f"{type(exc).__name__}: {exc}"))
-    context.denial_hint = executed.hint
+    context.refused = executed.refused
     return context.assemble(executed.result, executed.verdict, runtime.digest, key)
 
 
@@ -289,8 +300,8 @@ def _execute_draft(
 class _Executed:
     result: SandboxResult
     verdict: CheckVerdict | None = None
-    #: docs/ARCHITECTURE.md, "Saying why": operational advice, never an outcome.
-    hint: dict[str, object] | None = None
+    #: docs/ARCHITECTURE.md, "Saying why": what a failed run was refused, and the hint.
+    refused: RunRefusals = field(default_factory=RunRefusals)
 
 
 def _execute(
@@ -313,6 +324,9 @@ def _execute(
         if refused is not None:
             return _Executed(refused)
         scratch = workdir / "scratch"
+        # docs/ARCHITECTURE.md, "Trust rules": host-wide tables full while it ran make a
+        # failure no evidence (``host_resource``).
+        tables = cleanup.enter_context(HostTableWatch())
         result = run_sandboxed(
             policy=policy,
             executable=plan.executable,
@@ -325,12 +339,14 @@ def _execute(
             toolchains=toolchains,
             preflight=plan.preflight,
         )
+        full_tables = tables.stop()
         clock.merge(result.phases)
         verdict = None
         if result.status == "ok":
             with clock.timing("evaluate"):
                 verdict = evaluate_check(plan, result.exit_code, result.stdout, scratch)
-        return _Executed(result, verdict, run_denial_hint(result, verdict, workdir, toolchains))
+        facts = run_facts(policy, result, workdir, toolchains, full_tables)
+        return _Executed(result, verdict, run_refusals(result, verdict, facts))
 
 
 def _materialize(
@@ -385,7 +401,7 @@ class _RunContext:
         self.clock = PhaseClock()
         self.on_written: ReceiptHook | None = None
         self.toolchains: tuple[ResolvedToolchain, ...] = ()
-        self.denial_hint: dict[str, object] | None = None
+        self.refused = RunRefusals()
         #: The first refutation this run's execution confirms (docs/ARCHITECTURE.md,
         #: "Confirming a refutation"); None for an ordinary execution.
         self.first: ReceiptDraft | None = None
@@ -419,7 +435,7 @@ class _RunContext:
         """One execution's committed and operational fields (signer and writing aside)."""
         assembling = time.monotonic()
         runner_reason = None if result.status == "ok" else (result.reason or result.status)
-        decision = decide_outcome(self.plan, runner_reason, verdict)
+        decision = decide_outcome(self.plan, runner_reason, verdict, self.refused.refusals)
         elapsed = result.probe_elapsed_seconds
         committed: dict[str, Any] = {
             "version": RECEIPT_VERSION,
@@ -464,9 +480,10 @@ class _RunContext:
             committed,
             operational,
             toolchains=self.toolchains,
-            hint=self.denial_hint,
+            hint=self.refused.hint,
             result=result,
             verdict=verdict,
+            refusals=decision.refusals,
         )
         # "write" is the receipt's assembly (fields, digests, signature) up to its one
         # transaction; the transaction cannot time itself inside the body it writes.

@@ -23,6 +23,7 @@ __all__ = [
     "JunitSummary",
     "PreflightSummary",
     "ReceiptSummary",
+    "RefusalSummary",
     "summarize_receipt",
     "summary_json",
 ]
@@ -84,6 +85,17 @@ class ConfirmationSummary(_Frozen):
     worker: str | None = None
 
 
+class RefusalSummary(_Frozen):
+    """What the sandbox refused a run whose failed check it made inconclusive
+    (docs/ARCHITECTURE.md, "Trust rules")."""
+
+    kind: str
+    operation: str
+    target: str | None
+    evidence: str
+    fix: str
+
+
 class ReceiptSummary(_Frozen):
     """The fields ``run`` and ``receipt show`` print, read from one receipt."""
 
@@ -108,6 +120,8 @@ class ReceiptSummary(_Frozen):
     preflight: tuple[PreflightSummary, ...] = ()
     junit: JunitSummary | None = None
     confirmation: ConfirmationSummary | None = None
+    #: What the sandbox refused, when that made a failed check inconclusive (committed).
+    refusals: tuple[RefusalSummary, ...] = ()
     #: Paths a failing probe named outside the policy's grants (advice, never committed).
     possible_sandbox_denial: tuple[str, ...] = ()
 
@@ -138,6 +152,7 @@ def summarize_receipt(receipt: Mapping[str, Any]) -> dict[str, Any]:
         preflight=tuple(_preflight(p) for p in _list(committed.get("preflight"))),
         junit=_junit(committed.get("junit")),
         confirmation=_confirmation(committed.get("confirmation"), operational.get("confirmation")),
+        refusals=tuple(_refusal(r) for r in _list(committed.get("refusals"))[:MAX_LISTED_CASES]),
         possible_sandbox_denial=tuple(str(p) for p in _list(hint.get("paths"))),
     )
     return {name: getattr(summary, name) for name in ReceiptSummary.model_fields}
@@ -175,6 +190,17 @@ def _confirmation(value: object, kept: object) -> ConfirmationSummary | None:
         outcome=_text(confirmation.get("outcome")),
         reason=_text(confirmation.get("reason")),
         worker=_text(_mapping(kept).get("worker")),
+    )
+
+
+def _refusal(value: object) -> RefusalSummary:
+    item = _mapping(value)
+    return RefusalSummary(
+        kind=str(item.get("kind", "")),
+        operation=str(item.get("operation", "")),
+        target=_text(item.get("target")),
+        evidence=str(item.get("evidence", "")),
+        fix=str(item.get("fix", "")),
     )
 
 

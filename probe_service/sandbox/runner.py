@@ -89,12 +89,28 @@ log = logging.getLogger(__name__)
 
 def _probe_env(policy: Policy, scratch: Path) -> dict[str, str]:
     # docs/ARCHITECTURE.md, "Probe environment": exactly the names the policy
-    # lists, with the worker's values, plus our scratch-pointing names.
+    # lists, with the worker's values, plus our scratch-pointing names. The source is
+    # read-only, so home, temporary files and the caches tools keep by default in the
+    # home, the XDG directories or the project itself all go to scratch; these names
+    # win over a value the policy passes (the plan runner's RUNNER_GENERATED lists them).
     env = passed_environment(policy, os.environ)
     for sub in ("home", "tmp"):
         (scratch / sub).mkdir(exist_ok=True)
-    env.update(BYTE_PROBE_SCRATCH=str(scratch), HOME=str(scratch / "home"))
-    env["TMPDIR"] = str(scratch / "tmp")
+    home = scratch / "home"
+    env.update(BYTE_PROBE_SCRATCH=str(scratch), HOME=str(home), TMPDIR=str(scratch / "tmp"))
+    env.update(
+        XDG_CACHE_HOME=str(home / ".cache"),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_DATA_HOME=str(home / ".local" / "share"),
+        XDG_STATE_HOME=str(home / ".local" / "state"),
+        PIP_CACHE_DIR=str(home / ".cache" / "pip"),
+        npm_config_cache=str(home / ".npm"),
+        MYPY_CACHE_DIR=str(home / ".cache" / "mypy"),
+        RUFF_CACHE_DIR=str(home / ".cache" / "ruff"),
+        # Not PYTHONPYCACHEPREFIX: it makes Python ignore the compiled caches of the
+        # standard library and toolchains and compile every import again, every run.
+        PYTHONDONTWRITEBYTECODE="1",
+    )
     return env
 
 

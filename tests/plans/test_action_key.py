@@ -94,3 +94,60 @@ def test_toolchain_digests_are_in_the_key(tmp_path: Path) -> None:
     (root / "lib" / "m.py").write_text("A = 2\n")
     assert keyed() != first
     assert key({}) != first  # and a policy with no toolchain keys differently again
+
+
+FIXED = {
+    "plan_id": "1" * 64,
+    "snapshot_id": "2" * 64,
+    "policy_digest": "3" * 64,
+    "executable_path": "/usr/bin/python3.11",
+    "executable_sha256": "4" * 64,
+    "environment": (("LANG", "C.UTF-8"),),
+    "sandbox_digest": "5" * 64,
+    "toolchains": (("tc", "6" * 64),),
+}
+#: ``action_key_for`` of FIXED before the decision rules were versioned (computed by that
+#: release's code): the rules-1 key every receipt stored then carries.
+RULES_1_KEY = "5ebde5370bbefee27577e67c2439550761750d3e30f8070e72a35dd2aaff6752"
+
+
+def test_the_decision_rules_are_in_the_key() -> None:
+    """Every action is keyed with the rules that decide it; other rules, another key."""
+    from probe_service.plans.oracle import DECISION_RULES
+    from probe_service.plans.run import ActionInputs
+
+    inputs = action_inputs("plan", PLAN, policy(), "sandbox", {})
+    assert inputs.decision_rules == DECISION_RULES >= 2
+    older = ActionInputs(**{**inputs.model_dump(), "decision_rules": DECISION_RULES - 1})
+    assert action_key_for(older) != action_key_for(inputs)
+
+
+def test_only_the_new_field_changes_the_key() -> None:
+    """Without the new field the canonical inputs are byte for byte the old ones, so the
+    older key is reproducible (and differs from today's)."""
+    from probe_service.canonical import sha256_of_json
+    from probe_service.plans.run import ActionInputs
+
+    inputs = ActionInputs(**FIXED)  # type: ignore[arg-type]
+    dumped = inputs.model_dump(mode="json")
+    assert sha256_of_json({k: v for k, v in dumped.items() if k != "decision_rules"}) == RULES_1_KEY
+    assert action_key_for(inputs) != RULES_1_KEY
+
+
+def test_the_runner_generated_names_are_the_ones_the_runner_sets(tmp_path: Path) -> None:
+    """Every name the runner adds to the probe's environment is left out of the key."""
+    from probe_service.plans.run import RUNNER_GENERATED
+    from probe_service.sandbox.runner import _probe_env
+
+    env = _probe_env(policy(environment=[]), tmp_path)
+    assert set(env) == RUNNER_GENERATED
+    cache_names = {"XDG_CACHE_HOME", "PIP_CACHE_DIR", "npm_config_cache", "MYPY_CACHE_DIR"}
+    assert cache_names <= RUNNER_GENERATED
+    assert all(
+        value.startswith(f"{tmp_path}/") for name, value in env.items()
+        if name not in ("BYTE_PROBE_SCRATCH", "PYTHONDONTWRITEBYTECODE")
+    )  # fmt: skip
+    noisy = {"XDG_CACHE_HOME": "/worker/cache", "PIP_CACHE_DIR": "/var/cache/pip"}
+    passing = policy(environment=["XDG_CACHE_HOME", "PIP_CACHE_DIR"])
+    assert key({}, passing) == key(noisy, passing)
+    assert _probe_env(passing, tmp_path)["XDG_CACHE_HOME"] == f"{tmp_path}/home/.cache"

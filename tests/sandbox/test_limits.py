@@ -10,6 +10,7 @@ import psutil
 import pytest
 
 from probe_service.errors import SandboxUnavailable
+from probe_service.plans.run import RUNNER_GENERATED
 from probe_service.sandbox import runner as runner_module
 from probe_service.sandbox.identity import PROBE_UID_BASE
 from probe_service.sandbox.limits import create_run_cgroup, plan_limits
@@ -121,11 +122,12 @@ class TestEnvironment:
     def test_environment_holds_only_the_allowed_names(
         self, run: Runner, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """The probe sees the policy's names plus BYTE_PROBE_SCRATCH, HOME and TMPDIR only."""
+        """The probe sees the policy's names plus the runner's own (BYTE_PROBE_SCRATCH, HOME,
+        TMPDIR and the cache variables pointing into scratch) only."""
         monkeypatch.setenv("WORKER_SECRET_TOKEN", "must-not-leak")
         monkeypatch.setenv("LANG", "C.UTF-8")
         result = run("python3", ["-c", "import os; print(' '.join(sorted(os.environ)))"])
-        expected = {"BYTE_PROBE_SCRATCH", "HOME", "TMPDIR", "LANG", "PATH"}
+        expected = RUNNER_GENERATED | {"LANG", "PATH"}
         assert set(result.stdout.split()) == {name.encode() for name in expected}
 
     def test_home_and_tmpdir_point_into_scratch(self, run: Runner, scratch: object) -> None:

@@ -28,6 +28,9 @@ from probe_service.sandbox import SandboxResult, SandboxRuntime, run_sandboxed
 from probe_service.sandbox.helper import LauncherPool
 from probe_service.sandbox.runtime import find_system_tool
 
+# The refusal tests' real probe under a policy to vary is the plan tests'.
+from tests.plans.conftest import refusal_probe  # noqa: F401
+
 # The attack fixtures of the host-walk, link and launch-size tests, and the queue's farm.
 from tests.queue.conftest import start_farm  # noqa: F401
 

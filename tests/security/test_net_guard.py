@@ -148,6 +148,28 @@ def test_public_range_address_on_allowed_port_connects(
     assert _attempt(runtime, [80], attempts) == [{"ok": True}, {"ok": True}, REFUSED]
 
 
+def test_each_refusal_is_reported_on_stderr_bounded(runtime: SandboxRuntime) -> None:
+    """Every refusal is reported on one stderr line naming the destination (so a failed
+    probe's receipt can name it); control characters are replaced, and after 20 lines
+    one more says the rest are not reported."""
+    attempts = [{"kind": "net", "host": "127.0.0.1", "port": 80}]
+    attempts += [{"kind": "net", "host": "a\nb", "port": 81}]
+    attempts += [{"kind": "net", "host": "198.51.100.9", "port": 9000 + i} for i in range(30)]
+    done = _node(runtime, "80", "-e", DRIVER, json.dumps(attempts))
+    assert json.loads(done.stdout) == [REFUSED] * len(attempts)
+    lines = done.stderr.splitlines()
+    assert lines[:2] == [
+        "byte-probe network guard: refused: 127.0.0.1:80 (127.0.0.1 is loopback)",
+        "byte-probe network guard: refused: a?b:81 (port 81 is not allowed)",
+    ]
+    assert (
+        lines[2]
+        == "byte-probe network guard: refused: 198.51.100.9:9000 (port 9000 is not allowed)"
+    )
+    assert len(lines) == 21
+    assert lines[20] == "byte-probe network guard: further refusals are not reported"
+
+
 @pytest.mark.parametrize("ports", [None, "", "80,", "0", "65536", "80;443", " 80"])
 def test_guard_without_a_valid_port_list_stops_node(
     runtime: SandboxRuntime, ports: str | None

@@ -99,6 +99,14 @@ class TestSuiteAsProbe:
         assert [(p["argv"][0], p["exit_code"]) for p in committed["preflight"]] == [("python3", 0)]
         assert verify_receipt(result.receipt) == result.receipt_sha256
 
+    def test_a_suite_writing_its_cache_still_refutes(self, probe: Prober) -> None:
+        """pytest with its cache on warns that the read-only source refused the cache; that
+        refusal explains no failure, so the failing suite still refutes."""
+        result = probe(args=[*PYTEST, "-p", "cacheprovider", "-o", "addopts="])
+        stdout = result.stdout + result.stderr
+        assert "PytestCacheWarning" in stdout and "Read-only file system" in stdout
+        assert (result.outcome, result.reason) == ("refutes", "oracle_failed")
+
     def test_a_named_subset_that_passes_supports(self, probe: Prober) -> None:
         """Requiring only the passing test supports, though the suite as a whole fails."""
         result = probe(oracle=junit_oracle(ADD))
@@ -226,7 +234,7 @@ class TestToolchainGrants:
 
 
 class TestSandboxDenialHint:
-    def test_a_denied_read_is_hinted_and_the_outcome_stands(
+    def test_a_denied_read_is_hinted_and_no_evidence(
         self,
         sqlite_store: Store,
         tmp_path: Path,
@@ -234,7 +242,8 @@ class TestSandboxDenialHint:
         runtime: SandboxRuntime,
         write_policy: PolicyWriter,
     ) -> None:
-        """A probe reading an ungranted path fails as it would; the receipt hints at why."""
+        """A probe reading an ungranted path fails as it would; the failure is no evidence
+        (``sandbox_denied``), and the receipt names the path and the fix."""
         (tmp_path / "repo").mkdir()
         (tmp_path / "repo" / "x.txt").write_text("x\n")
         snapshot = service.snapshot_capture(sqlite_store, tmp_path / "repo").snapshot_id
@@ -249,14 +258,19 @@ class TestSandboxDenialHint:
         }
         plan_id = service.probe_plan(sqlite_store, plan).plan_id
         result = service.probe_run(sqlite_store, plan_id, "python-tests", runtime=runtime)
-        assert (result.outcome, result.reason) == ("inconclusive", "oracle_failed")
+        assert (result.outcome, result.reason) == ("inconclusive", "sandbox_denied")
         hint = result.receipt["operational"]["possible_sandbox_denial"]
         assert hint["reads"] == [str(target)]
         assert "possible_sandbox_denial" not in result.receipt["committed"]
+        (refused,) = result.receipt["committed"]["refusals"]
+        assert (refused["operation"], refused["target"]) == ("read", str(target))
         shown = io.StringIO()
         print_receipt(Console(file=shown, width=300), result.receipt, "run")
         assert (
             f"possible_sandbox_denial │ outside the policy's grants: {target}" in shown.getvalue()
+        )
+        assert f"refused                 │ read {target}: {target} is not visible" in (
+            shown.getvalue()
         )
 
 
