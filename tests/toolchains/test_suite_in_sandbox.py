@@ -103,8 +103,9 @@ class TestSuiteAsProbe:
         """pytest with its cache on warns that the read-only source refused the cache; that
         refusal explains no failure, so the failing suite still refutes."""
         result = probe(args=[*PYTEST, "-p", "cacheprovider", "-o", "addopts="])
-        stdout = result.stdout + result.stderr
-        assert "PytestCacheWarning" in stdout and "Read-only file system" in stdout
+        output = result.stdout + result.stderr
+        assert "PytestCacheWarning" in output
+        assert "Read-only file system" in output
         assert (result.outcome, result.reason) == ("refutes", "oracle_failed")
 
     def test_a_named_subset_that_passes_supports(self, probe: Prober) -> None:
