@@ -1,7 +1,7 @@
 """A TypeScript boundary as a claim dependency (``query_set`` / ``negative_query``).
 
-docs/ARCHITECTURE.md, "TypeScript boundary": the result's matches are the consumers
-(path, line, role, span SHA-256 and byte span); its identity is
+docs/ARCHITECTURE.md, "TypeScript boundary": the result's matches are the consumers and
+implementations (path, line, role, span SHA-256 and byte span); its identity is
 ``result_identity``; its domain digest is the cheap fingerprint of the TypeScript inputs,
 so an unchanged fingerprint skips the compiler, and anything else reruns the worker on a
 materialization of the target snapshot.
@@ -48,9 +48,9 @@ def query_result(
     return QueryResult(
         kind=query.kind,
         analyzer_version=ANALYZER_VERSION[query.kind],
-        # The consumers are the matches (a negative dependency means "no consumer"); the
-        # definitions count in the result identity.
-        matches=tuple(_match(s) for s in result.consumers),
+        # The consumers and implementations are the matches (a negative dependency means
+        # "none"); the definitions count in the result identity.
+        matches=tuple(_match(s) for s in (*result.consumers, *result.implementations)),
         complete=result.complete,
         truncated=result.truncated,
         notes=tuple(notes),
