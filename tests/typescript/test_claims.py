@@ -94,7 +94,9 @@ def test_unrelated_change_skips_the_compiler_and_stays_current(shop: _Repo) -> N
     readme = shop.capture()
     [check] = claim_check(shop.store, [claim_id], readme)
     assert check.state == "current"
-    assert check.dependencies[1].reason == "TypeScript inputs unchanged; compiler skipped"
+    assert check.dependencies[1].reason == (
+        "TypeScript inputs and identifier occurrences unchanged; compiler skipped"
+    )
     shop.write("src/util.ts", "export const cents = (n: number): number => n * 100;\n")
     other = shop.capture()
     [check] = claim_check(shop.store, [claim_id], other)
