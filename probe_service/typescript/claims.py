@@ -135,6 +135,8 @@ def check_boundary(baseline: QueryBaseline, tree: TreeView) -> tuple[Applicabili
         return "current", "TypeScript inputs and identifier occurrences unchanged; compiler skipped"
     result = evaluate_boundary_query(query, tree, extras)
     news = _describe(appeared)
+    if baseline.form == "negative_query":
+        return _still_empty(result, news)
     if result.result_digest == baseline.result_digest:
         what = "domain changed" if not inputs_same else "new occurrence(s) outside the domain"
         return "current", f"{what}; result re-evaluated and unchanged{news}"
@@ -145,6 +147,15 @@ def check_boundary(baseline: QueryBaseline, tree: TreeView) -> tuple[Applicabili
     if not result.complete and result.notes:
         reason += f"; {result.notes[0]}"
     return "needs_recheck", reason
+
+
+def _still_empty(result: QueryResult, news: str) -> tuple[Applicability, str]:
+    """A negative boundary: current while the rerun is complete and lists no consumer."""
+    if result.matches:
+        return "needs_recheck", f"a match appeared: {result.matches[0].path}{news}"
+    if not result.complete or result.truncated:
+        return "needs_recheck", "re-evaluation incomplete: " + "; ".join(result.notes[:3])
+    return "current", f"re-evaluated; still no consumer{news}"
 
 
 def _describe(appeared: Sequence[tuple[str, str, int]]) -> str:

@@ -196,3 +196,22 @@ def test_claim_on_an_incomplete_boundary_is_refused_at_birth() -> None:
     assert baseline.boundary is not None
     assert baseline.boundary["status"] == "unavailable"
     assert check_dependency(0, baseline, tree).state == "needs_recheck"
+
+
+@pytest.mark.usefixtures("runtime")
+def test_negative_boundary_stays_empty_until_a_consumer_appears_through_an_alias() -> None:
+    """ "Nothing calls chargeCard": an edit that adds no consumer keeps it current; a call
+    through a barrel's alias (the name chargeCard nowhere in the new file) reopens it."""
+    payments = b"export function chargeCard(n: number): boolean {\n  return n > 0;\n}\n"
+    files = {"tsconfig.json": b'{"include": ["src"]}\n', "src/payments.ts": payments}
+    dependency = Dependency.model_validate(
+        {"negative_query": {"query": {"kind": "typescript_boundary", "symbol": "chargeCard"}}}
+    )
+    baseline = compute_baseline(0, dependency, TreeView.from_files(files))
+    barrel = {"src/index.ts": b'export * as billing from "./payments";\n'}
+    quiet = check_dependency(0, baseline, TreeView.from_files({**files, **barrel}))
+    assert (quiet.state, quiet.reason) == ("current", "re-evaluated; still no consumer")
+    caller = b'import { billing } from "./index";\n\nbilling.chargeCard(-1);\n'
+    edited = TreeView.from_files({**files, **barrel, "src/refund.ts": caller})
+    check = check_dependency(0, baseline, edited)
+    assert (check.state, check.reason) == ("needs_recheck", "a match appeared: src/refund.ts")
