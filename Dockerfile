@@ -20,7 +20,7 @@ COPY sandbox/package.json sandbox/package-lock.json sandbox/runtime.sha256 sandb
 RUN cd sandbox && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
 # The TypeScript boundary worker and its pinned compiler, verified the same way.
 COPY tsboundary/package.json tsboundary/package-lock.json tsboundary/worker.sha256 \
-    tsboundary/boundary.cjs tsboundary/
+    tsboundary/boundary.cjs tsboundary/routes.cjs tsboundary/positions.cjs tsboundary/
 RUN cd tsboundary && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
 
 COPY pyproject.toml README.md ./

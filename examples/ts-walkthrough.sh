@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The README's TypeScript boundary walkthrough: a claim about every caller of chargeCard
-# rests on the compiler boundary; a new caller in a new file reopens it although no cited
-# line changed, while an unrelated edit does not (the compiler is not even rerun).
+# rests on the compiler boundary; a new caller in a new file, reached through the barrel
+# re-export `export { chargeCard as pay }`, reopens it although no cited line changed and
+# the name chargeCard appears nowhere in it, while an unrelated edit does not (the
+# compiler is not even rerun).
 # Runs on the embedded store in a temporary directory; needs `make setup` first.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -34,12 +36,12 @@ printf '# Shop\n\nNow with gift cards.\n' > repo/README.md
 s2=$("$bp" snapshot capture repo --json | field "['snapshot_id']")
 "$bp" gate --snapshot "$s2" --scope shop
 
-echo "## 4. another agent adds a caller in a new file; no cited line changed, the claim reopens"
+echo "## 4. another agent adds a caller through the barrel's alias; no cited line changed, the claim reopens"
 cat > repo/src/refund.ts <<'TS'
-import { chargeCard } from "./payments";
+import { pay } from "./index";
 
 export function refund(totalCents: number): void {
-  chargeCard(-totalCents); // result ignored
+  pay(-totalCents); // result ignored
 }
 TS
 s3=$("$bp" snapshot capture repo --json | field "['snapshot_id']")

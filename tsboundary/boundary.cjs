@@ -2,8 +2,9 @@
 // The TypeScript boundary worker (docs/ARCHITECTURE.md, "TypeScript boundary").
 //
 // Runs inside the sandbox against a materialization of one snapshot and prints one JSON
-// object on stdout: the definitions and consumers of one symbol across every discovered
-// tsconfig project, with completeness signals. Every file the compiler touches goes through
+// object on stdout: the definitions, consumers and implementations of one symbol across
+// every discovered tsconfig project and an inferred project of the files none covers, with
+// completeness signals (the routes themselves: routes.cjs). Every file the compiler touches goes through
 // a confined host: reads inside the materialization (or the pinned TypeScript's own lib
 // directory) are served; anything else is refused and makes the result incomplete.
 "use strict";
@@ -12,20 +13,24 @@ const fs = require("fs");
 const path = require("path");
 const crypto = require("crypto");
 const ts = require("typescript");
+const positions = require("./positions.cjs");
+const { followRoutes } = require("./routes.cjs");
 
-const ADAPTER = "typescript-boundary/1";
+const ADAPTER = "typescript-boundary/2";
 const SOURCE_EXT = /\.(ts|tsx|mts|cts|js|jsx|mjs|cjs)$/;
 const CONFIG_NAME = /^(tsconfig(\..+)?\.json|jsconfig\.json)$/;
 const SKIP_DIRS = new Set(["node_modules", ".git"]);
+const SEARCHED_NAMED = 50;
 
 function parseArgs(argv) {
-  const args = { file: null, maxFiles: 10000, maxBytes: 64 << 20, maxResults: 1000 };
+  const args = { file: null, extras: [], maxFiles: 10000, maxBytes: 64 << 20, maxResults: 1000 };
   for (let i = 0; i < argv.length; i += 2) {
     const [key, value] = [argv[i], argv[i + 1]];
     if (value === undefined) throw new Error(`missing value for ${key}`);
     if (key === "--root") args.root = value;
     else if (key === "--symbol") args.symbol = value;
     else if (key === "--file") args.file = value;
+    else if (key === "--extra") args.extras.push(value);
     else if (key === "--max-files") args.maxFiles = Number(value);
     else if (key === "--max-bytes") args.maxBytes = Number(value);
     else if (key === "--max-results") args.maxResults = Number(value);
@@ -203,6 +208,15 @@ function discover(conf, limits) {
       else if (SOURCE_EXT.test(entry.name)) sources.push(full);
     }
   }
+  // Extra files (outside the claim's domain, or under node_modules, where a new occurrence
+  // of a boundary name appeared) are sources too: the inferred project reads them.
+  for (const extra of limits.extras) {
+    const full = path.resolve(conf.root, extra);
+    if (conf.inside(full) && SOURCE_EXT.test(full) && fs.lstatSync(full, { throwIfNoEntry: false })
+      ?.isFile() && !sources.includes(full)) {
+      sources.push(full);
+    }
+  }
   configs.sort();
   sources.sort();
   return { configs, sources };
@@ -252,7 +266,8 @@ const INFERRED_OPTIONS = {
   jsx: ts.JsxEmit.Preserve,
 };
 
-function loadProjects(conf, found, report) {
+// Every tsconfig/jsconfig is a project; with none, the sources form one inferred project.
+function configuredProjects(conf, found, report) {
   const projects = [];
   for (const configPath of found.configs) {
     const rel = conf.rel(configPath);
@@ -275,9 +290,6 @@ function loadProjects(conf, found, report) {
     for (const d of errors) report.configErrors.push(`${rel}: ${flatten(d)}`);
     projects.push({ config: rel, fileNames: parsed.fileNames, options: parsed.options });
   }
-  if (projects.length === 0 && found.configs.length === 0 && found.sources.length) {
-    projects.push({ config: null, fileNames: found.sources, options: INFERRED_OPTIONS });
-  }
   return projects;
 }
 
@@ -293,11 +305,11 @@ function moduleSpecifiers(sf) {
                ts.isExternalModuleReference(node.moduleReference) &&
                ts.isStringLiteral(node.moduleReference.expression)) {
       found.push(node.moduleReference.expression.text);
-    } else if (ts.isCallExpression(node) && node.arguments.length === 1 &&
-               ts.isStringLiteral(node.arguments[0]) &&
-               (node.expression.kind === ts.SyntaxKind.ImportKeyword ||
-                (ts.isIdentifier(node.expression) && node.expression.text === "require"))) {
-      found.push(node.arguments[0].text);
+    } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument) &&
+               ts.isStringLiteral(node.argument.literal)) {
+      found.push(node.argument.literal.text);
+    } else if (ts.isCallExpression(node) && typeof positions.moduleLoad(node) === "string") {
+      found.push(positions.moduleLoad(node));
     } else if (ts.isModuleDeclaration(node) && ts.isStringLiteral(node.name)) {
       return; // an ambient module declares a name; it imports nothing
     }
@@ -307,9 +319,9 @@ function moduleSpecifiers(sf) {
   return found;
 }
 
-function isInternalSpecifier(spec, options) {
+function isInternalSpecifier(spec, pathPatterns) {
   if (spec.startsWith(".") || spec.startsWith("/")) return true;
-  for (const pattern of Object.keys(options.paths || {})) {
+  for (const pattern of pathPatterns) {
     const star = pattern.indexOf("*");
     if (star < 0 ? spec === pattern
         : spec.startsWith(pattern.slice(0, star)) && spec.endsWith(pattern.slice(star + 1))) {
@@ -322,32 +334,33 @@ function isInternalSpecifier(spec, options) {
 const packageName = (spec) =>
   spec.startsWith("@") ? spec.split("/").slice(0, 2).join("/") : spec.split("/")[0];
 
-function resolveImports(conf, project, program, hosts, report) {
-  const graph = new Map(); // file -> resolved internal files
-  const cache = ts.createModuleResolutionCache(conf.root, (s) => s, project.options);
-  for (const sf of program.getSourceFiles()) {
-    if (!conf.inside(sf.fileName)) continue;
+// The import graph of one program: file -> resolved internal files and unresolved
+// packages; `resolved` maps (file, specifier) to the file it names. A specifier matching
+// any project's `paths` is internal in every project (a loose file has no `paths`).
+function resolveImports(conf, ctx, pathPatterns, report) {
+  const cache = ts.createModuleResolutionCache(conf.root, (s) => s, ctx.options);
+  for (const sf of ctx.files) {
     const rel = conf.rel(sf.fileName);
     const edges = [];
     const thirdParty = [];
     for (const spec of moduleSpecifiers(sf)) {
       const resolved = ts.resolveModuleName(
-        spec, sf.fileName, project.options, hosts.moduleHost, cache,
+        spec, sf.fileName, ctx.options, ctx.hosts.moduleHost, cache,
       ).resolvedModule;
       const target = resolved && conf.inside(resolved.resolvedFileName)
         ? conf.rel(resolved.resolvedFileName) : null;
-      report.resolutions.push([project.config, rel, spec, target]);
+      report.resolutions.push([ctx.config, rel, spec, target]);
       if (target) {
         edges.push(target);
-      } else if (isInternalSpecifier(spec, project.options)) {
+        ctx.resolved.set(`${rel}\0${spec}`, target);
+      } else if (isInternalSpecifier(spec, pathPatterns)) {
         report.missingModules.add(`${rel}: ${spec}`);
       } else if (!resolved) {
         thirdParty.push(packageName(spec));
       }
     }
-    graph.set(rel, { edges, thirdParty });
+    ctx.graph.set(rel, { edges, thirdParty });
   }
-  return graph;
 }
 
 function configuredTypeErrors(program, report) {
@@ -361,85 +374,62 @@ function configuredTypeErrors(program, report) {
   }
 }
 
-function symbolKey(conf, symbol) {
-  const decls = (symbol.declarations || [])
-    .filter((d) => conf.inside(d.getSourceFile().fileName))
-    .map((d) => `${conf.rel(d.getSourceFile().fileName)}#${(d.name || d).getStart()}`)
-    .sort();
-  return decls.length ? decls.join("|") : null;
-}
-
-function roleOf(id) {
-  const parent = id.parent;
-  if (ts.isImportSpecifier(parent) || ts.isImportClause(parent) || ts.isNamespaceImport(parent)) {
-    return "import";
-  }
-  if (ts.isExportSpecifier(parent)) return "export";
-  let callee = id;
-  while (ts.isPropertyAccessExpression(callee.parent) && callee.parent.name === callee) {
-    callee = callee.parent;
-  }
-  if ((ts.isCallExpression(callee.parent) || ts.isNewExpression(callee.parent)) &&
-      callee.parent.expression === callee) {
-    return "call";
-  }
-  return "reference";
-}
-
-function callOf(id) {
-  let callee = id;
-  while (ts.isPropertyAccessExpression(callee.parent) && callee.parent.name === callee) {
-    callee = callee.parent;
-  }
-  return callee.parent;
-}
-
-function isDeclarationName(id) {
-  const parent = id.parent;
-  return parent && parent.name === id && (ts.isFunctionDeclaration(parent) ||
-    ts.isClassDeclaration(parent) || ts.isVariableDeclaration(parent) ||
-    ts.isInterfaceDeclaration(parent) || ts.isTypeAliasDeclaration(parent) ||
-    ts.isEnumDeclaration(parent) || ts.isMethodDeclaration(parent) ||
-    ts.isMethodSignature(parent) || ts.isPropertyDeclaration(parent) ||
-    ts.isPropertySignature(parent) || ts.isModuleDeclaration(parent) ||
-    ts.isFunctionExpression(parent) || ts.isClassExpression(parent));
-}
-
-function collectSites(conf, program, args, report) {
-  const checker = program.getTypeChecker();
-  const sites = [];
-  for (const sf of program.getSourceFiles()) {
-    if (!conf.inside(sf.fileName) || !sf.text.includes(args.symbol)) continue;
+// A file the parser could not read whole: what it holds is not known.
+function syntaxErrors(conf, ctx, report) {
+  for (const sf of ctx.files) {
     const rel = conf.rel(sf.fileName);
-    const visit = (node) => {
-      if (ts.isIdentifier(node) && node.text === args.symbol) {
-        let symbol = checker.getSymbolAtLocation(node);
-        if (symbol && symbol.flags & ts.SymbolFlags.Alias) {
-          const target = checker.getAliasedSymbol(symbol);
-          symbol = target && !(target.flags & ts.SymbolFlags.Alias && target === symbol)
-            ? target : symbol;
-          if (symbol.flags & ts.SymbolFlags.Alias || symbol.escapedName === "unknown") {
-            symbol = (symbol.declarations || []).length ? symbol : undefined;
-          }
-        }
-        const key = symbol ? symbolKey(conf, symbol) : null;
-        sites.push({ node, rel, sf, key, definition: isDeclarationName(node) });
-      }
-      ts.forEachChild(node, visit);
-    };
-    visit(sf);
+    if (report.syntax.has(rel)) continue;
+    const first = (sf.parseDiagnostics || [])[0];
+    if (!first) continue;
+    const line = sf.getLineAndCharacterOfPosition(first.start).line + 1;
+    report.syntax.set(rel, `${rel}: does not parse (line ${line}: ${flatten(first)})`);
   }
-  return sites;
 }
 
-function closure(graphs, starts) {
+function buildProgram(conf, project) {
+  const hosts = makeHosts(conf, project.options);
+  const program = ts.createProgram({
+    rootNames: project.fileNames, options: { ...project.options, noEmit: true },
+    host: hosts.compilerHost,
+  });
+  const files = program.getSourceFiles().filter((sf) => conf.inside(sf.fileName));
+  return { config: project.config, options: project.options, hosts, program,
+    checker: program.getTypeChecker(), files, graph: new Map(), resolved: new Map() };
+}
+
+// The configured projects, then one inferred project (the language service's answer for
+// loose files) holding every source no configured project covers: a `.ts` outside every
+// `include`, a `.js` where `allowJs` is off, an extra file outside the domain.
+function buildContexts(conf, found, report) {
+  const contexts = configuredProjects(conf, found, report).map((p) => buildProgram(conf, p));
+  const covered = new Set();
+  contexts.forEach((ctx) => ctx.files.forEach((sf) => covered.add(sf.fileName)));
+  const loose = found.sources.filter((f) => !covered.has(f));
+  if (loose.length) {
+    const inferred = buildProgram(conf, { config: null, fileNames: loose, options: INFERRED_OPTIONS });
+    contexts.push(inferred);
+    inferred.files.forEach((sf) => covered.add(sf.fileName));
+  }
+  for (const f of found.sources) {
+    if (!covered.has(f)) report.unanalyzed.push(`${conf.rel(f)}: not analyzed by any project`);
+  }
+  const patterns = contexts.flatMap((ctx) => Object.keys(ctx.options.paths || {}));
+  for (const ctx of contexts) {
+    resolveImports(conf, ctx, patterns, report);
+    configuredTypeErrors(ctx.program, report);
+    syntaxErrors(conf, ctx, report);
+  }
+  return contexts;
+}
+
+function closure(contexts, starts) {
   const seen = new Set(starts);
   const pending = [...starts];
   const thirdParty = new Set();
   while (pending.length) {
     const file = pending.pop();
-    for (const graph of graphs) {
-      const node = graph.get(file);
+    for (const ctx of contexts) {
+      const node = ctx.graph.get(file);
       if (!node) continue;
       node.thirdParty.forEach((p) => thirdParty.add(p));
       for (const next of node.edges) {
@@ -453,11 +443,58 @@ function closure(graphs, starts) {
   return { files: seen, thirdParty };
 }
 
+const bySite = (a, b) =>
+  a.rel < b.rel ? -1 : a.rel > b.rel ? 1 : a.node.getStart() - b.node.getStart();
+
+// The sites as byte spans, in three lists; a call's span is the whole call expression, so
+// a changed argument list changes it.
+function spans(conf, routes, args, unknowns) {
+  const lists = { definitions: [], consumers: [], implementations: [] };
+  let truncated = false;
+  let listed = 0;
+  for (const site of [...routes.sites.values()].sort(bySite)) {
+    const span = conf.span(site.sf.fileName, site.spanNode.getStart(), site.spanNode.getEnd());
+    if (!span) {
+      unknowns.push(`${site.rel}: not valid UTF-8; byte spans unknown`);
+      continue;
+    }
+    const item = { path: site.rel, ...span, identity: sha256(site.root), role: site.role };
+    if (site.role === "definition") {
+      lists.definitions.push(item);
+    } else if (listed >= args.maxResults) {
+      truncated = true;
+    } else {
+      listed += 1;
+      const list = site.role === "implementation" || site.role === "override"
+        ? lists.implementations : lists.consumers;
+      list.push(item);
+    }
+  }
+  return { ...lists, truncated };
+}
+
+function collectUnknowns(conf, report, routes, args, found) {
+  const unknowns = [];
+  if (args.file !== null && !found.sources.includes(path.join(conf.root, args.file))) {
+    unknowns.push(`requested file ${args.file} is not in any discovered project`);
+  }
+  if (![...routes.targets.values()].some((t) => t.hops === 0)) {
+    unknowns.push(`no declaration of ${args.symbol} was found`);
+  }
+  for (const e of report.configErrors) unknowns.push(`invalid configuration ${e}`);
+  for (const m of [...report.missingModules].sort()) unknowns.push(`missing internal module ${m}`);
+  for (const t of [...report.missingTypes].sort()) unknowns.push(t);
+  for (const [, text] of [...report.syntax].sort()) unknowns.push(text);
+  unknowns.push(...report.unanalyzed);
+  unknowns.push(...[...routes.unknowns].sort());
+  return unknowns;
+}
+
 function runBoundary(args) {
   const conf = new Confinement(args.root);
   const report = {
-    configErrors: [], missingModules: new Set(), missingTypes: new Set(),
-    resolutions: [], unknowns: [],
+    configErrors: [], missingModules: new Set(), missingTypes: new Set(), syntax: new Map(),
+    resolutions: [], unanalyzed: [],
   };
   const base = { adapter: ADAPTER, typescript_version: ts.version, symbol: args.symbol, file: args.file };
   const found = discover(conf, args);
@@ -468,87 +505,24 @@ function runBoundary(args) {
   if (found.configs.length === 0 && found.sources.length === 0) {
     return { ...base, status: "inapplicable", applicable: false, discovery_complete: true,
       complete: true, truncated: false, projects: [], definitions: [], consumers: [],
-      unknowns: [], unavailable_packages: [], outside_reads: [],
+      implementations: [], unknowns: [], unavailable_packages: [], outside_reads: [],
+      identifiers: [args.symbol], searched_count: 0, searched: [],
       domain_fingerprint: sha256(canonical([])), resolution_fingerprint: sha256(canonical([])) };
   }
-  const projects = loadProjects(conf, found, report);
-  const graphs = [];
-  const byKey = new Map(); // identity -> {definitions, consumers}
-  const unresolvedSites = [];
-  const inputs = new Set();
-  const projectSummaries = [];
-  for (const project of projects) {
-    const hosts = makeHosts(conf, project.options);
-    const program = ts.createProgram({
-      rootNames: project.fileNames, options: { ...project.options, noEmit: true },
-      host: hosts.compilerHost,
-    });
-    graphs.push(resolveImports(conf, project, program, hosts, report));
-    configuredTypeErrors(program, report);
-    let count = 0;
-    for (const sf of program.getSourceFiles()) {
-      if (conf.inside(sf.fileName)) {
-        inputs.add(sf.fileName);
-        count += 1;
-      }
-    }
-    projectSummaries.push({ config: project.config, files: count });
-    for (const site of collectSites(conf, program, args, report)) {
-      if (!site.key) {
-        unresolvedSites.push(site);
-        continue;
-      }
-      if (!byKey.has(site.key)) byKey.set(site.key, new Map());
-      const at = `${site.rel}#${site.node.getStart()}`;
-      byKey.get(site.key).set(at, site);
-    }
-  }
-  // The requested symbol: identities with a declaration named NAME (in --file, if given).
-  const wanted = [...byKey.keys()].filter((key) => key.split("|").some((d) => {
-    const file = d.slice(0, d.lastIndexOf("#"));
-    return (args.file === null || file === args.file);
-  })).sort();
-  const definitions = [];
-  const consumers = [];
-  let truncated = false;
-  const unknowns = [];
-  for (const key of wanted) {
-    for (const site of [...byKey.get(key).values()].sort(bySite)) {
-      // A call's span is the whole call expression, so a changed argument list changes it.
-      const role = site.definition ? "definition" : roleOf(site.node);
-      const spanNode = role === "call" ? callOf(site.node) : site.node;
-      const span = conf.span(site.sf.fileName, spanNode.getStart(), spanNode.getEnd());
-      if (!span) {
-        unknowns.push(`${site.rel}: not valid UTF-8; byte spans unknown`);
-        continue;
-      }
-      const item = { path: site.rel, ...span, identity: sha256(key) };
-      if (site.definition) definitions.push({ ...item, role });
-      else if (consumers.length < args.maxResults) consumers.push({ ...item, role });
-      else truncated = true;
-    }
-  }
-  if (args.file !== null && !inputs.has(path.join(conf.root, args.file))) {
-    unknowns.push(`requested file ${args.file} is not in any discovered project`);
-  }
-  if (wanted.length === 0) unknowns.push(`no declaration of ${args.symbol} was found`);
-  for (const site of unresolvedSites) {
-    if (site.definition) continue;
-    unknowns.push(`${site.rel}:${site.sf.getLineAndCharacterOfPosition(site.node.getStart()).line + 1}: ` +
-      `${args.symbol} does not resolve to a declaration`);
-  }
-  for (const e of report.configErrors) unknowns.push(`invalid configuration ${e}`);
-  for (const m of [...report.missingModules].sort()) unknowns.push(`missing internal module ${m}`);
-  for (const t of [...report.missingTypes].sort()) unknowns.push(t);
-  const defFiles = [...new Set(definitions.map((d) => d.path))];
-  const reach = closure(graphs, defFiles);
-  const allThirdParty = new Set();
-  graphs.forEach((g) => g.forEach((n) => n.thirdParty.forEach((p) => allThirdParty.add(p))));
+  const contexts = buildContexts(conf, found, report);
+  const routes = followRoutes(conf, contexts, args);
+  const unknowns = collectUnknowns(conf, report, routes, args, found);
+  const lists = spans(conf, routes, args, unknowns);
+  const reach = closure(contexts, [...new Set(lists.definitions.map((d) => d.path))]);
   for (const pkg of [...reach.thirdParty].sort()) {
     unknowns.push(`unresolved dependency ${pkg} in the declaration's import closure`);
   }
   const outside = [...conf.outside].sort();
   for (const p of outside) unknowns.push(`read outside the materialization refused: ${p}`);
+  const allThirdParty = new Set();
+  contexts.forEach((c) => c.graph.forEach((n) => n.thirdParty.forEach((p) => allThirdParty.add(p))));
+  const inputs = new Set();
+  contexts.forEach((c) => c.files.forEach((sf) => inputs.add(sf.fileName)));
   const domain = [...inputs].sort().map((f) => [conf.rel(f), sha256(conf.texts.get(f).raw)]);
   for (const c of found.configs) {
     if (conf.texts.has(c)) domain.push([conf.rel(c), sha256(conf.texts.get(c).raw)]);
@@ -558,21 +532,22 @@ function runBoundary(args) {
     status: "ok",
     applicable: true,
     discovery_complete: report.configErrors.length === 0 && outside.length === 0,
-    complete: unknowns.length === 0 && !truncated,
-    truncated,
-    projects: projectSummaries,
-    definitions,
-    consumers,
+    complete: unknowns.length === 0 && !lists.truncated,
+    truncated: lists.truncated,
+    projects: contexts.map((c) => ({ config: c.config, files: c.files.length })),
+    definitions: lists.definitions,
+    consumers: lists.consumers,
+    implementations: lists.implementations,
     unknowns,
     unavailable_packages: [...allThirdParty].sort(),
     outside_reads: outside,
+    identifiers: [...routes.identifiers].sort(),
+    searched_count: inputs.size,
+    searched: [...inputs].map((f) => conf.rel(f)).sort().slice(0, SEARCHED_NAMED),
     domain_fingerprint: sha256(canonical(domain.sort())),
     resolution_fingerprint: sha256(canonical(report.resolutions.sort())),
   };
 }
-
-const bySite = (a, b) =>
-  a.rel < b.rel ? -1 : a.rel > b.rel ? 1 : a.node.getStart() - b.node.getStart();
 
 function main() {
   let result;

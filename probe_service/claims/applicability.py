@@ -5,7 +5,9 @@ Rules (docs/ARCHITECTURE.md, "Claims: applicability"):
 - ``exact_blob``: digest or executable bit changed, created or deleted, or another
   analyzer version → ``needs_recheck``;
 - ``query_set``: a different bounded result (matches, completeness, truncation) or another
-  analyzer version → ``needs_recheck``;
+  analyzer version → ``needs_recheck``; a ``typescript_boundary`` also reruns the compiler
+  when its identifier query set finds a new occurrence outside the domain
+  (``typescript.claims.check_boundary``);
 - ``negative_query``: an incomplete baseline or another analyzer version → ``needs_recheck``;
   a changed domain is re-evaluated completely: still empty and complete → ``current``
   (an added non-match never reopens the claim), a match or an incomplete result →
@@ -109,13 +111,16 @@ def _check_query(baseline: QueryBaseline, tree: TreeView) -> tuple[Applicability
         )
     if baseline.form == "negative_query" and not baseline.complete:
         return "needs_recheck", "baseline result was incomplete"
-    if kind == "typescript_boundary" and (not baseline.complete or baseline.truncated):
-        # docs/ARCHITECTURE.md, "TypeScript boundary": an incomplete or truncated boundary
-        # never counts as current, not even on an unchanged snapshot.
-        return "needs_recheck", "baseline boundary was incomplete or truncated"
+    if kind == "typescript_boundary":
+        if not baseline.complete or baseline.truncated:
+            # docs/ARCHITECTURE.md, "TypeScript boundary": an incomplete or truncated
+            # boundary never counts as current, not even on an unchanged snapshot.
+            return "needs_recheck", "baseline boundary was incomplete or truncated"
+        # Imported here: the worker's module builds on this one.
+        from ..typescript.claims import check_boundary
+
+        return check_boundary(baseline, tree)
     if query_domain(baseline.query, tree).content_digest == baseline.content_digest:
-        if kind == "typescript_boundary":
-            return "current", "TypeScript inputs unchanged; compiler skipped"
         return "current", "domain unchanged"
     result = evaluate_query(baseline.query, tree)
     if baseline.form == "query_set":

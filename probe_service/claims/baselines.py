@@ -83,9 +83,10 @@ def compute_baseline(
         complete=result.complete,
         truncated=result.truncated,
         # docs/ARCHITECTURE.md, "TypeScript boundary": compiler claims retain the consumer
-        # locations and the worker's fingerprints.
+        # locations, the worker's fingerprints and the identifier query set.
         matches=result.matches if result.boundary is not None else None,
         boundary=result.boundary,
+        identifiers=result.identifiers,
     )
 
 

@@ -68,8 +68,9 @@ ANALYZER_VERSION: dict[str, str] = {
     "python_symbol": "python_symbol/2",
     # 2: the fingerprint includes the executable bit
     "exact_blob": "exact_blob/2",
-    # the adapter version and the pinned compiler: a change of either needs a recheck
-    "typescript_boundary": "typescript_boundary/1 typescript/5.9.3",
+    # the adapter version and the pinned compiler: a change of either reopens the claim.
+    # 2: every route to the symbol, implementations, loose files, the identifier query set
+    "typescript_boundary": "typescript_boundary/2 typescript/5.9.3",
 }
 MAX_FILE_BYTES = 1 << 20
 MAX_SCANNED_BYTES = 64 << 20

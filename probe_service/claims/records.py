@@ -18,6 +18,7 @@ __all__ = [
     "EvidenceRecord",
     "ExactBlobBaseline",
     "GateResult",
+    "IdentifierSet",
     "KnowledgeHit",
     "Obligation",
     "QueryBaseline",
@@ -44,6 +45,19 @@ class QueryMatch(_Frozen):
     text: str = ""
 
 
+class IdentifierSet(_Frozen):
+    """A ``typescript_boundary`` dependency's conservative identifier query set: the
+    symbol's name and every alias name the worker found, with how often each occurs in
+    the TS/JS files the worker does not analyze (docs/ARCHITECTURE.md, "TypeScript
+    boundary")."""
+
+    names: tuple[str, ...]
+    #: Fingerprint (paths and digests) of the TS/JS files outside the worker's domain.
+    outside_digest: str
+    #: (path, name, count) for every name occurring in one of those files.
+    occurrences: tuple[tuple[str, str, int], ...] = ()
+
+
 class QueryResult(_Frozen):
     """A bounded, deterministic query result with the domain it was evaluated over."""
 
@@ -61,6 +75,8 @@ class QueryResult(_Frozen):
     #: For ``typescript_boundary``: adapter and compiler versions, identities and the
     #: worker's domain/resolution fingerprints (docs/ARCHITECTURE.md, "TypeScript boundary").
     boundary: dict[str, str] | None = None
+    #: For ``typescript_boundary``: the identifier query set.
+    identifiers: IdentifierSet | None = None
 
 
 class ExactBlobBaseline(_Frozen):
@@ -86,9 +102,11 @@ class QueryBaseline(_Frozen):
     match_count: int
     complete: bool
     truncated: bool
-    #: For ``typescript_boundary``: the consumer locations and the worker's fingerprints.
+    #: For ``typescript_boundary``: the consumer locations, the worker's fingerprints and
+    #: the identifier query set.
     matches: tuple[QueryMatch, ...] | None = None
     boundary: dict[str, str] | None = None
+    identifiers: IdentifierSet | None = None
 
     @model_serializer(mode="wrap")
     def _omit_absent_boundary(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -96,7 +114,7 @@ class QueryBaseline(_Frozen):
         # their stored JSON and claim record digests do not change.
         data = handler(self)
         if isinstance(data, dict):
-            for key in ("matches", "boundary"):
+            for key in ("matches", "boundary", "identifiers"):
                 if data.get(key) is None:
                     data.pop(key, None)
         return data

@@ -110,6 +110,10 @@ def _insert_index(conn: Connection, record: ClaimRecord) -> None:
         else:
             glob = baseline.query.domain
             domains.add((compile_glob(glob).prefix, glob))
+            if baseline.query.kind == "typescript_boundary":
+                # Its identifier query set covers every TS/JS file of a snapshot, inside
+                # the domain or not (docs/ARCHITECTURE.md, "TypeScript boundary").
+                domains.add(("", "**"))
     base = {"claim_id": record.claim_id, "scope": record.scope}
     if paths:
         conn.execute(insert(claim_dep_paths), [{**base, "path": p} for p in sorted(paths)])

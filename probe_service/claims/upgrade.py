@@ -5,7 +5,8 @@ current one, the baseline is recomputed with today's analyzer at the claim's own
 before it is compared with a target (docs/ARCHITECTURE.md, "Claims: analyzer versions").
 The stored baseline row stays as it was (claims are immutable); when the claim's snapshot
 or a blob it needs is gone, the old baseline is kept and reports "analyzer changed", so
-the claim needs a recheck rather than being judged by rules it was not made under.
+the claim needs a recheck rather than being judged by rules it was not made under. A
+``typescript_boundary`` baseline is never recomputed: a new analyzer reopens the claim.
 """
 
 from __future__ import annotations
@@ -23,7 +24,13 @@ from .rows import chunks
 from .sources import SnapshotSource
 from .tables import claims
 
-__all__ = ["is_outdated", "recompute_outdated"]
+__all__ = ["REOPENED_BY_NEW_ANALYZER", "is_outdated", "recompute_outdated"]
+
+
+#: Kinds whose baseline of another analyzer version is never recomputed: the claim was
+#: made on what the old analyzer showed (a compiler boundary: its consumers), so a new
+#: analyzer reopens it, as the specification says an analyzer-version change does.
+REOPENED_BY_NEW_ANALYZER = frozenset({"typescript_boundary"})
 
 
 def is_outdated(baseline: Baseline) -> bool:
@@ -32,11 +39,17 @@ def is_outdated(baseline: Baseline) -> bool:
     return baseline.analyzer_version != ANALYZER_VERSION[kind]
 
 
+def _recomputable(baseline: Baseline) -> bool:
+    if isinstance(baseline, ExactBlobBaseline):
+        return is_outdated(baseline)
+    return is_outdated(baseline) and baseline.query.kind not in REOPENED_BY_NEW_ANALYZER
+
+
 def recompute_outdated(
     baselines: Mapping[str, Sequence[Baseline]], source: SnapshotSource
 ) -> dict[str, list[Baseline]]:
     """``baselines`` with each outdated one recomputed at its claim's snapshot."""
-    outdated = sorted(cid for cid, group in baselines.items() if any(map(is_outdated, group)))
+    outdated = sorted(cid for cid, group in baselines.items() if any(map(_recomputable, group)))
     result = {cid: list(group) for cid, group in baselines.items()}
     if not outdated:
         return result
@@ -46,7 +59,7 @@ def recompute_outdated(
             continue
         group = result[claim_id]
         for position, baseline in enumerate(group):
-            if not is_outdated(baseline):
+            if not _recomputable(baseline):
                 continue
             try:
                 group[position] = compute_baseline(

@@ -29,10 +29,12 @@ def boundary(
     root: RootOption = Path("."),
     json_out: JsonOption = False,
 ) -> int:
-    """Definitions and consumers of a symbol, from the sandboxed compiler worker.
+    """Definitions, consumers and implementations of a symbol, from the sandboxed
+    compiler worker.
 
     Exit codes: 0 a complete (or language-inapplicable) boundary; 1 incomplete or
-    unavailable (the unknowns say why).
+    unavailable (the unknowns say why); 3 no declaration of the symbol (not_found, naming
+    the files searched) or another input error.
 
     Example: byte-probe ts boundary --snapshot 3f2a… --symbol chargeCard --json
     """
@@ -53,7 +55,7 @@ def _print(result: BoundaryResult) -> None:
     table = Table(show_header=True)
     for column in ("role", "path", "line", "bytes", "span sha256"):
         table.add_column(column)
-    for site in (*result.definitions, *result.consumers):
+    for site in (*result.definitions, *result.consumers, *result.implementations):
         table.add_row(
             site.role,
             untrusted(site.path),
@@ -62,6 +64,8 @@ def _print(result: BoundaryResult) -> None:
             site.sha256[:16],
         )
     console.print(table)
+    if result.identifiers:
+        console.print(untrusted(f"identifier query set: {', '.join(result.identifiers)}"))
     for unknown in result.unknowns:
         console.print(untrusted(f"unknown: {unknown}"))
     for package in result.unavailable_packages:

@@ -1,4 +1,5 @@
-"""``typescript_boundary``: definitions and consumers of a symbol in one stored snapshot.
+"""``typescript_boundary``: definitions, consumers and implementations of a symbol in one
+stored snapshot.
 
 docs/ARCHITECTURE.md, "TypeScript boundary". The worker's answer is data: it is checked
 against the request (adapter, symbol, file) and every span against the snapshot's own
@@ -7,6 +8,7 @@ bytes before it is believed; an answer that does not match is ``unavailable``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,15 +19,15 @@ from ..claims.digests import digest_json
 from ..claims.models import MAX_QUERY_RESULTS
 from ..claims.queries import ANALYZER_VERSION, typescript_domain
 from ..claims.sources import SnapshotSource
-from ..claims.views import BlobMissing, TreeView
+from ..claims.views import BlobMissing, EntryLike, TreeView
 from ..errors import InvalidInput, NotFound
 from ..sandbox import SandboxRuntime
 from ..store import Store
 from .install import PINNED_TYPESCRIPT, WorkerInstall
-from .models import BoundaryProject, BoundaryResult, BoundarySite
-from .worker import ADAPTER_VERSION, WorkerAnswer, run_worker, span_matches
+from .models import SEARCHED_NAMED, BoundaryProject, BoundaryResult, BoundarySite
+from .worker import ADAPTER_VERSION, WorkerAnswer, WorkerRequest, run_worker, span_matches
 
-__all__ = ["boundary_for_tree", "result_identity", "typescript_boundary"]
+__all__ = ["boundary_for_tree", "not_found_message", "result_identity", "typescript_boundary"]
 
 _SYMBOL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
 
@@ -40,16 +42,17 @@ def typescript_boundary(
     runtime: SandboxRuntime | None = None,
     worker: WorkerInstall | None = None,
 ) -> BoundaryResult:
-    """Resolve the definitions and consumers of ``symbol`` in the stored snapshot.
+    """Resolve the definitions, consumers and implementations of ``symbol`` in the snapshot.
 
     Raises InvalidInput for a malformed symbol, file or limit; NotFound when the snapshot
-    (or a blob it names) is not in the store. Budgets, sandbox and worker failures are
-    answers (``unavailable``), never exceptions.
+    (or a blob it names) is not in the store, or when no declaration of ``symbol`` (in
+    ``file``) exists in the files searched (the message names them). Budgets, sandbox and
+    worker failures are answers (``unavailable``), never exceptions. Writes nothing.
     """
     check_request(symbol, file, max_results)
     tree = SnapshotSource(store).require(snapshot_id)
     try:
-        return boundary_for_tree(
+        result = boundary_for_tree(
             tree,
             (symbol, file, max_results),
             runtime=runtime,
@@ -58,6 +61,21 @@ def typescript_boundary(
         )
     except BlobMissing as exc:
         raise NotFound(f"snapshot {snapshot_id}: blob missing from the store: {exc}") from exc
+    if result.reason == "not_found":
+        raise NotFound(not_found_message(result))
+    return result
+
+
+def not_found_message(result: BoundaryResult) -> str:
+    """Why ``result`` names no declaration, with the files searched (bounded)."""
+    where = f" in {result.file}" if result.file is not None else ""
+    named = ", ".join(result.searched)
+    more = result.searched_count - len(result.searched)
+    listing = f": {named}" + (f" and {more} more" if more > 0 else "") if named else ""
+    return (
+        f"symbol: no declaration of {result.symbol!r}{where} in the "
+        f"{result.searched_count} TypeScript/JavaScript file(s) searched{listing}"
+    )
 
 
 def check_request(symbol: str, file: str | None, max_results: int) -> None:
@@ -77,17 +95,24 @@ def boundary_for_tree(
     request: tuple[str, str | None, int],
     *,
     domain_glob: str = "**",
+    extras: Sequence[EntryLike] = (),
     runtime: SandboxRuntime | None = None,
     worker: WorkerInstall | None = None,
     forbidden_roots: Sequence[Path] = (),
 ) -> BoundaryResult:
-    """The boundary of ``request`` (symbol, file, max results) in ``tree``'s inputs.
+    """The boundary of ``request`` (symbol, file, max results) in ``tree``'s inputs inside
+    ``domain_glob``, plus ``extras`` (files outside it the compiler analyzes too).
 
     Raises BlobMissing when a blob of the inputs cannot be read.
     """
     domain = typescript_domain(domain_glob, tree)
     answer = run_worker(
-        tree, domain, request, runtime=runtime, worker=worker, forbidden_roots=forbidden_roots
+        tree,
+        domain,
+        WorkerRequest(*request, extras=tuple(extras)),
+        runtime=runtime,
+        worker=worker,
+        forbidden_roots=forbidden_roots,
     )
     base = {
         "snapshot_id": tree.snapshot_id,
@@ -159,16 +184,45 @@ def _from_answer(
         "complete": complete and not truncated,
         "truncated": truncated,
         "projects": [BoundaryProject.model_validate(p) for p in data.get("projects", [])],
-        "definitions": [_site(s, answer.files) for s in data.get("definitions", [])],
-        "consumers": [_site(s, answer.files) for s in data.get("consumers", [])],
+        **{key: [_site(s, answer.files) for s in data.get(key, [])] for key in _SITE_LISTS},
         "unknowns": tuple(unknowns),
         "unavailable_packages": tuple(data.get("unavailable_packages", [])),
         "outside_reads": tuple(data.get("outside_reads", [])),
+        "identifiers": _identifiers(data.get("identifiers"), request[0]),
+        "searched_count": data.get("searched_count", 0),
+        "searched": tuple(data.get("searched", []))[:SEARCHED_NAMED],
         "domain_fingerprint": data.get("domain_fingerprint"),
         "resolution_fingerprint": data.get("resolution_fingerprint"),
     }
+    if applicable and not fields["definitions"] and _only_missing_declaration(unknowns):
+        fields["reason"] = "not_found"
     fields["result_fingerprint"] = result_identity(fields)
     return BoundaryResult.model_validate(fields)
+
+
+_SITE_LISTS = ("definitions", "consumers", "implementations")
+
+
+def _only_missing_declaration(unknowns: Sequence[str]) -> bool:
+    """Whether nothing but the declaration is missing: a search that was otherwise whole."""
+    expected = ("no declaration of ", "requested file ")
+    return bool(unknowns) and all(u.startswith(expected) for u in unknowns)
+
+
+def _identifiers(raw: Any, symbol: str) -> tuple[str, ...]:
+    """The worker's alias names: identifiers, the requested symbol among them."""
+    if not isinstance(raw, list) or symbol not in raw or len(raw) > MAX_IDENTIFIERS:
+        raise _Mismatch("the identifier query set is missing, lacks the symbol or is too long")
+    for name in raw:
+        if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
+            raise _Mismatch(f"{name!r} in the identifier query set is not an identifier")
+    return tuple(sorted(set(raw)))
+
+
+#: An ECMAScript identifier name (letters, digits, ``$``, ``_``, joiners), at most 200 chars.
+_IDENTIFIER = re.compile(r"[^\W\d][\w$\u200c\u200d]{0,199}|\$[\w$\u200c\u200d]{0,199}")
+#: The most names an identifier query set holds.
+MAX_IDENTIFIERS = 10_000
 
 
 def _site(raw: Any, files: dict[str, bytes]) -> BoundarySite:
@@ -184,8 +238,9 @@ def _site(raw: Any, files: dict[str, bytes]) -> BoundarySite:
 
 
 def result_identity(fields: dict[str, Any]) -> str:
-    """Digest of what a claim depends on: definitions and consumers by path, role and span
-    content (not position, so moving code keeps it), completeness and truncation."""
+    """Digest of what a claim depends on: definitions, consumers and implementations by
+    path, role and span content (not position, so moving code keeps it), completeness and
+    truncation."""
 
     def sites(key: str) -> list[list[str]]:
         items = fields.get(key, ())
@@ -196,6 +251,7 @@ def result_identity(fields: dict[str, Any]) -> str:
             "analyzer": ANALYZER_VERSION["typescript_boundary"],
             "definitions": sites("definitions"),
             "consumers": sites("consumers"),
+            "implementations": sites("implementations"),
             "status": fields["status"],
             "complete": fields["complete"],
             "truncated": fields["truncated"],

@@ -2,7 +2,8 @@
 
 docs/ARCHITECTURE.md, "TypeScript boundary": the worker and the pinned compiler are
 verified like the Sandbox Runtime: the installed ``typescript`` says the pinned version,
-and one SHA-256 over ``boundary.cjs`` and the whole ``node_modules`` tree equals
+and one SHA-256 over the worker's own files (``boundary.cjs``, ``routes.cjs``,
+``positions.cjs``) and the whole ``node_modules`` tree equals
 ``tsboundary/worker.sha256``. A root caller whose checkout the probe uids cannot reach
 gets a staged, root-owned, world-readable copy, verified again.
 """
@@ -37,7 +38,8 @@ PINNED_TYPESCRIPT = "5.9.3"
 WORKER_DIR_ENV = "BYTE_PROBE_TSBOUNDARY_DIR"
 WORKER_FILE = "boundary.cjs"
 DIGEST_FILE = "worker.sha256"
-_OWN_FILES = (WORKER_FILE,)
+#: The worker's own files beside ``node_modules`` (the entry point first).
+_OWN_FILES = (WORKER_FILE, "routes.cjs", "positions.cjs")
 #: Where a root caller keeps copies of the verified worker that probe uids can read.
 STAGING_DIR = Path("/var/lib/byte-probe/tsboundary")
 _Fingerprint = tuple[str, int, int, int, int]
@@ -62,7 +64,7 @@ def default_worker_dir() -> Path:
 
 
 def worker_tree_digest(install_dir: Path) -> tuple[str, tuple[_Fingerprint, ...]]:
-    """Digest of ``boundary.cjs`` and every file and link under ``node_modules``.
+    """Digest of the worker's own files and every file and link under ``node_modules``.
 
     Raises ``SandboxUnavailable`` (``sandbox_unverified``) like the runtime digest.
     """
@@ -99,12 +101,14 @@ def verify_worker_unchanged(worker: WorkerInstall) -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover - maintenance entry point
+    # Regenerates tsboundary/worker.sha256 after a change to the worker's own files:
+    # `python -m probe_service.typescript.install [DIR]`.
     import sys
 
     target = Path(sys.argv[1]) if len(sys.argv) > 1 else default_worker_dir()
     value, _ = worker_tree_digest(target)
     (target / DIGEST_FILE).write_text(
-        f"{value}  {WORKER_FILE} and node_modules "
+        f"{value}  {', '.join(_OWN_FILES)} and node_modules "
         "(every file and link except node_modules/.package-lock.json)\n",
         encoding="utf-8",
     )

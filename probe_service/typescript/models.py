@@ -6,7 +6,16 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["BoundaryProject", "BoundaryResult", "BoundarySite", "BoundaryStatus"]
+__all__ = [
+    "SEARCHED_NAMED",
+    "BoundaryProject",
+    "BoundaryResult",
+    "BoundarySite",
+    "BoundaryStatus",
+]
+
+#: The most searched files a boundary names (the count covers them all).
+SEARCHED_NAMED = 50
 
 #: ``complete``: a closed boundary; ``incomplete``: found what it could, with unknowns;
 #: ``unavailable``: no answer (a budget, the sandbox or the worker failed);
@@ -28,7 +37,11 @@ class BoundarySite(_Frozen):
     sha256: str
     #: Digest of the symbol's identity (its declarations), shared across projects.
     identity: str
-    role: Literal["definition", "import", "export", "call", "reference"]
+    #: ``implementation``/``override``: a member implementing or overriding the requested
+    #: interface or class member (listed under ``implementations``).
+    role: Literal[
+        "definition", "import", "export", "call", "reference", "implementation", "override"
+    ]
 
 
 class BoundaryProject(_Frozen):
@@ -45,7 +58,8 @@ class BoundaryResult(_Frozen):
     symbol: str
     file: str | None
     status: BoundaryStatus
-    #: Machine-readable cause of ``unavailable`` (``input_budget``, ``output_budget`` …).
+    #: Machine-readable cause of ``unavailable`` (``input_budget``, ``output_budget`` …), or
+    #: ``not_found``: no declaration of the symbol in the files searched.
     reason: str | None = None
     applicable: bool
     discovery_complete: bool
@@ -57,9 +71,17 @@ class BoundaryResult(_Frozen):
     projects: tuple[BoundaryProject, ...] = ()
     definitions: tuple[BoundarySite, ...] = ()
     consumers: tuple[BoundarySite, ...] = ()
+    #: Implementations and overrides of a class or interface member.
+    implementations: tuple[BoundarySite, ...] = ()
     unknowns: tuple[str, ...] = ()
     unavailable_packages: tuple[str, ...] = ()
     outside_reads: tuple[str, ...] = ()
+    #: The symbol's name and every alias name the worker found: the identifier query set.
+    identifiers: tuple[str, ...] = ()
+    #: How many snapshot files the worker's projects analyzed, and the first of them by
+    #: path (at most ``SEARCHED_NAMED``): what a ``not_found`` names.
+    searched_count: int = 0
+    searched: tuple[str, ...] = ()
     #: Our cheap fingerprint of the TypeScript inputs and configuration (the skip test).
     input_fingerprint: str
     #: The worker's fingerprint of the files its projects read, and of every resolution.

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..claims.digests import digest_bytes
 from ..claims.queries import Domain
-from ..claims.views import TreeView
+from ..claims.views import EntryLike, TreeView
 from ..errors import SandboxUnavailable
 from ..fstree import discard_tree
 from ..rundirs import make_run_dir
@@ -31,13 +31,15 @@ from .profile import BOUNDARY_PROFILE, HEAP_MIB, MAX_INPUT_BYTES, MAX_INPUT_FILE
 __all__ = [
     "ADAPTER_VERSION",
     "WorkerAnswer",
+    "WorkerRequest",
     "check_input_budget",
     "run_worker",
     "span_matches",
 ]
 
-#: The worker's protocol version; it echoes it in every answer.
-ADAPTER_VERSION = "typescript-boundary/1"
+#: The worker's protocol version; it echoes it in every answer. 2: every route to the
+#: symbol (aliases, implementations, an inferred project for loose files, extra files).
+ADAPTER_VERSION = "typescript-boundary/2"
 _DIR_MODE = 0o755
 _FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -56,10 +58,11 @@ class WorkerAnswer:
     skipped_links: tuple[str, ...] = ()
 
 
-def check_input_budget(domain: Domain) -> str | None:
-    """Return why ``domain`` exceeds the compiler input caps, or ``None`` when it fits."""
-    files = sum(1 for m in domain.members if m.kind == "file")
-    size = sum(m.size for m in domain.members if m.kind == "file")
+def check_input_budget(domain: Domain, extras: Sequence[EntryLike] = ()) -> str | None:
+    """Return why ``domain`` (and ``extras``) exceed the compiler input caps, or ``None``."""
+    members = [*domain.members, *extras]
+    files = sum(1 for m in members if m.kind == "file")
+    size = sum(m.size for m in members if m.kind == "file")
     if files > MAX_INPUT_FILES:
         return f"{files} TypeScript input files exceed the {MAX_INPUT_FILES}-file cap"
     if size > MAX_INPUT_BYTES:
@@ -67,14 +70,16 @@ def check_input_budget(domain: Domain) -> str | None:
     return None
 
 
-def _write_inputs(domain: Domain, tree: TreeView, root: Path, answer: WorkerAnswer) -> None:
-    """Write the domain's files under ``root``, then its links by the snapshot link rule
+def _write_inputs(
+    members: Sequence[EntryLike], tree: TreeView, root: Path, answer: WorkerAnswer
+) -> None:
+    """Write ``members`` under ``root``, then their links by the snapshot link rule
     (``snapshot/links.py``): one that stays inside, dangles or loops is recreated as the
     probe's tree has it, one that escapes never is. Each link is still an unknown: the
     worker does not follow a link as an alias of its target."""
     root.mkdir(mode=_DIR_MODE)
-    links = [m for m in domain.members if m.kind != "file"]
-    for member in domain.members:
+    links = [m for m in members if m.kind != "file"]
+    for member in members:
         if member.kind == "file":
             data = tree.read(member)
             _write_file(root / member.path, data)
@@ -98,11 +103,13 @@ def _write_file(target: Path, data: bytes) -> None:
         handle.write(data)
 
 
-def _worker_args(worker: WorkerInstall, symbol: str, file: str | None, limit: int) -> list[str]:
+def _worker_args(worker: WorkerInstall, request: WorkerRequest) -> list[str]:
     args = [f"--max-old-space-size={HEAP_MIB}", str(worker.worker_path), "--root", "."]
-    args += ["--symbol", symbol, "--max-results", str(limit)]
+    args += ["--symbol", request.symbol, "--max-results", str(request.limit)]
     args += ["--max-files", str(MAX_INPUT_FILES), "--max-bytes", str(MAX_INPUT_BYTES)]
-    return args + (["--file", file] if file is not None else [])
+    for extra in request.extras:
+        args += ["--extra", extra.path]
+    return args + (["--file", request.file] if request.file is not None else [])
 
 
 def _read_output(stdout: bytes, stderr: bytes, exit_code: int | None) -> WorkerAnswer:
@@ -129,22 +136,33 @@ def _sandbox_answer(status: str, reason: str | None, detail: str) -> WorkerAnswe
     return WorkerAnswer(reason=f"sandbox:{reason or status}", detail=detail)
 
 
+@dataclass(frozen=True)
+class WorkerRequest:
+    """What the worker is asked: a symbol (declared in ``file``, if given), at most
+    ``limit`` consumers, over the domain plus ``extras`` (files outside it the compiler
+    must also analyze: where a new occurrence of a boundary name appeared)."""
+
+    symbol: str
+    file: str | None
+    limit: int
+    extras: tuple[EntryLike, ...] = ()
+
+
 def run_worker(
     tree: TreeView,
     domain: Domain,
-    request: tuple[str, str | None, int],
+    request: WorkerRequest,
     *,
     runtime: SandboxRuntime | None = None,
     worker: WorkerInstall | None = None,
     forbidden_roots: Sequence[Path] = (),
 ) -> WorkerAnswer:
-    """Materialize ``domain`` of ``tree`` and run the worker for ``(symbol, file, limit)``.
+    """Materialize ``domain`` (and the request's extra files) of ``tree`` and run the worker.
 
     Never raises for a refusal: the answer carries ``reason``. ``BlobMissing`` (a blob the
     store cannot produce) propagates, as for every other query.
     """
-    symbol, file, limit = request
-    over = check_input_budget(domain)
+    over = check_input_budget(domain, request.extras)
     if over is not None:
         return WorkerAnswer(reason="input_budget", detail=over)
     try:
@@ -158,12 +176,12 @@ def run_worker(
     with ExitStack() as cleanup:
         cleanup.callback(discard_tree, workdir)
         snapshot_dir, scratch = workdir / "snapshot", workdir / "scratch"
-        _write_inputs(domain, tree, snapshot_dir, answer)
+        _write_inputs((*domain.members, *request.extras), tree, snapshot_dir, answer)
         scratch.mkdir()
         result = run_sandboxed(
             policy=BOUNDARY_PROFILE,
             executable="node",
-            args=_worker_args(worker, symbol, file, limit),
+            args=_worker_args(worker, request),
             snapshot_dir=snapshot_dir,
             scratch_dir=scratch,
             runtime=runtime,

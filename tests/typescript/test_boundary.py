@@ -6,6 +6,7 @@ import hashlib
 
 import pytest
 
+from probe_service.errors import NotFound
 from probe_service.typescript.models import BoundaryResult
 
 from .conftest import FIXTURES, Boundary
@@ -147,9 +148,18 @@ class TestApplicability:
         assert result.complete
         assert not result.consumers
 
-    def test_requested_declaration_missing_fails_closed(self, boundary_of: Boundary) -> None:
-        """A symbol with no declaration in a TypeScript repository is incomplete, never an
-        empty complete boundary."""
-        result = boundary_of("new_consumer", "noSuchFunction")
-        assert result.status == "incomplete"
-        assert "no declaration of noSuchFunction was found" in result.unknowns
+    def test_requested_declaration_missing_is_not_found(self, boundary_of: Boundary) -> None:
+        """A symbol with no declaration in a TypeScript repository is `not_found`, naming
+        the files searched; never an empty complete boundary."""
+        with pytest.raises(NotFound) as caught:
+            boundary_of("new_consumer", "noSuchFunction")
+        assert caught.value.code == "not_found"
+        assert str(caught.value) == (
+            "symbol: no declaration of 'noSuchFunction' in the 2 TypeScript/JavaScript "
+            "file(s) searched: src/checkout.ts, src/payments.ts"
+        )
+
+    def test_declaration_in_another_file_is_not_found(self, boundary_of: Boundary) -> None:
+        """A symbol declared, but not in the requested file, is not_found for that file."""
+        with pytest.raises(NotFound, match=r"no declaration of 'chargeCard' in src/checkout\.ts"):
+            boundary_of("new_consumer", "chargeCard", "src/checkout.ts")

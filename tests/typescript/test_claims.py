@@ -3,10 +3,12 @@ TypeScript inputs did not change, never current when incomplete."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select, update
 
 from probe_service.claims import change_analyze, claim_check, claim_create
 from probe_service.claims.applicability import check_dependency
@@ -15,6 +17,7 @@ from probe_service.claims.models import Dependency, TypeScriptBoundaryQuery
 from probe_service.claims.queries import ANALYZER_VERSION, typescript_domain
 from probe_service.claims.receipts import no_receipts
 from probe_service.claims.records import QueryBaseline
+from probe_service.claims.tables import claim_dependencies
 from probe_service.claims.views import TreeView
 from probe_service.errors import InvalidClaim
 from probe_service.sandbox import SandboxRuntime
@@ -91,12 +94,37 @@ def test_unrelated_change_skips_the_compiler_and_stays_current(shop: _Repo) -> N
     readme = shop.capture()
     [check] = claim_check(shop.store, [claim_id], readme)
     assert check.state == "current"
-    assert check.dependencies[1].reason == "TypeScript inputs unchanged; compiler skipped"
+    assert check.dependencies[1].reason == (
+        "TypeScript inputs and identifier occurrences unchanged; compiler skipped"
+    )
     shop.write("src/util.ts", "export const cents = (n: number): number => n * 100;\n")
     other = shop.capture()
     [check] = claim_check(shop.store, [claim_id], other)
     assert check.state == "current", check.reasons
     assert check.dependencies[1].reason == "domain changed; result re-evaluated and unchanged"
+
+
+OLD_ANALYZER = "typescript_boundary/1 typescript/5.9.3"
+
+
+def test_a_claim_made_under_the_old_analyzer_reopens(shop: _Repo) -> None:
+    """A boundary baseline of the previous analyzer version is not recomputed, although
+    the claim's snapshot is in the store: what the old analyzer showed the claim's author
+    may have missed consumers, so the claim needs a recheck, on its own snapshot too."""
+    first = shop.capture()
+    claim_id = _claim(shop, first)
+    column = claim_dependencies.c
+    where = (column.claim_id == claim_id) & (column.position == 1)
+    with shop.store.transaction() as conn:
+        stored = json.loads(conn.execute(select(column.baseline).where(where)).scalar_one())
+        stored["analyzer_version"] = OLD_ANALYZER
+        stored.pop("identifiers", None)
+        conn.execute(update(claim_dependencies).where(where).values(baseline=json.dumps(stored)))
+    [check] = claim_check(shop.store, [claim_id], first)
+    assert check.state == "needs_recheck"
+    assert check.dependencies[1].reason == (
+        f"analyzer changed: {OLD_ANALYZER} -> {ANALYZER_VERSION['typescript_boundary']}"
+    )
 
 
 def _baseline(tree: TreeView, **changes: object) -> QueryBaseline:
@@ -168,3 +196,22 @@ def test_claim_on_an_incomplete_boundary_is_refused_at_birth() -> None:
     assert baseline.boundary is not None
     assert baseline.boundary["status"] == "unavailable"
     assert check_dependency(0, baseline, tree).state == "needs_recheck"
+
+
+@pytest.mark.usefixtures("runtime")
+def test_negative_boundary_stays_empty_until_a_consumer_appears_through_an_alias() -> None:
+    """ "Nothing calls chargeCard": an edit that adds no consumer keeps it current; a call
+    through a barrel's alias (the name chargeCard nowhere in the new file) reopens it."""
+    payments = b"export function chargeCard(n: number): boolean {\n  return n > 0;\n}\n"
+    files = {"tsconfig.json": b'{"include": ["src"]}\n', "src/payments.ts": payments}
+    dependency = Dependency.model_validate(
+        {"negative_query": {"query": {"kind": "typescript_boundary", "symbol": "chargeCard"}}}
+    )
+    baseline = compute_baseline(0, dependency, TreeView.from_files(files))
+    barrel = {"src/index.ts": b'export * as billing from "./payments";\n'}
+    quiet = check_dependency(0, baseline, TreeView.from_files({**files, **barrel}))
+    assert (quiet.state, quiet.reason) == ("current", "re-evaluated; still no consumer")
+    caller = b'import { billing } from "./index";\n\nbilling.chargeCard(-1);\n'
+    edited = TreeView.from_files({**files, **barrel, "src/refund.ts": caller})
+    check = check_dependency(0, baseline, edited)
+    assert (check.state, check.reason) == ("needs_recheck", "a match appeared: src/refund.ts")

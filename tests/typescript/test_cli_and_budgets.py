@@ -11,9 +11,10 @@ import pytest
 from probe_service.cli import main
 from probe_service.sandbox import SandboxRuntime
 from probe_service.snapshot import snapshot_capture
-from probe_service.store import Store
+from probe_service.store import Store, open_store
 from probe_service.typescript.boundary import typescript_boundary
 from probe_service.typescript.profile import MAX_OUTPUT_BYTES
+from tests.fuzz.strategies import row_counts
 
 from .conftest import FIXTURES
 
@@ -54,6 +55,34 @@ def test_cli_refuses_a_bad_symbol_in_one_line(
     _, err = capsys.readouterr()
     assert code == 3
     assert err == "byte-probe: error: symbol: 'a b;' is not a TypeScript identifier\n"
+
+
+def test_cli_unknown_symbol_is_not_found_and_writes_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, runtime: SandboxRuntime
+) -> None:
+    """A symbol declared nowhere: `not_found` in one stderr line naming the files searched,
+    exit 3, and not one row written anywhere in the store."""
+    del runtime  # marks the test `sandbox`; the CLI locates the runtime itself
+    repo = tmp_path / "shop"
+    shutil.copytree(FIXTURES / "new_consumer", repo)
+    snapshot = _capture_cli(capsys, repo)
+    store = open_store(repo)
+    try:
+        before = row_counts(store)
+        args = ["ts", "boundary", "--snapshot", snapshot, "--symbol", "chargeCrad"]
+        message = (
+            "symbol: no declaration of 'chargeCrad' in the 2 TypeScript/JavaScript file(s) "
+            "searched: src/checkout.ts, src/payments.ts"
+        )
+        code = main([*args, "--root", str(repo)])
+        out, err = capsys.readouterr()
+        assert (code, out, err) == (3, "", f"byte-probe: error: {message}\n")
+        code = main([*args, "--root", str(repo), "--json"])
+        out, err = capsys.readouterr()
+        assert (code, json.loads(out)) == (3, {"error": "not_found", "message": message})
+        assert row_counts(store) == before
+    finally:
+        store.close()
 
 
 @pytest.mark.slow

@@ -55,7 +55,7 @@ def test_the_materialization_keeps_internal_links_and_drops_escaping_ones(
     tree = SnapshotSource(sqlite_store).require(snapshot_id)
     answer = WorkerAnswer()
     out = tmp_path / "inputs"
-    _write_inputs(typescript_domain("**", tree), tree, out, answer)
+    _write_inputs(typescript_domain("**", tree).members, tree, out, answer)
     kept = {p: os.readlink(out / p) for p in LINKS if (out / p).is_symlink()}
     assert kept == {p: t for p, t in LINKS.items() if p != "src/host.ts"}
     assert not os.path.lexists(out / "src/host.ts")

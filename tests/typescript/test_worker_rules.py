@@ -164,6 +164,15 @@ class TestInputBudget:
         result = boundary_for_tree(tree, ("chargeCard", None, 10))
         assert (result.status, result.reason) == ("unavailable", "input_budget")
 
+    def test_extra_files_count_against_the_caps(self) -> None:
+        """Files outside the domain handed to the worker count like its inputs."""
+        files = {f"src/f{i}.ts": b"x" for i in range(MAX_INPUT_FILES)}
+        tree = TreeView.from_files({**files, "scripts/extra.ts": b"x"})
+        domain = typescript_domain("src/**", tree)
+        assert check_input_budget(domain) is None
+        over = check_input_budget(domain, [tree.entries["scripts/extra.ts"]])
+        assert over == f"{MAX_INPUT_FILES + 1} TypeScript input files exceed the 10000-file cap"
+
     def test_exactly_at_the_caps_is_not_refused(self) -> None:
         """The caps are inclusive: 10,000 files are not over budget."""
         files = {f"src/f{i}.ts": b"x" for i in range(MAX_INPUT_FILES)}
@@ -197,6 +206,7 @@ def _ok(**changes: Any) -> dict[str, Any]:
         "truncated": False,
         "consumers": [site],
         "definitions": [],
+        "identifiers": ["chargeCard"],
     }
     return {**data, **changes, "_text": text}
 
@@ -240,6 +250,37 @@ class TestWorkerAnswerIsData:
         forged = _ok()
         forged["consumers"] = [{**forged["consumers"][0], "sha256": "0" * 64}]
         assert "does not match the snapshot's bytes" in self._result(forged)
+
+    @pytest.mark.parametrize(
+        "identifiers",
+        [None, [], ["pay"], ["chargeCard", "a b"], ["chargeCard", 5], ["chargeCard", "x" * 300]],
+    )
+    def test_identifier_set_must_name_identifiers_with_the_symbol(self, identifiers: Any) -> None:
+        """The alias names feed a host-side scan: missing, lacking the symbol, or holding
+        anything but identifiers, the answer is refused."""
+        result = self._result(_ok(identifiers=identifiers))
+        assert isinstance(result, str)
+        assert "identifier" in result
+
+    def test_no_declaration_is_not_found_only_when_nothing_else_is_unknown(self) -> None:
+        """No definition and nothing else unknown: reason not_found (the operation raises);
+        with another unknown beside it, an incomplete boundary naming both."""
+        missing = "no declaration of chargeCard was found"
+        alone = self._result(_ok(definitions=[], complete=False, unknowns=[missing]))
+        assert (alone.status, alone.reason) == ("incomplete", "not_found")
+        broken = "src/a.ts: does not parse (line 1: ';' expected.)"
+        both = self._result(_ok(definitions=[], complete=False, unknowns=[missing, broken]))
+        assert (both.status, both.reason) == ("incomplete", None)
+        assert both.unknowns == (missing, broken)
+
+    def test_implementations_are_listed_and_counted(self) -> None:
+        """An implementation site is listed apart, and it is part of the result identity."""
+        honest = self._result(_ok())
+        data = _ok()
+        data["implementations"] = [{**data["consumers"][0], "role": "implementation"}]
+        with_one = self._result(data)
+        assert [s.role for s in with_one.implementations] == ["implementation"]
+        assert with_one.result_fingerprint != honest.result_fingerprint
 
     def test_span_outside_the_file_is_refused(self) -> None:
         """A span past the end of the file, or in a file not materialized, is a mismatch."""

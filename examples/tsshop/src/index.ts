@@ -1,0 +1,1 @@
+export { chargeCard as pay } from "./payments";
