@@ -145,7 +145,7 @@ def run_canary(
         outcome = run_bounded(
             launch.argv(CANARY_SHELL, ["-c", CANARY_SCRIPT, "canary", str(target)]),
             env=launch.runtime_env,
-            cwd=launch.cwd,
+            cwd=launch.spawn_cwd,
             timeout_seconds=CANARY_TIMEOUT_SECONDS,
             budget=_BUDGET,
             skip_stdout_prefix=len(launch.nonce),

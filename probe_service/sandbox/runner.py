@@ -36,12 +36,7 @@ from probe_service.sandbox.helper import (
     default_launchers,
     helper_launch,
 )
-from probe_service.sandbox.identity import (
-    ProbeIdentity,
-    acquire_identity,
-    check_reachable,
-    launcher_prefix,
-)
+from probe_service.sandbox.identity import ProbeIdentity, check_reachable, launcher_prefix
 from probe_service.sandbox.launch import NET_GUARD_PORTS_ENV, Launch, build_launch
 from probe_service.sandbox.limits import (
     RunCgroup,
@@ -50,6 +45,7 @@ from probe_service.sandbox.limits import (
     prlimit_argv,
     scratch_limits,
 )
+from probe_service.sandbox.namespace import NAMESPACE_REASON
 from probe_service.sandbox.preflight import describe_failure, preflight_result
 from probe_service.sandbox.prepare import (
     Command,
@@ -71,6 +67,7 @@ from probe_service.sandbox.scratch import (
 )
 from probe_service.sandbox.selfcheck import verify_limits
 from probe_service.sandbox.settings import build_settings, write_settings
+from probe_service.sandbox.slots import RunSlot, default_slots
 from probe_service.toolchains.resolve import (
     ResolvedToolchain,
     ToolchainChanged,
@@ -82,12 +79,12 @@ __all__ = ["Refused", "run_canary", "run_sandboxed"]
 log = logging.getLogger(__name__)
 
 
-def _probe_env(policy: Policy, scratch: Path) -> dict[str, str]:
+def _probe_env(policy: Policy, scratch: Path, slot: RunSlot) -> dict[str, str]:
     # docs/ARCHITECTURE.md, "Probe environment": exactly the names the policy
     # lists, with the worker's values, plus our scratch-pointing names.
     env = passed_environment(policy, os.environ)
     for sub in ("home", "tmp"):
-        (scratch / sub).mkdir(exist_ok=True)
+        (slot.view(scratch) / sub).mkdir(exist_ok=True)
     env.update(BYTE_PROBE_SCRATCH=str(scratch), HOME=str(scratch / "home"))
     env["TMPDIR"] = str(scratch / "tmp")
     return env
@@ -103,10 +100,14 @@ def _system_tool(name: str) -> Path:
 @dataclass(frozen=True)
 class _Resources:
     run_dir: Path
-    identity: ProbeIdentity
+    slot: RunSlot
     cgroup: RunCgroup
     limits: LimitsApplied
     scratch: Path
+
+    @property
+    def identity(self) -> ProbeIdentity:
+        return self.slot.identity
 
 
 def _make_launch(
@@ -124,7 +125,7 @@ def _make_launch(
     settings_path = res.run_dir / "settings.json"
     digest = write_settings(settings, settings_path)
     os.chown(settings_path, res.identity.uid, res.identity.gid)
-    probe_env = _probe_env(policy, prepared.paths.scratch)
+    probe_env = _probe_env(policy, prepared.paths.scratch, res.slot)
     host_prefix = launcher_prefix(res.identity, _system_tool("unshare"), _system_tool("setpriv"))
     gate = res.run_dir / "tmp" / "start-gate"
     launch = build_launch(
@@ -143,6 +144,8 @@ def _make_launch(
         marker=res.run_dir.name,
         host_prefix=host_prefix,
         gate_path=gate,
+        # docs/ARCHITECTURE.md, "Mount namespaces": every launch enters the slot's namespace.
+        enter_namespace=res.slot.namespace.enter_argv,
     )
     return launch, digest, settings
 
@@ -173,31 +176,40 @@ def _checked_scratch_mount(scratch: Path, wanted: ScratchLimits) -> None:
 
 
 @contextmanager
-def _scratch_for_run(scratch: Path, wanted: ScratchLimits) -> Iterator[None]:
-    if is_scratch_mount(scratch):
-        _checked_scratch_mount(scratch, wanted)
-        yield
-        return
+def _scratch_for_run(scratch: Path, wanted: ScratchLimits, slot: RunSlot) -> Iterator[None]:
+    """The run's scratch filesystem, in the slot's namespace: the caller's when it mounted
+    one there (checked against the policy), else one mounted here for the run."""
+    mounts = slot.namespace
     try:
-        mount_scratch(scratch, wanted)
+        ours = not is_scratch_mount(scratch, mounts)
+        if ours:
+            mount_scratch(scratch, wanted, mounts=mounts)
+        else:
+            _checked_scratch_mount(slot.view(scratch), wanted)
     except SandboxUnavailable as exc:
-        raise Refused("limits_unenforceable", str(exc)) from exc
+        lost = exc.reason == NAMESPACE_REASON  # else the tmpfs itself could not be mounted
+        raise Refused(exc.reason if lost else "limits_unenforceable", str(exc)) from exc
+    except OSError as exc:  # the namespace's view of scratch could not be read
+        raise Refused("sandbox_failed", f"scratch {scratch}: {exc}") from exc
     try:
         yield
     finally:
-        unmount_scratch(scratch)
+        if ours:
+            unmount_scratch(scratch, mounts)
 
 
 @contextmanager
-def _run_resources(policy: Policy, scratch_dir: Path) -> Iterator[_Resources]:
+def _run_resources(policy: Policy, scratch_dir: Path, slot: RunSlot | None) -> Iterator[_Resources]:
     limits = plan_limits(policy)
     with ExitStack() as stack:
         try:
-            identity = stack.enter_context(acquire_identity())
+            if slot is None:  # a caller that prepared its directories without a slot
+                slot = stack.enter_context(default_slots().acquire())
             verify_limits()
         except SandboxUnavailable as exc:
             raise Refused(exc.reason, str(exc)) from exc
-        run_dir = make_run_dir()
+        identity = slot.identity
+        run_dir = make_run_dir(identity.gid)
         stack.callback(remove_tree, run_dir)
         try:
             cgroup = create_run_cgroup(run_dir.name, limits)
@@ -205,11 +217,11 @@ def _run_resources(policy: Policy, scratch_dir: Path) -> Iterator[_Resources]:
             raise Refused(exc.reason, str(exc)) from exc
         stack.callback(cgroup.remove)
         scratch = canonical_dir(scratch_dir, "scratch")
-        stack.enter_context(_scratch_for_run(scratch, scratch_limits(policy)))
+        stack.enter_context(_scratch_for_run(scratch, scratch_limits(policy), slot))
         for sub in ("home", "tmp"):
             (run_dir / sub).mkdir(mode=0o700)
             os.chown(run_dir / sub, identity.uid, identity.gid)
-        yield _Resources(run_dir, identity, cgroup, limits, scratch)
+        yield _Resources(run_dir, slot, cgroup, limits, scratch)
 
 
 def _digest(data: bytes) -> str:
@@ -224,7 +236,7 @@ def _limit_reason(outcome: Bounded, res: _Resources) -> tuple[str, str] | None:
         return "memory_limit", f"the probe was killed at its {limit}-byte memory limit"
     if hit == "processes":
         return "process_limit", f"the probe reached its limit of {res.limits.max_processes} tasks"
-    full = scratch_exhausted(res.scratch)
+    full = scratch_exhausted(res.slot.view(res.scratch))
     if full is not None:
         limit = res.limits.scratch_bytes if full == "bytes" else res.limits.scratch_inodes
         return "scratch_limit", f"scratch reached its {full} limit ({limit})"
@@ -266,14 +278,16 @@ def _probe_phases(outcome: Bounded) -> dict[str, float]:
 
 
 def _check_reachable(prepared: Prepared, res: _Resources, toolchains: Sequence[Path]) -> None:
-    uid, gid = res.identity.uid, res.identity.gid
+    # As the run's own namespace shows each path: its snapshot and scratch are mounts there.
+    ids: dict[str, Any] = {"uid": res.identity.uid, "gid": res.identity.gid}
+    ids["mounts"] = res.slot.namespace
     try:
-        check_reachable(prepared.paths.snapshot, "snapshot", uid=uid, gid=gid)
-        check_reachable(res.scratch, "scratch", uid=uid, gid=gid, write=True)
+        check_reachable(prepared.paths.snapshot, "snapshot", **ids)
+        check_reachable(res.scratch, "scratch", write=True, **ids)
         for command in (prepared.command, *prepared.preflight):
-            check_reachable(Path(command.identity.path), "executable", uid=uid, gid=gid)
+            check_reachable(Path(command.identity.path), "executable", **ids)
         for root in toolchains:
-            check_reachable(root, "toolchain", uid=uid, gid=gid)
+            check_reachable(root, "toolchain", **ids)
     except SandboxUnavailable as exc:
         raise Refused(exc.reason, str(exc)) from exc
 
@@ -300,19 +314,20 @@ def _execute(
     base: dict[str, object],
     phases: dict[str, float],
     launchers: LauncherPool,
+    slot: RunSlot | None,
 ) -> SandboxResult:
-    with _run_resources(policy, request.scratch_dir) as res:
+    with _run_resources(policy, request.scratch_dir, slot) as res:
         base["limits"] = res.limits
         dirs = (request.snapshot_dir, res.scratch, res.run_dir)
-        prepared = prepare_run(policy, request, dirs)
+        prepared = prepare_run(policy, request, dirs, res.slot.namespace)
         base["executable"] = prepared.executable
         launch, base["settings_digest"], settings = _make_launch(policy, runtime, prepared, res)
-        _chown_tree(res.scratch, res.identity.uid, res.identity.gid)
+        _chown_tree(res.slot.view(res.scratch), res.identity.uid, res.identity.gid)
         _check_reachable(prepared, res, [Path(t.path) for t in request.toolchains])
         gate = create_gate(res.run_dir / "tmp", res.cgroup, res.identity.uid, res.identity.gid)
         ports = launch.runtime_env[NET_GUARD_PORTS_ENV]
         run = (prepared, res, gate)
-        helper = launchers.helper_for(runtime, settings, ports)
+        helper = launchers.helper_for(runtime, settings, ports, res.slot.namespace)
         if helper is not None:
             helped, wraps = helper_launch(launch, settings, prepared.paths, helper)
             try:
@@ -368,7 +383,7 @@ def _canary_then_run(
         return run_bounded(
             launch.argv(command.launch_path, command.args),
             env=launch.runtime_env,
-            cwd=launch.cwd,
+            cwd=launch.spawn_cwd,
             timeout_seconds=policy.timeout_seconds,
             budget=policy.max_output_bytes,
             skip_stdout_prefix=len(launch.nonce),
@@ -407,6 +422,7 @@ def run_sandboxed(
     preflight: Sequence[Sequence[str]] = (),
     extra_read_paths: Sequence[Path] = (),
     launchers: LauncherPool | None = None,
+    slot: RunSlot | None = None,
 ) -> SandboxResult:
     """Run ``executable args`` under ``policy`` in the sandbox; never raises for refusals.
 
@@ -417,7 +433,9 @@ def run_sandboxed(
     only; plans and policy files cannot name it. Every prerequisite failure returns
     ``status="inconclusive"`` with a reason. Commands are wrapped by a persistent launcher
     from ``launchers`` (the process's pool unless given) when one serves the run, else by
-    the srt CLI.
+    the srt CLI. Everything runs in the run slot's private mount namespace: ``slot`` when
+    the caller holds one (its snapshot and scratch mounts are in it), else one taken here
+    (docs/ARCHITECTURE.md, "Mount namespaces").
     """
     started = time.monotonic()
     phases: dict[str, float] = {}
@@ -442,7 +460,7 @@ def run_sandboxed(
         if sorted(policy.toolchains.items()) != sorted((t.name, t.path) for t in toolchains):
             raise Refused("toolchain_unavailable", "the policy's toolchains were not resolved")
         pool = launchers if launchers is not None else default_launchers()
-        result = _execute(policy, runtime, request, base, phases, pool)
+        result = _execute(policy, runtime, request, base, phases, pool, slot)
     except Refused as exc:
         result = SandboxResult.model_validate(
             {**base, "status": "inconclusive", "reason": exc.reason, "detail": str(exc)}
