@@ -43,7 +43,7 @@ from ..policies import (
 from ..rundirs import make_run_dir
 from ..sandbox import SandboxResult, SandboxRuntime, locate_runtime, run_sandboxed
 from ..sandbox.limits import scratch_limits
-from ..sandbox.namespace import NAMESPACE_REASON
+from ..sandbox.mounts import NAMESPACE_REASON
 from ..sandbox.scratch import scratch_filesystem
 from ..sandbox.slots import RunSlot, default_slots
 from ..snapshot.warm import default_snapshot_cache

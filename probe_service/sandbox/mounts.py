@@ -22,12 +22,16 @@ __all__ = [
     "MNT_DETACH",
     "MS_NODEV",
     "MS_NOSUID",
+    "NAMESPACE_REASON",
     "HostMounts",
     "MountEntry",
     "Mounts",
     "parse_mountinfo",
 ]
 
+#: The ``inconclusive`` reason of a run whose slot namespace cannot be made, checked or
+#: entered (docs/ARCHITECTURE.md, "Mount namespaces").
+NAMESPACE_REASON = "slot_namespace_failed"
 MS_NOSUID, MS_NODEV = 2, 4
 MNT_DETACH = 2
 #: umount2: never follow a link at the last component of the target.

@@ -29,14 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from probe_service.errors import SandboxUnavailable
-from probe_service.sandbox.mounts import MountEntry, parse_mountinfo
+from probe_service.sandbox.mounts import NAMESPACE_REASON, MountEntry, parse_mountinfo
+from probe_service.sandbox.scratch import run_mount_owner
 
-__all__ = ["HOLDER_SCRIPT", "NAMESPACE_REASON", "START_SECONDS", "SlotNamespace"]
+__all__ = ["HOLDER_SCRIPT", "START_SECONDS", "SlotNamespace"]
 
 log = logging.getLogger(__name__)
 
-#: The ``inconclusive`` reason of a run whose slot namespace cannot be made or entered.
-NAMESPACE_REASON = "slot_namespace_failed"
 #: Bound on the holder's start, and on each of its answers (a mount is one system call).
 START_SECONDS = 30.0
 REPLY_SECONDS = 30.0
@@ -100,16 +99,18 @@ class SlotNamespace:
             self._proc_fd = os.open(f"/proc/{pid}", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
             self._ns_fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
             self._root_fd = os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-            self.initial = frozenset(entry.mount_id for entry in self._checked())
+            self._checked()
+            self._forget_copied_runs()
+            self.initial = frozenset(entry.mount_id for entry in self.mountinfo())
         except (OSError, subprocess.SubprocessError, SandboxUnavailable) as exc:
             self.close()
             if isinstance(exc, SandboxUnavailable):
                 raise
             raise _failed(slot, f"cannot be made: {exc}") from exc
 
-    def _checked(self) -> list[MountEntry]:
-        """The new table, refused unless it is another namespace, with propagation off,
-        that a launch really enters."""
+    def _checked(self) -> None:
+        """Refuse the new namespace unless it is another one, with propagation off, that a
+        launch really enters."""
         inode = os.fstat(self._ns_fd).st_ino
         if inode == os.stat("/proc/self/ns/mnt").st_ino:
             raise _failed(self.slot, "is the worker's own")
@@ -123,7 +124,16 @@ class SlotNamespace:
         if done.stdout.strip() != f"mnt:[{inode}]".encode():
             detail = (done.stderr or done.stdout)[-200:].decode("utf-8", "replace").strip()
             raise _failed(self.slot, f"cannot be entered ({detail or done.returncode})")
-        return table
+
+    def _forget_copied_runs(self) -> None:
+        """Detach, from this new namespace only, copies of run mounts the host's table held
+        when it was copied (a worker of an older version, the limits' self-check of a
+        process starting at that moment): never another run's mount in a sandbox of this
+        slot, and no mount here that goes away when its directory is removed on the host."""
+        for entry in self.mountinfo():
+            if run_mount_owner(entry) is not None:
+                with contextlib.suppress(OSError):
+                    self.unmount(Path(entry.point))
 
     @property
     def holder_pid(self) -> int:

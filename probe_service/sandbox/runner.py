@@ -45,7 +45,6 @@ from probe_service.sandbox.limits import (
     prlimit_argv,
     scratch_limits,
 )
-from probe_service.sandbox.namespace import NAMESPACE_REASON
 from probe_service.sandbox.preflight import describe_failure, preflight_result
 from probe_service.sandbox.prepare import (
     Command,
@@ -58,13 +57,7 @@ from probe_service.sandbox.prepare import (
 from probe_service.sandbox.process import Bounded, run_bounded
 from probe_service.sandbox.results import LimitsApplied, SandboxResult
 from probe_service.sandbox.runtime import SandboxRuntime, find_system_tool, verify_unchanged
-from probe_service.sandbox.scratch import (
-    ScratchLimits,
-    is_scratch_mount,
-    mount_scratch,
-    scratch_exhausted,
-    unmount_scratch,
-)
+from probe_service.sandbox.scratch import run_scratch, scratch_exhausted
 from probe_service.sandbox.selfcheck import verify_limits
 from probe_service.sandbox.settings import build_settings, write_settings
 from probe_service.sandbox.slots import RunSlot, default_slots
@@ -161,43 +154,6 @@ def _chown_tree(root: Path, uid: int, gid: int) -> None:
                 pending.extend(Path(entry.path) for entry in entries)
 
 
-def _checked_scratch_mount(scratch: Path, wanted: ScratchLimits) -> None:
-    """Refuse a caller-mounted scratch filesystem larger than the policy allows."""
-    info = os.statvfs(scratch)
-    page = os.sysconf("SC_PAGE_SIZE")
-    allowed_bytes = -(-max(wanted.size_bytes, page) // page) * page
-    if info.f_blocks * info.f_frsize > allowed_bytes or info.f_files > wanted.inodes:
-        raise Refused(
-            "limits_unenforceable",
-            f"scratch {scratch}: mounted with {info.f_blocks * info.f_frsize} bytes and "
-            f"{info.f_files} inodes, more than the policy's {wanted.size_bytes} and "
-            f"{wanted.inodes}",
-        )
-
-
-@contextmanager
-def _scratch_for_run(scratch: Path, wanted: ScratchLimits, slot: RunSlot) -> Iterator[None]:
-    """The run's scratch filesystem, in the slot's namespace: the caller's when it mounted
-    one there (checked against the policy), else one mounted here for the run."""
-    mounts = slot.namespace
-    try:
-        ours = not is_scratch_mount(scratch, mounts)
-        if ours:
-            mount_scratch(scratch, wanted, mounts=mounts)
-        else:
-            _checked_scratch_mount(slot.view(scratch), wanted)
-    except SandboxUnavailable as exc:
-        lost = exc.reason == NAMESPACE_REASON  # else the tmpfs itself could not be mounted
-        raise Refused(exc.reason if lost else "limits_unenforceable", str(exc)) from exc
-    except OSError as exc:  # the namespace's view of scratch could not be read
-        raise Refused("sandbox_failed", f"scratch {scratch}: {exc}") from exc
-    try:
-        yield
-    finally:
-        if ours:
-            unmount_scratch(scratch, mounts)
-
-
 @contextmanager
 def _run_resources(policy: Policy, scratch_dir: Path, slot: RunSlot | None) -> Iterator[_Resources]:
     limits = plan_limits(policy)
@@ -217,7 +173,10 @@ def _run_resources(policy: Policy, scratch_dir: Path, slot: RunSlot | None) -> I
             raise Refused(exc.reason, str(exc)) from exc
         stack.callback(cgroup.remove)
         scratch = canonical_dir(scratch_dir, "scratch")
-        stack.enter_context(_scratch_for_run(scratch, scratch_limits(policy), slot))
+        try:
+            stack.enter_context(run_scratch(scratch, scratch_limits(policy), slot.namespace))
+        except SandboxUnavailable as exc:
+            raise Refused(exc.reason, str(exc)) from exc
         for sub in ("home", "tmp"):
             (run_dir / sub).mkdir(mode=0o700)
             os.chown(run_dir / sub, identity.uid, identity.gid)
@@ -279,15 +238,15 @@ def _probe_phases(outcome: Bounded) -> dict[str, float]:
 
 def _check_reachable(prepared: Prepared, res: _Resources, toolchains: Sequence[Path]) -> None:
     # As the run's own namespace shows each path: its snapshot and scratch are mounts there.
-    ids: dict[str, Any] = {"uid": res.identity.uid, "gid": res.identity.gid}
-    ids["mounts"] = res.slot.namespace
+    uid, gid, seen = res.identity.uid, res.identity.gid, res.slot.namespace
     try:
-        check_reachable(prepared.paths.snapshot, "snapshot", **ids)
-        check_reachable(res.scratch, "scratch", write=True, **ids)
+        check_reachable(prepared.paths.snapshot, "snapshot", uid=uid, gid=gid, mounts=seen)
+        check_reachable(res.scratch, "scratch", uid=uid, gid=gid, write=True, mounts=seen)
         for command in (prepared.command, *prepared.preflight):
-            check_reachable(Path(command.identity.path), "executable", **ids)
+            path = Path(command.identity.path)
+            check_reachable(path, "executable", uid=uid, gid=gid, mounts=seen)
         for root in toolchains:
-            check_reachable(root, "toolchain", **ids)
+            check_reachable(root, "toolchain", uid=uid, gid=gid, mounts=seen)
     except SandboxUnavailable as exc:
         raise Refused(exc.reason, str(exc)) from exc
 

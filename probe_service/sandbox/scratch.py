@@ -23,7 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from probe_service.errors import SandboxUnavailable
-from probe_service.sandbox.mounts import MS_NODEV, MS_NOSUID, HostMounts, Mounts
+from probe_service.sandbox.mounts import (
+    MS_NODEV,
+    MS_NOSUID,
+    NAMESPACE_REASON,
+    HostMounts,
+    MountEntry,
+    Mounts,
+)
 
 __all__ = [
     "DEFAULT_SCRATCH_BYTES",
@@ -33,6 +40,8 @@ __all__ = [
     "ScratchLimits",
     "is_scratch_mount",
     "mount_scratch",
+    "run_mount_owner",
+    "run_scratch",
     "scratch_exhausted",
     "scratch_filesystem",
     "sweep_stale_scratch",
@@ -55,6 +64,15 @@ class ScratchLimits:
 
     size_bytes: int
     inodes: int
+
+
+def run_mount_owner(entry: MountEntry) -> int | None:
+    """The worker pid named by a scratch or snapshot-overlay mount of ours, else None."""
+    prefix = _OURS.get(entry.fstype)
+    if prefix is None or not entry.source.startswith(prefix):
+        return None
+    pid = entry.source[len(prefix) :]
+    return int(pid) if pid.isdigit() else None
 
 
 def is_scratch_mount(path: Path, mounts: Mounts | None = None) -> bool:
@@ -109,6 +127,49 @@ def scratch_filesystem(
         unmount_scratch(path, mounts)
 
 
+def _check_mounted_limits(scratch: Path, wanted: ScratchLimits, mounts: Mounts) -> None:
+    """Refuse a caller-mounted scratch filesystem larger than the policy allows."""
+    info = os.statvfs(mounts.view(scratch))
+    page = os.sysconf("SC_PAGE_SIZE")
+    allowed_bytes = -(-max(wanted.size_bytes, page) // page) * page
+    if info.f_blocks * info.f_frsize > allowed_bytes or info.f_files > wanted.inodes:
+        raise SandboxUnavailable(
+            f"scratch {scratch}: mounted with {info.f_blocks * info.f_frsize} bytes and "
+            f"{info.f_files} inodes, more than the policy's {wanted.size_bytes} and "
+            f"{wanted.inodes}",
+            reason="limits_unenforceable",
+        )
+
+
+@contextlib.contextmanager
+def run_scratch(scratch: Path, wanted: ScratchLimits, mounts: Mounts) -> Iterator[None]:
+    """One run's scratch filesystem in ``mounts`` (the run slot's namespace): the caller's
+    when it mounted one there (checked against ``wanted``), else one mounted for the run.
+
+    Raises ``SandboxUnavailable``: ``limits_unenforceable`` for a tmpfs that cannot be
+    mounted or is larger than ``wanted``, the namespace's own reason when it is gone,
+    ``sandbox_failed`` when scratch cannot be read through the namespace.
+    """
+    try:
+        ours = not is_scratch_mount(scratch, mounts)
+        if not ours:
+            _check_mounted_limits(scratch, wanted, mounts)
+    except OSError as exc:
+        raise SandboxUnavailable(f"scratch {scratch}: {exc}", reason="sandbox_failed") from exc
+    if ours:
+        try:
+            mount_scratch(scratch, wanted, mounts=mounts)
+        except SandboxUnavailable as exc:
+            if exc.reason == NAMESPACE_REASON:
+                raise
+            raise SandboxUnavailable(str(exc), reason="limits_unenforceable") from exc
+    try:
+        yield
+    finally:
+        if ours:
+            unmount_scratch(scratch, mounts)
+
+
 def scratch_exhausted(path: Path) -> str | None:
     """Return which limit the scratch filesystem at ``path`` (a path this process reaches
     it by: a namespace's ``view``) reached ("bytes"/"inodes"), or None."""
@@ -126,11 +187,8 @@ def sweep_stale_scratch() -> int:
     host = HostMounts()
     swept = 0
     for entry in host.mountinfo():
-        prefix = _OURS.get(entry.fstype)
-        if prefix is None or not entry.source.startswith(prefix):
-            continue
-        pid = entry.source[len(prefix) :]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+        pid = run_mount_owner(entry)
+        if pid is not None and not Path(f"/proc/{pid}").exists():
             with contextlib.suppress(OSError):
                 host.unmount(Path(entry.point))
                 swept += 1

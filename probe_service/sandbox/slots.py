@@ -23,7 +23,8 @@ from pathlib import Path
 from probe_service.errors import SandboxUnavailable
 from probe_service.sandbox.helper import sweep_stale_launchers
 from probe_service.sandbox.identity import ProbeIdentity, acquire_identity
-from probe_service.sandbox.namespace import NAMESPACE_REASON, SlotNamespace
+from probe_service.sandbox.mounts import NAMESPACE_REASON
+from probe_service.sandbox.namespace import SlotNamespace
 from probe_service.sandbox.runtime import find_system_tool
 from probe_service.sandbox.selfcheck import verify_limits
 
