@@ -2,7 +2,8 @@
 
 docs/ARCHITECTURE.md, "Warm snapshots": each worker process keeps the snapshots it
 materialized in a private directory (root-owned, 0700), bounded by bytes with LRU
-eviction. A run's disposable tree is an overlay mount whose lower layer is the cached
+eviction. A run's disposable tree is an overlay mount, made in the run slot's private
+mount namespace ("Mount namespaces"), whose lower layer is the cached
 tree and whose upper layer is new and the run's own, so interventions (which unlink and
 create, ``plans.overlay``) land in that run's upper layer and never touch a cached inode.
 Where an overlay cannot be mounted (not root, no overlayfs) the tree is a fresh directory

@@ -11,15 +11,11 @@ from pathlib import Path
 import pytest
 
 from probe_service.errors import SandboxUnavailable
-from probe_service.sandbox import SandboxRuntime
-from probe_service.sandbox import slots as slots_module
 from probe_service.sandbox.mounts import NAMESPACE_REASON, HostMounts
 from probe_service.sandbox.namespace import SlotNamespace
 from probe_service.sandbox.runtime import find_system_tool
 from probe_service.sandbox.scratch import ScratchLimits, mount_scratch
-from probe_service.sandbox.slots import SlotPool, default_slots
-
-from .conftest import Runner
+from probe_service.sandbox.slots import SlotPool
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="slot namespaces are a root worker's")
 
@@ -147,38 +143,3 @@ class TestPool:
                 assert second.namespace.added_mounts() == []
         finally:
             pool.close()
-
-
-@pytest.mark.sandbox
-class TestRuns:
-    def test_a_namespace_that_cannot_be_made_ends_the_run_naming_it(
-        self, run: Runner, monkeypatch: pytest.MonkeyPatch, runtime: SandboxRuntime
-    ) -> None:
-        """Without nsenter no namespace is made: inconclusive slot_namespace_failed, and
-        nothing runs in the host's namespace instead."""
-        fresh = SlotPool()
-        monkeypatch.setattr(slots_module, "_default", fresh)
-        real = slots_module.find_system_tool
-        monkeypatch.setattr(
-            slots_module, "find_system_tool", lambda name: None if name == "nsenter" else real(name)
-        )
-        result = run("sh", ["-c", "echo RAN"], slot=None)
-        fresh.close()
-        assert (result.status, result.reason) == ("inconclusive", "slot_namespace_failed")
-        assert "nsenter" in result.detail
-        assert b"RAN" not in result.stdout
-
-    def test_a_namespace_lost_before_the_launch_ends_the_run_naming_it(
-        self, run: Runner, tmp_path: Path
-    ) -> None:
-        """The holder killed between runs: the next run of the slot is refused, never run
-        in the host's namespace."""
-        held = default_slots()
-        with held.acquire() as slot:
-            os.kill(slot.namespace.holder_pid, signal.SIGKILL)
-            slot.namespace._holder.wait()
-            empty = tmp_path / "empty-scratch"
-            empty.mkdir()
-            result = run("sh", ["-c", "echo RAN"], slot=slot, scratch_dir=empty)
-        assert (result.status, result.reason) == ("inconclusive", "slot_namespace_failed")
-        assert b"RAN" not in result.stdout

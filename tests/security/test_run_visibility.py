@@ -18,6 +18,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -34,14 +35,17 @@ from probe_service.plans import run as plan_run
 from probe_service.policies import POLICY_FILE_ENV
 from probe_service.rundirs import sweep_stale_run_dirs
 from probe_service.sandbox import SandboxRuntime
+from probe_service.sandbox import slots as slots_module
 from probe_service.sandbox.helper import sweep_stale_launchers
 from probe_service.sandbox.identity import PROBE_SLOTS, PROBE_UID_BASE, acquire_identity
 from probe_service.sandbox.limits import sweep_stale_cgroups
 from probe_service.sandbox.runtime import find_system_tool
 from probe_service.sandbox.scratch import sweep_stale_scratch
+from probe_service.sandbox.slots import SlotPool, default_slots
 from probe_service.snapshot.warm import SnapshotCache, default_snapshot_cache
 from probe_service.store import Store
 
+from ..sandbox.conftest import Runner
 from .attacks import POLICY_ID, leftovers, plan_for, policy_document
 
 pytestmark = [
@@ -368,3 +372,37 @@ class TestDeadWorker:
         host = Path("/proc/self/mountinfo").read_text()
         assert f"byte-probe-scratch-{worker.pid}" not in host
         assert f"byte-probe-snapshot-{worker.pid}" not in host
+
+
+class TestNoHostFallback:
+    def test_a_namespace_that_cannot_be_made_ends_the_run_naming_it(
+        self, run: Runner, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Without nsenter no namespace is made: inconclusive slot_namespace_failed, and
+        nothing runs in the host's namespace instead."""
+        fresh = SlotPool()
+        monkeypatch.setattr(slots_module, "_default", fresh)
+        real = slots_module.find_system_tool
+        monkeypatch.setattr(
+            slots_module, "find_system_tool", lambda name: None if name == "nsenter" else real(name)
+        )
+        result = run("sh", ["-c", "echo RAN"], slot=None)
+        fresh.close()
+        assert (result.status, result.reason) == ("inconclusive", "slot_namespace_failed")
+        assert "nsenter" in result.detail
+        assert b"RAN" not in result.stdout
+
+    def test_a_namespace_lost_before_the_launch_ends_the_run_naming_it(
+        self, run: Runner, tmp_path: Path
+    ) -> None:
+        """The holder killed between runs: the next run of the slot is refused, never run
+        in the host's namespace."""
+        held = default_slots()
+        with held.acquire() as slot:
+            os.kill(slot.namespace.holder_pid, signal.SIGKILL)
+            slot.namespace._holder.wait()
+            empty = tmp_path / "empty-scratch"
+            empty.mkdir()
+            result = run("sh", ["-c", "echo RAN"], slot=slot, scratch_dir=empty)
+        assert (result.status, result.reason) == ("inconclusive", "slot_namespace_failed")
+        assert b"RAN" not in result.stdout
