@@ -5,8 +5,10 @@ docs/ARCHITECTURE.md, "Canary": while runs' mounts lived in the host's mount nam
 mount of one run going away while bubblewrap set up another run's sandbox failed that
 launch ("Can't remount ... No such file or directory") before its start marker, and the
 runner launched such a command once more. With each run's mounts in its slot's private
-namespace the race has no cause left; this measures it. Every launch of every run (the
-canary, the probe) is counted by wrapping the runner's ``run_bounded``: a launch "never
+namespace that race has no cause left; this measures it, counting every launch that never
+started whatever its cause (results: ``benchmarks/results/launch_race.json``). Every
+launch of every run (the canary, the probe) is counted by wrapping the runner's
+``run_bounded``: a launch "never
 started" when its start marker is missing and neither its start-up bound was spent nor its
 start refused -- exactly the runner's own test -- whether or not anything launches again.
 

@@ -115,8 +115,9 @@ def never_started(outcome: Bounded, launch: Launch) -> bool:
     """Whether bubblewrap or the runtime failed before the sandboxed shell printed its start
     marker, so nothing of the command ran, other than by spending the start-up bound.
 
-    A concurrent run's scratch or snapshot mount coming and going while bubblewrap remounts
-    the host's tree read-only fails a launch this way; one more launch is safe. The
+    A path the runtime saw while wrapping that is gone when bubblewrap binds it (its default
+    write path ``/tmp/claude``, which any local account may create and remove) fails a
+    launch this way; one more launch is safe (docs/ARCHITECTURE.md, "Canary"). The
     runtime's unguarded marker is never such a failure: it is a finding.
     """
     seen = outcome.prefix
