@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's claims walkthrough: claim -> edit -> gate fails -> recheck -> resolve -> gate passes;
-# then a breaking edit whose refuting recheck cannot close the obligation, and a revert that
-# passes the gate with no manual resolution.
+# then a breaking edit whose refuting recheck cannot close the obligation, a revert that
+# passes the gate with no manual resolution, and a gate that refuses what it cannot judge.
 # Runs on the embedded store in a temporary directory; needs `make setup` first.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -53,7 +53,7 @@ obligation=$("$bp" obligations list --open --json | field "[0]['obligation_id']"
 
 echo "## 4. recheck: the same probe on the new snapshot, then resolve with its receipt"
 r2=$(probe "$s2")
-"$bp" obligations resolve "$obligation" --resolution rechecked --receipt "$r2" \
+"$bp" obligations resolve "$obligation" --resolution rechecked --receipt "${r2:0:12}" \
     --rationale "re-ran the trailing-comma probe on the edited parser"
 echo "## 5. the gate passes again"
 "$bp" gate --snapshot "$s2" --scope tinyparse
@@ -77,3 +77,13 @@ cp good.py repo/tinyparse.py
 s4=$("$bp" snapshot capture repo --json | field "['snapshot_id']")
 test "$s4" = "$s2"
 "$bp" gate --snapshot "$s4" --scope tinyparse
+
+echo "## 8. the gate refuses what it cannot judge: a snapshot never captured, a misspelled scope"
+never=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+for args in "--snapshot $never --scope tinyparse" "--snapshot ${s4:0:12} --scope tinyprase"; do
+    code=0
+    # shellcheck disable=SC2086 # the arguments are split on purpose
+    "$bp" gate $args 2>&1 || code=$?
+    echo "exit $code"
+    test "$code" = 3
+done

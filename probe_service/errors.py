@@ -35,6 +35,8 @@ once, at the edge that calls them, with ``raise Mapped(...) from exc``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
     "AmbiguousId",
     "BrokerUnavailable",
@@ -138,16 +140,27 @@ class NotFound(InvalidInput):
 
 
 class AmbiguousId(InvalidInput):
-    """An id prefix typed at the CLI matches more than one stored id."""
+    """An id prefix matches more than one stored id; the message names the field and lists
+    (some of) the candidates."""
 
     code = "ambiguous_id"
 
-    def __init__(self, kind: str, prefix: str, matches: int) -> None:
+    def __init__(
+        self,
+        kind: str,
+        prefix: str,
+        matches: int,
+        *,
+        field: str | None = None,
+        candidates: Sequence[str] = (),
+    ) -> None:
+        listed = ", ".join(candidates) + (", …" if matches > len(candidates) else "")
         super().__init__(
-            f"{kind} id prefix {prefix!r} is ambiguous: it matches {matches} ids; "
-            "type more characters"
+            f"{field or kind}: {kind} id prefix {prefix!r} is ambiguous: it matches "
+            f"{matches} ids" + (f" ({listed})" if candidates else "") + "; type more characters"
         )
         self.kind, self.prefix, self.matches = kind, prefix, matches
+        self.field, self.candidates = field, tuple(candidates)
 
 
 class Conflict(InvalidInput):

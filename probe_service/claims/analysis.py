@@ -24,6 +24,7 @@ from .obligations import open_obligations
 from .records import ChangeAnalysis
 from .resolutions import close_current_again
 from .rows import chunks, load_baselines, load_heads
+from .scopes import require_live_claims
 from .sources import SnapshotSource
 from .tables import claim_dep_domains, claim_dep_paths, claim_supersessions, claim_tombstones
 from .views import TreeView, entry_fingerprint
@@ -39,16 +40,19 @@ def change_analyze(
     scope: str | None = None,
     interface: str = "python",
     source: SnapshotSource | None = None,
+    allow_empty: bool = False,
 ) -> ChangeAnalysis:
     """Recheck the claims the change touches and open obligations for the stale ones.
 
-    Raises NotFound when either snapshot is not in the store.
+    Raises, before writing anything, NotFound when either snapshot is not in the store and
+    InvalidInput when the scope (or the store) holds no live claim, unless ``allow_empty``.
     """
     source = source or SnapshotSource(store)
     before = source.require(from_snapshot, "from_snapshot")
     after = source.require(to_snapshot, "to_snapshot")
     changed = changed_paths(before, after)
     with store.reading() as conn:
+        require_live_claims(conn, scope, allow_empty=allow_empty)
         candidates = affected_claims(conn, changed, scope)
         heads = load_heads(conn, sorted(candidates))
         baselines = load_baselines(conn, list(heads))

@@ -18,6 +18,7 @@ from .digests import digest_json
 from .records import Baseline, ClaimCheck, DependencyCheck
 from .resolutions import close_current_again
 from .rows import load_baselines, load_heads, reasons_json
+from .scopes import require_claims_in_scope
 from .sources import SnapshotSource
 from .tables import claim_checks
 from .upgrade import recompute_outdated
@@ -39,14 +40,18 @@ def claim_check(
 ) -> list[ClaimCheck]:
     """Applicability of each named claim at ``target_snapshot``, in the order named.
 
-    A snapshot or blob missing from the store gives ``unknown``; an open obligation on
-    ``target_snapshot`` for a claim found current is resolved ``current_again``. Raises
-    NotFound when a claim does not exist (in ``scope``, if given), LimitExceeded for too
-    many ids.
+    A blob missing from the store gives ``unknown``; an open obligation on
+    ``target_snapshot`` for a claim found current is resolved ``current_again``. Raises,
+    before writing anything, NotFound when the store does not hold ``target_snapshot`` or
+    a claim does not exist (in ``scope``, if given), InvalidInput when no claim belongs to
+    ``scope``, LimitExceeded for too many ids.
     """
     if len(claim_ids) > MAX_CHECK_CLAIMS:
         raise LimitExceeded(f"claim_ids: more than {MAX_CHECK_CLAIMS}")
+    source = source or SnapshotSource(store)
+    source.require(target_snapshot, "target_snapshot")
     with store.reading() as conn:
+        require_claims_in_scope(conn, scope)
         heads = load_heads(conn, claim_ids)
         for claim_id in claim_ids:
             if claim_id not in heads or (scope is not None and heads[claim_id][0] != scope):
@@ -54,7 +59,7 @@ def claim_check(
                     f"claim_ids: no claim {claim_id!r}" + (f" in scope {scope!r}" if scope else "")
                 )
         baselines = load_baselines(conn, list(heads))
-    checks = evaluate_claims(heads, baselines, target_snapshot, source or SnapshotSource(store))
+    checks = evaluate_claims(heads, baselines, target_snapshot, source)
     with store.transaction() as conn:
         record_checks(conn, checks, interface)
         close_current_again(conn, checks, interface)

@@ -4,7 +4,8 @@ obligation on that snapshot in that scope.
 The gate answers for one snapshot (docs/ARCHITECTURE.md, "Claims: the gate"): it opens
 obligations only on that snapshot, counts only obligations whose target is that snapshot,
 and closes (``current_again``) an obligation on it whose claim is now current. Accepted
-risk on that snapshot is listed apart, never as checked.
+risk on that snapshot is listed apart, never as checked. It refuses what it cannot judge:
+a snapshot the store does not hold, and a scope without a live claim (``scopes.py``).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from .obligations import list_in, open_obligations
 from .records import GateResult
 from .resolutions import close_current_again
 from .rows import chunks, load_baselines, load_heads
+from .scopes import require_live_claims
 from .sources import SnapshotSource
-from .tables import claim_evidence, claim_supersessions, claim_tombstones, claims
+from .tables import claim_evidence
 
 __all__ = ["gate"]
 
@@ -33,23 +35,30 @@ def gate(
     interface: str = "python",
     source: SnapshotSource | None = None,
     require_signed: Callable[[str], str | None] | None = None,
+    allow_empty: bool = False,
 ) -> GateResult:
     """Recheck every live claim (in ``scope``, or the whole store) at ``snapshot_id``, open
     an obligation (idempotently) on it for each one not ``current``, close those now current,
-    and pass only when no obligation on ``snapshot_id`` in scope is open. A missing snapshot
-    makes every claim ``unknown``. Raises StoreUnavailable when the store fails.
+    and pass only when no obligation on ``snapshot_id`` in scope is open.
+
+    The gate refuses what it cannot judge, before writing anything: NotFound when the store
+    does not hold ``snapshot_id``; InvalidInput naming the scope and listing those that
+    exist when the scope (or the store) holds no live claim, unless ``allow_empty``.
+    Raises StoreUnavailable when the store fails.
 
     With ``require_signed`` (receipt id -> why it is not acceptably signed, or None) every
     receipt a live claim in scope rests on, and every ``rechecked`` resolution's receipt on
     this snapshot, must be signed by an accepted key; each refused one is named in
     ``unsigned_evidence`` and fails the gate (docs/ARCHITECTURE.md, "Signed receipts").
     """
+    source = source or SnapshotSource(store)
+    source.require(snapshot_id, "snapshot_id")
     with store.reading() as conn:
-        ids = live_claim_ids(conn, scope)
+        ids = require_live_claims(conn, scope, allow_empty=allow_empty)
         heads = load_heads(conn, ids)
         baselines = load_baselines(conn, ids)
         evidence = _receipt_evidence(conn, ids) if require_signed is not None else []
-    checks = evaluate_claims(heads, baselines, snapshot_id, source or SnapshotSource(store))
+    checks = evaluate_claims(heads, baselines, snapshot_id, source)
     with store.transaction() as conn:
         opened = open_obligations(conn, checks, None, interface)
         # an obligation_opened event already carries the claim's applicability
@@ -78,18 +87,6 @@ def gate(
         whole_store=scope is None,
         unsigned_evidence=tuple(refused),
     )
-
-
-def live_claim_ids(conn: Connection, scope: str | None) -> list[str]:
-    """Ids of the claims neither superseded nor withdrawn (in ``scope``), in id order."""
-    live = (
-        select(claims.c.claim_id)
-        .where(claims.c.claim_id.not_in(select(claim_supersessions.c.predecessor_id)))
-        .where(claims.c.claim_id.not_in(select(claim_tombstones.c.claim_id)))
-    )
-    if scope is not None:
-        live = live.where(claims.c.scope == scope)
-    return [row[0] for row in conn.execute(live.order_by(claims.c.claim_id))]
 
 
 def _receipt_evidence(conn: Connection, claim_ids: list[str]) -> list[tuple[str, str]]:

@@ -17,11 +17,11 @@ from sqlalchemy import select
 from ..store import Store
 from .audit import AuditEntry
 from .checking import evaluate_claims
-from .gating import live_claim_ids
 from .lineage import _chain
 from .records import ClaimCheck, ClaimRecord, Obligation, Tombstone
 from .resolutions import list_in
 from .rows import load_baselines, load_claim, load_heads
+from .scopes import require_live_claims
 from .sources import SnapshotSource
 from .tables import (
     claim_audit,
@@ -155,17 +155,23 @@ class GatePreview(_Frozen):
     would_pass: bool
 
 
-def gate_preview(store: Store, snapshot_id: str, *, scope: str | None = None) -> GatePreview:
+def gate_preview(
+    store: Store, snapshot_id: str, *, scope: str | None = None, allow_empty: bool = False
+) -> GatePreview:
     """Recheck every live claim (in ``scope``) at ``snapshot_id`` in memory and say whether
     the gate would pass: no claim that is not current and no open obligation on that
-    snapshot. Nothing is opened, closed or recorded. Raises StoreUnavailable."""
+    snapshot. Nothing is opened, closed or recorded. Refuses what the gate refuses:
+    NotFound for a snapshot the store does not hold, InvalidInput for a scope (or store)
+    without a live claim unless ``allow_empty``. Raises StoreUnavailable."""
+    source = SnapshotSource(store)
+    source.require(snapshot_id, "snapshot_id")
     with store.reading() as conn:
-        ids = live_claim_ids(conn, scope)
+        ids = require_live_claims(conn, scope, allow_empty=allow_empty)
         heads = load_heads(conn, ids)
         baselines = load_baselines(conn, ids)
         still_open = list_in(conn, scope=scope, snapshot_id=snapshot_id, state="open")
         risk = list_in(conn, scope=scope, snapshot_id=snapshot_id, resolution="accepted_risk")
-    checks = evaluate_claims(heads, baselines, snapshot_id, SnapshotSource(store))
+    checks = evaluate_claims(heads, baselines, snapshot_id, source)
     not_current = tuple(c for c in checks if c.state != "current")
     # An open obligation whose claim is current again would be closed by the gate.
     current = {c.claim_id for c in checks if c.state == "current"}

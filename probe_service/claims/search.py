@@ -94,13 +94,16 @@ def knowledge_query(
 ) -> list[KnowledgeHit]:
     """Live claims of ``scope`` related to ``text`` and/or ``paths``.
 
-    Raises InvalidClaim when neither is given, a path is unsafe, or ``limit`` is out of range.
+    Raises InvalidClaim when neither is given, a path is unsafe, or ``limit`` is out of range;
+    NotFound (nothing recorded) when the store does not hold ``target_snapshot``.
     """
     if not text and not paths:
         raise InvalidClaim("query: give text and/or paths")
     if not 1 <= limit <= MAX_HITS:
         raise InvalidClaim(f"limit: {limit} is outside 1..{MAX_HITS}")
     clean = [check_path(p, "paths") for p in paths]
+    source = source or SnapshotSource(store)
+    source.require(target_snapshot, "target_snapshot")
     matched: dict[str, list[str]] = {}
     with store.reading() as conn:
         for claim_id in _text_matches(conn, scope, text or "", limit):
@@ -115,7 +118,7 @@ def knowledge_query(
     live = {
         i: h for i, h in heads.items() if not records[i].withdrawn and not records[i].superseded_by
     }
-    checks = evaluate_claims(live, baselines, target_snapshot, source or SnapshotSource(store))
+    checks = evaluate_claims(live, baselines, target_snapshot, source)
     with store.transaction() as conn:
         record_checks(conn, checks, interface)
         close_current_again(conn, checks, interface)

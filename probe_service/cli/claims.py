@@ -44,6 +44,13 @@ EXIT_GATE_CLOSED = 1
 RootOpt = Annotated[Path, typer.Option("--root", help="Directory holding .zyte (default: cwd).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 ScopeOpt = Annotated[str | None, typer.Option("--scope", help="Project key to confine to.")]
+AllowEmptyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-empty",
+        help="Accept a scope (or store) without a live claim instead of refusing it (exit 3).",
+    ),
+]
 
 
 def _emit(value: BaseModel | Sequence[BaseModel], as_json: bool, text: str) -> None:
@@ -154,6 +161,7 @@ def change_analyze_command(
     from_snapshot: Annotated[str, typer.Argument(help="Snapshot before the change.")],
     to_snapshot: Annotated[str, typer.Argument(help="Snapshot after the change.")],
     scope: ScopeOpt = None,
+    allow_empty: AllowEmptyOpt = False,
     as_json: JsonOpt = False,
     root: RootOpt = Path("."),
 ) -> None:
@@ -163,7 +171,10 @@ def change_analyze_command(
     """
     with session(root) as svc:
         result = svc.change_analyze(
-            from_snapshot=from_snapshot, to_snapshot=to_snapshot, scope=scope
+            from_snapshot=from_snapshot,
+            to_snapshot=to_snapshot,
+            scope=scope,
+            allow_empty=allow_empty,
         )
         summary = (
             f"{len(result.changed_paths)} changed path(s), {result.candidates} candidate "
@@ -314,6 +325,7 @@ def _accepted_key(item: str) -> str:
 def gate_command(
     snapshot: Annotated[str, typer.Option("--snapshot", help="Snapshot to gate on.")],
     scope: ScopeOpt = None,
+    allow_empty: AllowEmptyOpt = False,
     require_signed: Annotated[
         list[str] | None,
         typer.Option(
@@ -329,18 +341,23 @@ def gate_command(
     an obligation on that snapshot in scope is open, or (with --require-signed) while any
     receipt evidence is not signed by one of the given keys.
 
+    Exit 3, writing nothing, for a snapshot the store does not hold or a scope (or store)
+    without a live claim, unless --allow-empty.
+
     Example: byte-probe gate --snapshot 3fa4... --scope payments --require-signed key.pub.pem
     """
     with session(root) as svc:
         result = svc.gate(
             snapshot_id=snapshot,
             scope=scope,
+            allow_empty=allow_empty,
             require_signed=[_accepted_key(item) for item in require_signed or []],
         )
+    empty = " (--allow-empty: no live claim in scope)" if result.checked == 0 else ""
     lines = [
-        f"gate {'passed' if result.passed else 'closed'}: {result.checked} claim(s) checked, "
-        f"{len(result.open_obligations)} open obligation(s)",
-        f"snapshot {snapshot}, scope "
+        f"gate {'passed' if result.passed else 'closed'}: {result.checked} claim(s) checked"
+        f"{empty}, {len(result.open_obligations)} open obligation(s)",
+        f"snapshot {result.snapshot_id}, scope "
         + ("the whole store (no --scope)" if result.whole_store else str(scope)),
     ]
     lines += [_obligation_line(o) for o in result.open_obligations]

@@ -49,12 +49,16 @@ def mcp(
         bool, typer.Option("--http", help="Serve streamable HTTP at /mcp instead of stdio.")
     ] = False,
     bind: Annotated[
-        str, typer.Option("--host", help="With --http: the address to bind.")
+        str,
+        typer.Option(
+            "--host",
+            help="With --http: the address to bind (another than 127.0.0.1 needs --allow-remote).",
+        ),
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="With --http: the port.")] = 8765,
     allow_remote: Annotated[
         bool,
-        typer.Option("--allow-remote", help="With --http: allow a non-loopback --host."),
+        typer.Option("--allow-remote", help="With --http: allow a --host other than 127.0.0.1."),
     ] = False,
 ) -> None:
     """Serve the agent operations as MCP tools (byte_*), on stdio by default.

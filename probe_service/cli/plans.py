@@ -23,7 +23,6 @@ from .common import (
     read_public_key,
     session,
 )
-from .ids import resolve
 from .results import output_json, print_receipt
 from .waiting import NoticeOption, NoWorkerNotice
 
@@ -64,7 +63,7 @@ def plan_show(plan_id: str, root: RootOption = Path("."), json_out: JsonOption =
     Example: byte-probe plan show 9b1c… --json
     """
     with session(root) as svc:
-        stored = svc.probe_get(plan_id=resolve(svc, "plan", plan_id))
+        stored = svc.probe_get(plan_id=plan_id)
     if json_out:
         emit_json({"plan_id": stored.plan_id, "plan": stored.plan})
         return
@@ -120,7 +119,6 @@ def _run(
     waiting: tuple[float, float],
 ) -> ProbeRunResult:
     timeout, notice_after = waiting
-    plan_id = resolve(svc, "plan", plan_id)
     # Queued runs report each poll: say on stderr when no worker took the run in time.
     svc.on_progress = NoWorkerNotice(f"plan {plan_id}", notice_after, timeout)
     result: ProbeRunResult = svc.probe_run(
@@ -144,7 +142,7 @@ def receipt_show(
     Example: byte-probe receipt show 4e0f… --json > receipt.json
     """
     with session(root) as svc:
-        receipt = svc.receipt_get(receipt_id=resolve(svc, "receipt", receipt_id))
+        receipt = svc.receipt_get(receipt_id=receipt_id)
     if json_out:
         emit_json(receipt)
         return
@@ -168,7 +166,7 @@ def receipt_export(
     if fmt != "intoto":
         raise InvalidInput(f"--format: unknown format {fmt!r} (intoto)")
     with session(root) as svc:
-        envelope = svc.receipt_export(receipt_id=resolve(svc, "receipt", receipt_id))
+        envelope = svc.receipt_export(receipt_id=receipt_id)
     text = json.dumps(envelope, sort_keys=True, indent=2) + "\n"
     if out is None:
         sys.stdout.write(text)

@@ -8,7 +8,7 @@ import sys
 import threading
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -17,10 +17,9 @@ from rich.table import Table
 from probe_service.errors import InvalidInput
 from probe_service.safe_text import untrusted
 from probe_service.service import ProbeService
-from probe_service.service.adapters import RunSummary
+from probe_service.service.adapters import ReceiptSummary, RunSummary
 
 from .common import EXIT_INFRASTRUCTURE, JsonOption, RootOption, console, emit_json, session
-from .ids import resolve
 from .waiting import NoticeOption, NoWorkerNotice, TimeoutOption
 
 #: Names the queue's Redis URL (``probe_service.queue.REDIS_URL_ENV``; the options below are
@@ -208,14 +207,18 @@ def _submit(
     show = sys.stdout.isatty() and not json_out
     results = _wait_with_progress(svc, batch_id, total, show, notice)
     unfinished = sum(1 for r in results if r.state != "done")
-    if junit is not None:
-        from probe_service.queue import write_junit  # the JUnit format (queue's public API)
-
-        receipts = {
+    receipts = (
+        {
             r.receipt_sha256: svc.receipt_get(receipt_id=r.receipt_sha256)
             for r in results
             if r.receipt_sha256
         }
+        if junit is not None or json_out
+        else {}
+    )
+    if junit is not None:
+        from probe_service.queue import write_junit  # the JUnit format (queue's public API)
+
         write_junit(junit, batch_id, results, receipts)
     code = _gate(results, fail_on)
     if unfinished:
@@ -235,13 +238,25 @@ def _submit(
                     for o in ("supports", "refutes", "inconclusive")
                 },
                 "reused": sum(1 for r in results if r.reused),
-                "results": [r.__dict__ for r in results],
+                "results": [_result_json(r, receipts) for r in results],
                 "gate": "fail" if code else "pass",
             }
         )
     else:
         _print_results(results, wide)
     raise typer.Exit(code)
+
+
+#: The summary fields ``receipt_get`` returns beside a receipt (``ReceiptSummary``'s).
+_SUMMARY_FIELDS = tuple(ReceiptSummary.model_fields)
+
+
+def _result_json(run: RunSummary, receipts: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One run of the batch: its queue fields and, once it has a receipt, the receipt's
+    summary (detail, check, phases, limits applied …) as `run --json` names them."""
+    receipt = receipts.get(run.receipt_sha256 or "")
+    summary = {k: receipt[k] for k in _SUMMARY_FIELDS if k in receipt} if receipt else {}
+    return {**summary, **run.__dict__}
 
 
 def _print_results(results: list[RunSummary], wide: bool) -> None:
@@ -274,8 +289,7 @@ def cancel(
     Example: byte-probe cancel 3fa85f64
     """
     with session(root) as svc:
-        full = resolve(svc, "run", run_id)
-        svc.run_cancel(run_id=full)
+        full = svc.run_cancel(run_id=run_id).run_id
     if json_out:
         emit_json({"run_id": full, "cancelled": True})
     else:

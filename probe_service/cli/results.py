@@ -13,7 +13,12 @@ from rich.table import Table
 from rich.text import Text
 
 from probe_service.safe_text import excerpt, json_output, untrusted
-from probe_service.service.adapters import kept_output, phase_seconds
+from probe_service.service.adapters import (
+    ConfirmationSummary,
+    ReceiptSummary,
+    kept_output,
+    summarize_receipt,
+)
 
 __all__ = ["output_json", "print_receipt"]
 
@@ -30,53 +35,58 @@ def output_json(receipt: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def _timings(committed: dict[str, Any], operational: dict[str, Any]) -> str:
+def _timings(summary: ReceiptSummary) -> str:
     parts = []
-    if isinstance(committed.get("elapsed_us"), int):
-        parts.append(f"probe {committed['elapsed_us'] / 1_000_000:.3f}s")
-    if isinstance(operational.get("wall_seconds"), int | float):
-        parts.append(f"sandbox wall {operational['wall_seconds']:.3f}s")
+    if summary.elapsed_us is not None:
+        parts.append(f"probe {summary.elapsed_us / 1_000_000:.3f}s")
+    if summary.wall_seconds is not None:
+        parts.append(f"sandbox wall {summary.wall_seconds:.3f}s")
     return ", ".join(parts)
-
-
-def _phases(receipt: dict[str, Any]) -> str:
-    # Only known phase names and non-negative numbers survive phase_seconds: a stored
-    # receipt's operational part is not committed, so it is read as untrusted data.
-    return ", ".join(f"{name} {value:.3f}s" for name, value in phase_seconds(receipt).items())
 
 
 def print_receipt(
     console: Console, receipt: dict[str, Any], title: str, extra: dict[str, str] | None = None
 ) -> None:
-    """Print outcome, reason, detail, exit code, timings and both outputs' first/last lines."""
+    """Print the receipt's summary (the fields its JSON carries under the same names:
+    outcome, reason, detail, the check, timings, phases, limits …) and both outputs'
+    first/last lines."""
+    summary = ReceiptSummary(**summarize_receipt(receipt))
     committed = receipt["committed"]
     operational = receipt.get("operational", {})
     table = Table(title=untrusted(title), show_header=False)
-    rows: list[tuple[str, object]] = [
-        ("outcome", committed.get("outcome")),
-        ("reason", committed.get("reason")),
-        ("status", committed.get("status")),
-        ("exit_code", committed.get("exit_code")),
-    ]
-    if operational.get("detail"):
-        rows.append(("detail", operational["detail"]))
-    timings = _timings(committed, operational)
-    if timings:
-        rows.append(("timings", timings))
-    phases = _phases(receipt)
-    if phases:
-        rows.append(("phases", phases))
-    for key in ("plan_id", "snapshot_id", "policy_id"):
-        rows.append((key, committed.get(key)))
-    rows.append(("receipt", receipt.get("receipt_sha256")))
-    rows.extend(_extra_rows(committed, operational))
-    rows.extend((extra or {}).items())
-    for key, value in rows:
+    for key, value in _rows(summary) + list((extra or {}).items()):
         table.add_row(key, untrusted("" if value is None else value))
     console.print(table)
     for stream in _STREAMS:
         _print_stream(console, stream, kept_output(receipt, stream))
     _print_failed_preflight(console, committed, operational)
+
+
+def _rows(summary: ReceiptSummary) -> list[tuple[str, object]]:
+    """The table's rows; each is a field (or a part of one) of ``summary``."""
+    rows: list[tuple[str, object]] = [
+        ("outcome", summary.outcome),
+        ("reason", summary.reason),
+        ("status", summary.status),
+        ("exit_code", summary.exit_code),
+    ]
+    if summary.detail:
+        rows.append(("detail", summary.detail))
+    if summary.check is not None:
+        held = "error" if summary.check.error else "passed" if summary.check.passed else "failed"
+        rows.append(("check", f"{held}: {summary.check.detail}"))
+    if timings := _timings(summary):
+        rows.append(("timings", timings))
+    if summary.phases:
+        rows.append(("phases", ", ".join(f"{p} {s:.3f}s" for p, s in summary.phases.items())))
+    if summary.limits_applied:
+        shown = {
+            k: v for k, v in summary.limits_applied.items() if k != "enforced_by" and v is not None
+        }
+        rows.append(("limits_applied", ", ".join(f"{k} {v}" for k, v in shown.items())))
+    rows += [("plan_id", summary.plan_id), ("snapshot_id", summary.snapshot_id)]
+    rows += [("policy_id", summary.policy_id), ("receipt", summary.receipt_sha256)]
+    return rows + _extra_rows(summary)
 
 
 def _print_failed_preflight(
@@ -92,28 +102,39 @@ def _print_failed_preflight(
             _print_stream(console, f"preflight {i} {stream}", data)
 
 
-def _extra_rows(committed: dict[str, Any], operational: dict[str, Any]) -> list[tuple[str, object]]:
+def _extra_rows(summary: ReceiptSummary) -> list[tuple[str, object]]:
     """Rows for toolchains, preflight, JUnit counts and the sandbox-denial hint."""
-    rows: list[tuple[str, object]] = []
-    for toolchain in committed.get("toolchains") or []:
-        rows.append(("toolchain", f"{toolchain.get('name')} {str(toolchain.get('sha256'))[:16]}"))
-    for command in committed.get("preflight") or []:
-        argv = " ".join(str(arg) for arg in command.get("argv") or [])
-        rows.append(
-            ("preflight", f"{argv} -> {command.get('status')}, exit {command.get('exit_code')}")
+    rows: list[tuple[str, object]] = [
+        ("toolchain", f"{t.name} {t.sha256[:16]}") for t in summary.toolchains
+    ]
+    for command in summary.preflight:
+        argv = " ".join(command.argv)
+        rows.append(("preflight", f"{argv} -> {command.status}, exit {command.exit_code}"))
+    junit = summary.junit
+    if junit is not None:
+        counts = ", ".join(
+            f"{getattr(junit, k)} {k}" for k in ("passed", "failed", "error", "skipped")
         )
-    junit = committed.get("junit")
-    if isinstance(junit, dict):
-        counts = ", ".join(f"{junit.get(k)} {k}" for k in ("passed", "failed", "error", "skipped"))
-        rows.append(("junit", f"{junit.get('tests')} tests: {counts}"))
-        failing = [c for c in junit.get("cases") or [] if c.get("outcome") in ("failed", "error")]
-        rows.extend(("  not passed", f"{c.get('id')}: {c.get('message')}") for c in failing[:20])
-    hint = operational.get("possible_sandbox_denial")
-    if isinstance(hint, dict) and hint.get("paths"):
+        rows.append(("junit", f"{junit.tests} tests: {counts}"))
+        rows.extend(("  not passed", f"{c.id}: {c.message}") for c in junit.not_passed)
+    if summary.confirmation is not None:
+        rows.append(("confirmation", _confirmation_text(summary.confirmation)))
+    if summary.possible_sandbox_denial:
         # docs/ARCHITECTURE.md, "Saying why": advice only, the outcome stands.
-        paths = ", ".join(str(p) for p in hint["paths"])
+        paths = ", ".join(summary.possible_sandbox_denial)
         rows.append(("possible_sandbox_denial", f"outside the policy's grants: {paths}"))
     return rows
+
+
+def _confirmation_text(confirmation: ConfirmationSummary) -> str:
+    """docs/ARCHITECTURE.md, "Confirming a refutation": whether the refutation was
+    reproduced, where, and what the second execution decided."""
+    if confirmation.state == "unconfirmed":
+        return "unconfirmed (the policy turns confirmation off)"
+    where = str(confirmation.on or "").replace("_", " ")
+    worker = f" {confirmation.worker}" if confirmation.worker else ""
+    second = f"{confirmation.outcome} ({confirmation.reason})"
+    return f"{confirmation.state} on the {where}{worker}: it decided {second}"
 
 
 def _print_stream(console: Console, stream: str, data: bytes) -> None:

@@ -11,7 +11,6 @@ from rich.table import Table
 from probe_service.safe_text import untrusted
 
 from .common import JsonOption, RootOption, console, emit_json, session
-from .ids import resolve
 
 app = typer.Typer(help="Capture, show and materialize content-addressed snapshots.")
 
@@ -33,7 +32,8 @@ def capture(
         return
     table = Table(title="snapshot captured", show_header=False)
     for key, value in result.model_dump().items():
-        table.add_row(key, untrusted(value))
+        shown = "; ".join(value) or "none" if isinstance(value, tuple) else value
+        table.add_row(key, untrusted(shown))
     console.print(table)
 
 
@@ -49,7 +49,7 @@ def show(
     Example: byte-probe snapshot show 3f2a… --json
     """
     with session(root) as svc:
-        snapshot = svc.snapshot_get(snapshot_id=resolve(svc, "snapshot", snapshot_id))
+        snapshot = svc.snapshot_get(snapshot_id=snapshot_id)
     if json_out:
         emit_json(
             {
@@ -85,9 +85,7 @@ def materialize(
     Example: byte-probe snapshot materialize 3f2a… /tmp/copy
     """
     with session(root) as svc:
-        done = svc.snapshot_materialize(
-            snapshot_id=resolve(svc, "snapshot", snapshot_id), dest=str(dest)
-        )
+        done = svc.snapshot_materialize(snapshot_id=snapshot_id, dest=str(dest))
     if json_out:
         emit_json({"snapshot_id": done.snapshot_id, "dest": str(dest), "files": done.files})
     else:

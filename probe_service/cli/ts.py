@@ -12,7 +12,6 @@ from probe_service.safe_text import untrusted
 from probe_service.service.adapters import BoundaryResult
 
 from .common import JsonOption, RootOption, console, emit_json, session
-from .ids import resolve
 
 app = typer.Typer(help="TypeScript compiler boundaries of stored snapshots.")
 
@@ -39,7 +38,7 @@ def boundary(
     """
     with session(root) as svc:
         result: BoundaryResult = svc.typescript_boundary(
-            snapshot_id=resolve(svc, "snapshot", snapshot), symbol=symbol, declared_in=file
+            snapshot_id=snapshot, symbol=symbol, declared_in=file
         )
     if json_out:
         emit_json(result)

@@ -4,8 +4,9 @@ Every operation the table offers on the ``mcp`` face is a tool ``byte_<name>`` w
 schema is the request model's JSON Schema and whose description is the table's. Calls go
 through ``ProbeService.call`` on one session opened at start, in a worker thread (long
 operations share ``MAX_LONG_RUNNING`` slots), so the event loop keeps serving. Transport:
-stdio by default; streamable HTTP on 127.0.0.1 behind ``--http`` (docs/ARCHITECTURE.md,
-"Faces").
+stdio by default; streamable HTTP on 127.0.0.1 behind ``--http`` (another address only with
+``--allow-remote``), every request's Host and Origin checked against the bound address
+(docs/ARCHITECTURE.md, "Faces").
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ import anyio.to_thread
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import TransportSecuritySettings
 
 from .. import ENGINE_VERSION
 from ..errors import InvalidInput, ProbeServiceError
 from ..service import Operation, ProbeService, operations
 
 __all__ = [
+    "DEFAULT_HTTP_HOST",
     "MAX_LONG_RUNNING",
     "build_server",
     "check_bind",
@@ -34,6 +37,7 @@ __all__ = [
     "serve_stdio",
     "tool_result",
     "tools",
+    "transport_security",
 ]
 
 log = logging.getLogger("probe_service.mcp")
@@ -131,24 +135,52 @@ def serve_stdio(svc: ProbeService) -> None:
     anyio.run(main)
 
 
+#: The one address ``--http`` binds without ``--allow-remote``.
+DEFAULT_HTTP_HOST = "127.0.0.1"
+
+
 def check_bind(host: str, *, allow_remote: bool) -> None:
-    """Refuse a non-loopback bind unless asked for explicitly; raises InvalidInput."""
+    """Refuse any bind but 127.0.0.1 unless asked for explicitly, and a wildcard address
+    always (the Host header is checked against the bound address); raises InvalidInput."""
     try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        address = ipaddress.ip_address(host) if host != "localhost" else None
     except ValueError as exc:
         raise InvalidInput(f"--host: {host!r} is not an IP address or localhost") from exc
-    if not loopback and not allow_remote:
+    if address is not None and address.is_unspecified:
         raise InvalidInput(
-            f"--host: {host} is not a loopback address; pass --allow-remote to expose the "
-            "tools to the network"
+            f"--host: {host} is every address; bind the one clients use (requests must name "
+            "it in their Host header)"
+        )
+    if host != DEFAULT_HTTP_HOST and not allow_remote:
+        raise InvalidInput(
+            f"--host: {host} is not {DEFAULT_HTTP_HOST}; pass --allow-remote to serve the "
+            "tools there (they have no authentication)"
         )
 
 
+def transport_security(host: str, port: int) -> TransportSecuritySettings:
+    """Host and Origin checks for the bound address (DNS rebinding: a page of another site
+    reaching the server under its own name is refused); ``localhost`` stands for 127.0.0.1
+    and ::1 (docs/ARCHITECTURE.md, "Faces")."""
+    names = [host]
+    if host in (DEFAULT_HTTP_HOST, "localhost", "::1"):
+        names = [DEFAULT_HTTP_HOST, "localhost", "::1"]
+    authorities = [f"[{n}]:{port}" if ":" in n else f"{n}:{port}" for n in names]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=authorities,
+        allowed_origins=[f"http://{a}" for a in authorities],
+    )
+
+
 def serve_http(svc: ProbeService, host: str, port: int, *, allow_remote: bool = False) -> None:
-    """Serve MCP over streamable HTTP at ``http://host:port/mcp``; raises InvalidInput for
-    a non-loopback host without ``allow_remote``."""
+    """Serve MCP over streamable HTTP at ``http://host:port/mcp``, checking every request's
+    Host and Origin against the bound address; raises InvalidInput for a bind
+    ``check_bind`` refuses."""
     check_bind(host, allow_remote=allow_remote)
     import uvicorn
 
-    app = build_server(svc).streamable_http_app(host=host)
+    app = build_server(svc).streamable_http_app(
+        host=host, transport_security=transport_security(host, port)
+    )
     uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run()

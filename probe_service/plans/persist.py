@@ -11,6 +11,7 @@ from sqlalchemy import Column, Connection, Table, select
 from ..canonical import canonical_json
 from ..errors import Conflict, NotFound
 from ..store import Store, append_event, insert_on_conflict, utc_now
+from .confirm import may_answer_later_runs
 from .models import Plan, parse_plan, plan_id_of
 from .tables import plans, receipt_signatures, receipts
 
@@ -172,7 +173,10 @@ def find_reusable_receipt(store: Store, action_key: str) -> dict[str, Any] | Non
     """Return the newest reusable receipt for ``action_key``, or None.
 
     Newest, because a ``--no-reuse`` run exists to replace what an earlier one answered;
-    an inconclusive receipt never answers a later action.
+    an inconclusive receipt never answers a later action, and a refutation only once
+    reproduced (docs/ARCHITECTURE.md, "Confirming a refutation"). The rule is asked again
+    of the stored body: a refutation an older release marked reusable (never reproduced)
+    answers nothing, and the run executes instead.
     """
     with store.reading() as conn:
         body = conn.execute(
@@ -185,4 +189,7 @@ def find_reusable_receipt(store: Store, action_key: str) -> dict[str, Any] | Non
             .order_by(receipts.c.created_at.desc(), receipts.c.receipt_sha256.desc())
             .limit(1)
         ).scalar()
-    return None if body is None else dict(json.loads(body))
+    if body is None:
+        return None
+    receipt: dict[str, Any] = json.loads(body)
+    return receipt if may_answer_later_runs(receipt["committed"]) else None

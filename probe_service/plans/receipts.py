@@ -102,7 +102,27 @@ def _kept_pairs(
             for s in ("stdout", "stderr"):
                 where = f"operational.preflight_output.{i}.{s}_b64"
                 pairs.append((where, output.get(f"{s}_b64"), command.get(f"{s}_sha256")))
-    return pairs
+    return pairs + _confirmation_pairs(committed, operational)
+
+
+def _confirmation_pairs(
+    committed: dict[str, Any], operational: dict[str, Any]
+) -> list[tuple[str, Any, Any]]:
+    """The confirming execution's kept streams and their committed digests."""
+    kept = operational.get("confirmation")
+    if kept is None:
+        return []
+    confirmation = committed.get("confirmation")
+    if not isinstance(kept, dict) or not isinstance(confirmation, dict):
+        raise ReceiptInvalid("receipt: operational.confirmation does not match confirmation")
+    return [
+        (
+            f"operational.confirmation.{s}_b64",
+            kept.get(f"{s}_b64"),
+            confirmation.get(f"{s}_sha256"),
+        )
+        for s in ("stdout", "stderr")
+    ]
 
 
 def _verify_outputs(committed: dict[str, Any], operational: object) -> None:

@@ -49,6 +49,14 @@ from ..sandbox.slots import RunSlot, default_slots
 from ..snapshot.warm import default_snapshot_cache
 from ..store import Store, utc_now
 from ..toolchains.resolve import ResolvedToolchain, resolve_toolchains
+from .confirm import (
+    ConfirmationHandedOff,
+    HandOff,
+    ReceiptDraft,
+    awaits_confirmation,
+    may_answer_later_runs,
+    settle,
+)
 from .denials import run_denial_hint
 from .extras import add_run_extras
 from .models import Plan
@@ -58,6 +66,7 @@ from .persist import find_reusable_receipt, load_plan, load_receipt, save_receip
 from .phases import PhaseClock
 from .receipts import RECEIPT_VERSION, build_receipt
 from .signing import UNSIGNED, SigningKey, sign_receipt
+from .summary import ReceiptSummary, summarize_receipt
 
 __all__ = [
     "RUNNER_GENERATED",
@@ -79,20 +88,14 @@ ReceiptHook = Callable[[Connection, dict[str, Any]], None]
 MAX_RETURNED_OUTPUT = 64 * 1024
 
 
-class ProbeRunResult(BaseModel):
-    """What a caller sees of one run; ``receipt`` is the full, verifiable receipt."""
-
-    model_config = ConfigDict(frozen=True)
+class ProbeRunResult(ReceiptSummary):
+    """What a caller sees of one run: the receipt's summary (detail, check, phases, limits
+    applied … under the names every face uses, ``summary.py``), the output as text, and
+    ``receipt``, the full, verifiable receipt."""
 
     run_id: str
-    plan_id: str
-    outcome: str
-    reason: str
-    status: str
-    exit_code: int | None
     stdout: str
     stderr: str
-    receipt_sha256: str
     reused: bool
     receipt: dict[str, Any]
 
@@ -167,6 +170,8 @@ def probe_run(
     signing_key: SigningKey | None = None,
     queued_seconds: float | None = None,
     on_written: ReceiptHook | None = None,
+    hand_off: HandOff | None = None,
+    first: ReceiptDraft | None = None,
 ) -> ProbeRunResult:
     """Run a stored plan under the exactly named policy and return its receipt, signed by
     ``signing_key`` when one is given (docs/ARCHITECTURE.md, "Signed receipts").
@@ -174,8 +179,14 @@ def probe_run(
     ``on_written(conn, receipt)`` runs inside the receipt's own transaction when this run
     wrote a new receipt (the queue finishes its run there: one transaction, not two).
 
+    A first refutation is executed once more before the receipt is written
+    (docs/ARCHITECTURE.md, "Confirming a refutation"): here, unless ``hand_off`` takes it
+    to another worker. ``first`` is such a handed-off refutation: this call is then its
+    confirmation (a worker resolving another action key executes the run anew instead).
+
     Raises NotFound (no such plan), PolicyError (policy id differs from the plan's or is
-    not in the policy file). Sandbox, overlay and oracle failures never raise: they end
+    not in the policy file), ConfirmationHandedOff when ``hand_off`` took the
+    confirmation. Sandbox, overlay and oracle failures never raise: they end
     ``inconclusive`` with a reason in the receipt.
     """
     plan = load_plan(store, plan_id)
@@ -189,7 +200,7 @@ def probe_run(
         plan_id, plan, policy, run_id, worker or socket.gethostname(), signing_key
     )
     context.clock = PhaseClock(queued_seconds)  # the run's own clock starts at its claim
-    context.on_written = on_written
+    context.on_written, context.first = on_written, first
     try:
         runtime = runtime or locate_runtime()
     except SandboxUnavailable as exc:
@@ -204,19 +215,22 @@ def probe_run(
         )
     inputs = action_inputs(plan_id, plan, policy, runtime.digest, toolchains=context.toolchains)
     key = action_key_for(inputs)
-    if reuse:
+    if first is not None and first.committed["action_key"] != key:
+        # Not the same action on this worker: it cannot reproduce that refutation, so the
+        # run executes anew here and confirms any refutation of its own here too.
+        log.warning("run %s: this worker's action key differs; executing anew", run_id)
+        context.first, hand_off = None, None
+    if reuse and context.first is None:
         cached = find_reusable_receipt(store, key)
         if cached is not None:
             return result_from_receipt(run_id, cached, reused=True)
-    try:
-        executed = _execute(store, plan, policy, runtime, context.toolchains, context.clock)
-    except InfrastructureError:
-        raise  # the store may answer on a retry; that is not the probe's outcome
-    except Exception as exc:  # any defect still ends in a receipt
-        log.exception("run %s: unexpected error", run_id)
-        executed = _Executed(_refused("internal_error", f"{type(exc).__name__}: {exc}"))
-    context.denial_hint = executed.hint
-    return context.finish(store, executed.result, executed.verdict, runtime.digest, key)
+    draft = _execute_draft(store, context, runtime, key)
+    if context.first is None and awaits_confirmation(draft, policy):
+        if hand_off is not None and hand_off(draft):
+            raise ConfirmationHandedOff(run_id)
+        # docs/ARCHITECTURE.md, "Confirming a refutation": once more, in this process.
+        context.first, draft = draft, _execute_draft(store, context.again(), runtime, key)
+    return context.write(store, draft)
 
 
 def probe_abandon(
@@ -255,6 +269,22 @@ def _refused(reason: str, detail: str) -> SandboxResult:
     return SandboxResult.model_validate(
         {"status": "inconclusive", "reason": reason, "detail": detail}
     )
+
+
+def _execute_draft(
+    store: Store, context: _RunContext, runtime: SandboxRuntime, key: str
+) -> ReceiptDraft:
+    """Execute the run's plan once and assemble that execution's receipt fields."""
+    plan, policy = context.plan, context.policy
+    try:
+        executed = _execute(store, plan, policy, runtime, context.toolchains, context.clock)
+    except InfrastructureError:
+        raise  # the store may answer on a retry; that is not the probe's outcome
+    except Exception as exc:  # any defect still ends in a receipt
+        log.exception("run %s: unexpected error", context.run_id)
+        executed = _Executed(_refused("internal_error", f"{type(exc).__name__}: {exc}"))
+    context.denial_hint = executed.hint
+    return context.assemble(executed.result, executed.verdict, runtime.digest, key)
 
 
 @dataclass(frozen=True)
@@ -373,6 +403,17 @@ class _RunContext:
         self.on_written: ReceiptHook | None = None
         self.toolchains: tuple[ResolvedToolchain, ...] = ()
         self.denial_hint: dict[str, object] | None = None
+        #: The first refutation this run's execution confirms (docs/ARCHITECTURE.md,
+        #: "Confirming a refutation"); None for an ordinary execution.
+        self.first: ReceiptDraft | None = None
+
+    def again(self) -> _RunContext:
+        """The same run's facts for one more execution, with its own clock and start."""
+        context = _RunContext(
+            self.plan_id, self.plan, self.policy, self.run_id, self.worker, self.signing_key
+        )
+        context.toolchains = self.toolchains
+        return context
 
     def finish(
         self,
@@ -382,6 +423,17 @@ class _RunContext:
         sandbox_digest: str,
         action_key: str,
     ) -> ProbeRunResult:
+        """Assemble and write the receipt of a run that ends here."""
+        return self.write(store, self.assemble(result, verdict, sandbox_digest, action_key))
+
+    def assemble(
+        self,
+        result: SandboxResult,
+        verdict: CheckVerdict | None,
+        sandbox_digest: str,
+        action_key: str,
+    ) -> ReceiptDraft:
+        """One execution's committed and operational fields (signer and writing aside)."""
         assembling = time.monotonic()
         runner_reason = None if result.status == "ok" else (result.reason or result.status)
         decision = decide_outcome(self.plan, runner_reason, verdict)
@@ -406,9 +458,6 @@ class _RunContext:
             "outcome": decision.outcome,
             "reason": decision.reason,
             "elapsed_us": None if elapsed is None else round(elapsed * 1_000_000),
-            # Who signs this receipt, inside the commitment: a fingerprint, or "unsigned"
-            # (docs/ARCHITECTURE.md, "Signed receipts").
-            "signer": self.signing_key.fingerprint if self.signing_key else UNSIGNED,
         }
         operational: dict[str, Any] = {
             "run_id": self.run_id,
@@ -440,11 +489,27 @@ class _RunContext:
         # transaction; the transaction cannot time itself inside the body it writes.
         self.clock.add("write", time.monotonic() - assembling)
         operational["phases"] = self.clock.as_operational()
-        receipt = build_receipt(committed, operational)
+        return ReceiptDraft(committed, operational)
+
+    def write(self, store: Store, draft: ReceiptDraft) -> ProbeRunResult:
+        """Sign and write the run's one receipt: ``draft``, as the confirmation of
+        ``self.first`` when there is one."""
+        signing = time.monotonic()
+        settled = settle(draft, self.policy, self.first)
+        committed = {
+            **settled.committed,
+            # Who signs this receipt, inside the commitment: a fingerprint, or "unsigned"
+            # (docs/ARCHITECTURE.md, "Signed receipts").
+            "signer": self.signing_key.fingerprint if self.signing_key else UNSIGNED,
+        }
+        phases = dict(settled.operational.get("phases") or {})
+        phases["write"] = round(phases.get("write", 0.0) + time.monotonic() - signing, 6)
+        receipt = build_receipt(committed, {**settled.operational, "phases": phases})
         envelope = sign_receipt(receipt, self.signing_key) if self.signing_key else None
-        # Only a probe that ran to completion with a decided outcome may answer a later
-        # identical action (docs/ARCHITECTURE.md, "Trust rules").
-        reusable = result.status == "ok" and decision.outcome != "inconclusive"
+        # Only a probe that ran to completion with a decided outcome, and a refutation
+        # only once reproduced, may answer a later identical action (docs/ARCHITECTURE.md,
+        # "Trust rules").
+        reusable = may_answer_later_runs(committed)
         hook = self.on_written
         also = None if hook is None else (lambda conn: hook(conn, receipt))
         written = save_receipt(store, self.run_id, receipt, reusable, envelope, also)
@@ -457,7 +522,6 @@ def result_from_receipt(
     run_id: str, receipt: dict[str, Any], *, reused: bool = False
 ) -> ProbeRunResult:
     """Build the caller's view of a stored receipt."""
-    committed = receipt["committed"]
     operational = receipt.get("operational", {})
 
     def text(stream: str) -> str:
@@ -465,15 +529,10 @@ def result_from_receipt(
         return raw[:MAX_RETURNED_OUTPUT].decode("utf-8", "replace")
 
     return ProbeRunResult(
+        **summarize_receipt(receipt),
         run_id=run_id if not reused else str(operational.get("run_id", run_id)),
-        plan_id=committed["plan_id"],
-        outcome=committed["outcome"],
-        reason=committed["reason"],
-        status=committed["status"],
-        exit_code=committed["exit_code"],
         stdout=text("stdout"),
         stderr=text("stderr"),
-        receipt_sha256=receipt["receipt_sha256"],
         reused=reused,
         receipt=receipt,
     )

@@ -90,15 +90,16 @@ class ProbeQueue:
         """The Redis key namespace this queue sends to (and its runs are stored under)."""
         return str(self.broker.namespace)
 
-    def enqueue(self, run_ids: Sequence[str]) -> int:
-        """Send one message per run id; return how many were sent before any failure.
+    def enqueue(self, run_ids: Sequence[str], delay_ms: int = 0) -> int:
+        """Send one message per run id, each delivered after ``delay_ms`` (dramatiq's
+        delay queue); return how many were sent before any failure.
 
         Raises BrokerUnavailable when Redis cannot be reached.
         """
         sent = 0
         with map_broker_errors("enqueue"):
             for run_id in run_ids:
-                self.actor.send(run_id)
+                self.actor.send_with_options(args=(run_id,), delay=delay_ms or None)
                 sent += 1
         return sent
 

@@ -11,16 +11,23 @@ import os
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
 
-from ..errors import InfrastructureError, ProbeServiceError
+from ..errors import BrokerUnavailable, InfrastructureError, ProbeServiceError
 from ..plans import probe_abandon, probe_run
+from ..plans.confirm import ConfirmationHandedOff, HandOff, ReceiptDraft
 from ..plans.signing import configured_signing_key
 from ..policies import load_policy_file, policy_file_path
 from ..sandbox import SandboxRuntime
 from ..store import Store
+from .confirmations import (
+    PendingConfirmation,
+    pending_confirmation,
+    requeue_for_confirmation,
+)
+from .heartbeats import another_worker_alive
 from .leases import LeaseKeeper
 from .runs import (
     RunRow,
@@ -29,14 +36,23 @@ from .runs import (
     finish_run,
     finish_run_in,
     mark_enqueued,
+    now_ms,
     requeue_run,
     stale_queued_runs,
 )
 from .tables import DEFAULT_NAMESPACE
 
+if TYPE_CHECKING:
+    from .broker import ProbeQueue
+
 __all__ = ["WorkerContext", "execute_run", "reap_runs"]
 
 log = logging.getLogger(__name__)
+
+#: How long a run waiting to confirm its refutation is put aside when the worker that
+#: refuted first receives it while another worker is alive (docs/ARCHITECTURE.md,
+#: "Confirming a refutation"): long enough not to spin, short next to a probe.
+CONFIRM_ELSEWHERE_DELAY_MS = 1_000
 
 
 @dataclass
@@ -53,6 +69,10 @@ class WorkerContext:
     #: The queue namespace this worker consumes; it executes and re-sends only runs
     #: submitted to it (docs/ARCHITECTURE.md, "Queue namespaces").
     namespace: str = DEFAULT_NAMESPACE
+    #: The queue this worker consumes first: a refutation goes back to it for another
+    #: worker to confirm. None in the embedded mode, where a refutation is confirmed in
+    #: this process (docs/ARCHITECTURE.md, "Confirming a refutation").
+    queue: ProbeQueue | None = None
     #: Renews the leases of the runs this context is running, from one shared thread.
     leases: LeaseKeeper = field(init=False)
 
@@ -66,6 +86,11 @@ def execute_run(ctx: WorkerContext, run_id: str) -> str:
     Raises InfrastructureError (store or broker unavailable) so the actor is retried;
     every other failure ends the run with a recorded reason.
     """
+    # Read before the claim: a run waiting to confirm this worker's own refutation is left
+    # to another worker without claiming it (docs/ARCHITECTURE.md, "Confirming a refutation").
+    pending = pending_confirmation(ctx.store, run_id)
+    if pending is not None and _leave_to_another_worker(ctx, run_id, pending.first_worker):
+        return "confirm_elsewhere"
     claim = claim_run(ctx.store, run_id, ctx.owner, ctx.lease_ms, namespace=ctx.namespace)
     run = claim.run
     if run is None:
@@ -76,7 +101,7 @@ def execute_run(ctx: WorkerContext, run_id: str) -> str:
         _abandon(ctx, run.run_id, run.plan_id, run.policy_id)
         return "worker_lost"
     try:
-        return _run_claimed(ctx, run)
+        return _run_claimed(ctx, run, pending)
     except InfrastructureError:
         raise
     except Exception as exc:  # a defect must still end the run with a receipt
@@ -86,10 +111,59 @@ def execute_run(ctx: WorkerContext, run_id: str) -> str:
         return "internal_error"
 
 
-def _run_claimed(ctx: WorkerContext, run: RunRow) -> str:
-    """Run a claimed run under its lease; return its outcome or the refusal's code."""
+def _leave_to_another_worker(ctx: WorkerContext, run_id: str, first_worker: str) -> bool:
+    """Put the run aside when it waits to confirm this worker's own refutation and another
+    worker is alive to confirm it; the delayed message comes back to any worker."""
+    if ctx.queue is None or first_worker != ctx.owner or not _another_worker(ctx, ctx.queue):
+        return False  # alone on the farm, the worker that refuted confirms it itself
+    _send_again(ctx.store, ctx.queue, run_id, CONFIRM_ELSEWHERE_DELAY_MS)
+    return True
+
+
+def _another_worker(ctx: WorkerContext, queue: ProbeQueue) -> bool:
+    """Whether another worker consuming ``queue`` is alive (docs/ARCHITECTURE.md,
+    "Confirming a refutation": who is alive)."""
+    return another_worker_alive(ctx.store, ctx.owner, ctx.namespace, queue.queue_name, ctx.lease_ms)
+
+
+def _send_again(store: Store, queue: ProbeQueue, run_id: str, delay_ms: int) -> None:
+    """Send the run's message again; if the broker is down the janitor re-sends it."""
+    try:
+        sent = queue.enqueue([run_id], delay_ms)
+    except BrokerUnavailable as exc:
+        log.warning("run %s: not sent again (%s); the janitor will re-send it", run_id, exc)
+        return
+    if sent:
+        mark_enqueued(store, [run_id])
+
+
+def _hand_off(ctx: WorkerContext, run_id: str) -> HandOff | None:
+    """Where a first refutation of ``run_id`` is confirmed: on another worker when one is
+    alive (the run goes back to the queue with it), else here, now."""
+    queue = ctx.queue
+    if queue is None:
+        return None
+
+    def hand_off(draft: ReceiptDraft) -> bool:
+        if not _another_worker(ctx, queue):
+            return False
+        if requeue_for_confirmation(ctx.store, run_id, ctx.owner, draft):
+            _send_again(ctx.store, queue, run_id, 0)
+        else:  # the lease expired and the run went to another worker, which runs it anew
+            log.warning("run %s: lease lost before its refutation was handed off", run_id)
+        return True
+
+    return hand_off
+
+
+def _run_claimed(ctx: WorkerContext, run: RunRow, pending: PendingConfirmation | None) -> str:
+    """Run a claimed run under its lease (the confirmation of ``pending`` when it waits for
+    one); return its outcome or the refusal's code."""
     run_id = run.run_id
     finished_with_receipt = []
+    queued_seconds = run.queued_seconds
+    if pending is not None:  # the confirmation's wait starts when the run was queued again
+        queued_seconds = max(now_ms() - pending.created_ms, 0) / 1000
 
     def finish_in_receipt_transaction(conn: Connection, receipt: dict[str, Any]) -> None:
         committed = receipt["committed"]
@@ -117,9 +191,13 @@ def _run_claimed(ctx: WorkerContext, run: RunRow) -> str:
                 run_id=run_id,
                 worker=ctx.owner,
                 signing_key=configured_signing_key(forbidden_roots=(ctx.store.root,)),
-                queued_seconds=run.queued_seconds,
+                queued_seconds=queued_seconds,
                 on_written=finish_in_receipt_transaction,
+                hand_off=_hand_off(ctx, run_id),
+                first=None if pending is None else pending.draft,
             )
+        except ConfirmationHandedOff:
+            return "confirm_elsewhere"
         except InfrastructureError:
             raise
         except ProbeServiceError as exc:

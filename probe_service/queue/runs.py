@@ -12,10 +12,10 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, and_, func, insert, or_, select, update
+from sqlalchemy import Connection, and_, delete, exists, func, insert, or_, select, update
 
 from ..store import Store
-from .tables import DEFAULT_NAMESPACE, runs
+from .tables import DEFAULT_NAMESPACE, pending_confirmations, runs
 
 __all__ = [
     "NAMESPACE_ENV",
@@ -231,8 +231,12 @@ def finish_run_in(
     action_key: str | None,
     reused: bool | None = None,
 ) -> bool:
-    """``finish_run`` inside the caller's transaction (the receipt's own, on the lean path)."""
-    return (
+    """``finish_run`` inside the caller's transaction (the receipt's own, on the lean path).
+
+    A refutation the run was waiting to confirm goes with it (docs/ARCHITECTURE.md,
+    "Confirming a refutation"): whatever finished the run, nothing is left to confirm.
+    """
+    finished = (
         conn.execute(
             update(runs)
             .where(runs.c.run_id == run_id, runs.c.state != "done")
@@ -250,6 +254,9 @@ def finish_run_in(
         ).rowcount
         == 1
     )
+    if finished:
+        conn.execute(delete(pending_confirmations).where(pending_confirmations.c.run_id == run_id))
+    return finished
 
 
 def requeue_run(store: Store, run_id: str) -> bool:
@@ -328,14 +335,19 @@ def cancel_run(store: Store, run_id: str) -> str:
     Returns the run's state before the call: ``queued`` when it was cancelled; ``running``
     or ``done`` when it was left alone; ``unknown`` when no such run exists. A worker's
     claim finds the run done and never executes it (docs/ARCHITECTURE.md, "The flow of one probe").
+    A run queued again to confirm its refutation was taken already: it counts as
+    ``running`` and is left alone (docs/ARCHITECTURE.md, "Confirming a refutation").
     """
+    waiting = exists().where(pending_confirmations.c.run_id == run_id)
     with store.transaction() as conn:
         cancelled = conn.execute(
             update(runs)
-            .where(runs.c.run_id == run_id, runs.c.state == "queued")
+            .where(runs.c.run_id == run_id, runs.c.state == "queued", ~waiting)
             .values(state="done", outcome="inconclusive", reason="cancelled", finished_ms=now_ms())
         ).rowcount
         if cancelled:
             return "queued"
         state = conn.execute(select(runs.c.state).where(runs.c.run_id == run_id)).scalar()
+        if state == "queued":
+            return "running"  # queued again for its confirmation
     return str(state) if state is not None else "unknown"

@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import dramatiq
@@ -21,6 +22,7 @@ from ..sandbox import SandboxRuntime, locate_runtime
 from ..store import DATABASE_URL_ENV, open_store
 from .broker import DEFAULT_QUEUE, REDIS_URL_ENV, ProbeQueue, configured_namespace
 from .execute import WorkerContext, execute_run, reap_runs
+from .heartbeats import note_alive, note_gone
 
 __all__ = ["main"]
 
@@ -44,9 +46,23 @@ def _context_from_env(runtime: SandboxRuntime | None, namespace: str) -> WorkerC
     )
 
 
-def _janitor(ctx: WorkerContext, queue: ProbeQueue, stop: threading.Event, every_s: float) -> None:
+def _note_alive(ctx: WorkerContext, queues: Sequence[str]) -> None:
+    """Tell the farm this worker can confirm a refutation sent to ``queues``
+    (docs/ARCHITECTURE.md, "Confirming a refutation"); without a sandbox it cannot."""
+    if ctx.runtime is not None:
+        note_alive(ctx.store, ctx.owner, ctx.namespace, queues)
+
+
+def _janitor(
+    ctx: WorkerContext,
+    queue: ProbeQueue,
+    queues: Sequence[str],
+    stop: threading.Event,
+    every_s: float,
+) -> None:
     while not stop.wait(every_s):
         try:
+            _note_alive(ctx, queues)
             counts = reap_runs(ctx, queue.enqueue)
         except ProbeServiceError as exc:
             log.warning("janitor: %s", exc)
@@ -82,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         log.info("run %s: %s", run_id, outcome)
 
     queue = ProbeQueue(url, namespace=namespace, queue_name=args.queues[0], handler=handle)
+    ctx.queue = queue  # a refutation goes back to it for another worker to confirm
     for queue_name in args.queues[1:]:
         ProbeQueue(url, queue_name=queue_name, handler=handle, broker=queue.broker)
     worker = dramatiq.Worker(queue.broker, queues=set(args.queues), worker_threads=args.threads)
@@ -89,13 +106,20 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    _note_alive(ctx, args.queues)
     worker.start()
     janitor_every = _env_int("PROBE_JANITOR_INTERVAL_MS", 5_000) / 1000
-    janitor = threading.Thread(target=_janitor, args=(ctx, queue, stop, janitor_every), daemon=True)
+    janitor = threading.Thread(
+        target=_janitor, args=(ctx, queue, args.queues, stop, janitor_every), daemon=True
+    )
     janitor.start()
     log.info("worker %s ready: %d threads on %s", ctx.owner, args.threads, args.queues)
     stop.wait()
     worker.stop()
+    try:
+        note_gone(ctx.store, ctx.owner)
+    except ProbeServiceError as exc:
+        log.warning("could not remove this worker's heartbeat: %s", exc)
     queue.close()
     ctx.store.close()
     return 0

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from ..plans import ProbeRunResult
     from ..plans.output import kept_output
     from ..plans.phases import phase_seconds
+    from ..plans.summary import ConfirmationSummary, ReceiptSummary, summarize_receipt
     from ..queue import RunSummary
     from ..store import Event
     from ..toolchains import ToolchainDigest
@@ -23,15 +24,18 @@ __all__ = [
     "RESOLUTIONS",
     "BoundaryResult",
     "ClaimCheck",
+    "ConfirmationSummary",
     "Event",
     "KnowledgeHit",
     "Obligation",
     "PolicyReport",
     "ProbeRunResult",
+    "ReceiptSummary",
     "RunSummary",
     "ToolchainDigest",
     "kept_output",
     "phase_seconds",
+    "summarize_receipt",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, __file__)

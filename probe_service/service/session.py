@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from ..policies import policy_file_path
 from ..store import DATABASE_URL_ENV, Store, open_store
 from .capture_roots import allowed_capture_roots
-from .registry import Face, Operation, lookup
+from .ids import resolve_request
+from .registry import Face, Operation, Request, lookup
 
 if TYPE_CHECKING:
     from ..claims import ReceiptLookup
@@ -148,12 +149,12 @@ class ProbeService:
     def call(self, name: str, params: object = None) -> Any:
         """Validate JSON ``params``, run operation ``name`` and return its JSON result.
 
-        Raises a ProbeServiceError (InvalidInput names the field) and nothing else on
-        purpose; nothing is written when the request is refused before its handler runs.
+        Raises a ProbeServiceError (InvalidInput names the field; NotFound or AmbiguousId an
+        id) and nothing else on purpose; nothing is written when the request is refused
+        before its handler runs.
         """
         op = self.operation(name)
-        request = op.parse(params)
-        return op.dump(op.handler(self, request))
+        return op.dump(op.handler(self, self._request(op, params)))
 
     def invoke(self, name: str, /, **params: Any) -> Any:
         """Run operation ``name`` with keyword parameters and return its Python response.
@@ -161,7 +162,15 @@ class ProbeService:
         ``name`` is positional-only: a request may have a field called ``name`` itself
         (``toolchain_create``)."""
         op = self.operation(name)
-        return op.handler(self, op.parse(params))
+        return op.handler(self, self._request(op, params))
+
+    def _request(self, op: Operation, params: object) -> Request:
+        """``params`` as ``op``'s request, with every id field resolved to the stored id
+        (docs/ARCHITECTURE.md, "Ids"): the one place every face's ids go through.
+
+        Raises InvalidInput naming the field (the model), NotFound or AmbiguousId (an id);
+        nothing has been written when it raises."""
+        return resolve_request(op.parse(params), lambda: self.store)
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         # ``svc.probe_run(plan_id=…, policy_id=…)``: every operation is a method.

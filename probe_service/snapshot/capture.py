@@ -18,6 +18,7 @@ from ..store import Store, append_event, utc_now
 from ..store.schema import snapshots
 from .blobwriter import BlobWriter
 from .enumerate import enumerate_paths
+from .links import escaping_links
 from .manifest import check_snapshot_path, encode_records, file_record, symlink_record
 from .reader import FileStat, ReadBlob, read_file_blob, stat_key
 from .statcache import cache_key_for, is_racy, load_stat_cache, save_stat_cache
@@ -45,6 +46,8 @@ class CaptureLimits:
 
 
 DEFAULT_LIMITS = CaptureLimits()
+#: Escaping links a capture names (it still stores the snapshot: links are data).
+MAX_REPORTED_ESCAPES = 20
 
 
 class CaptureResult(BaseModel):
@@ -59,6 +62,10 @@ class CaptureResult(BaseModel):
     read_files: int
     cached_files: int
     created: bool
+    #: Links a run would refuse (the link rule, ``links.py``), at most
+    #: ``MAX_REPORTED_ESCAPES``, each naming the link: a run on this snapshot ends
+    #: ``inconclusive`` / ``snapshot_link_escapes`` (docs/ARCHITECTURE.md, "Snapshot links").
+    escaping_links: tuple[str, ...] = ()
 
 
 @dataclass
@@ -157,6 +164,9 @@ def _capture_once(
         read_files=len(to_read),
         cached_files=len(before.stats) - len(to_read),
         created=exists is None,
+        escaping_links=tuple(why for _, why in escaping_links(before.targets))[
+            :MAX_REPORTED_ESCAPES
+        ],
     )
 
 

@@ -146,7 +146,7 @@ def _from_answer(
         answer.detail = "; ".join(map(str, data.get("unknowns", [])))[:2000]
         return _unavailable(base, answer)
     unknowns = [str(u) for u in data.get("unknowns", [])]
-    unknowns += [f"symbolic link not materialized: {p}" for p in answer.skipped_links]
+    unknowns += [f"symbolic link not followed: {p}" for p in answer.skipped_links]
     complete = bool(data.get("complete")) and not answer.skipped_links
     truncated = bool(data.get("truncated"))
     applicable = bool(data.get("applicable"))

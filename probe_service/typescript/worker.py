@@ -25,6 +25,7 @@ from ..fstree import discard_tree
 from ..rundirs import make_run_dir
 from ..sandbox import SandboxRuntime, locate_runtime, run_sandboxed
 from ..sandbox.slots import default_slots
+from ..snapshot.links import resolve_link
 from .install import WorkerInstall, locate_worker, verify_worker_unchanged
 from .profile import BOUNDARY_PROFILE, HEAP_MIB, MAX_INPUT_BYTES, MAX_INPUT_FILES
 
@@ -52,7 +53,7 @@ class WorkerAnswer:
     worker_digest: str | None = None
     #: Files written into the materialization, by path (for span verification).
     files: dict[str, bytes] = field(default_factory=dict)
-    #: Links in the input set that were not materialized (explicit unknowns).
+    #: Links in the input set, which the worker does not follow (explicit unknowns).
     skipped_links: tuple[str, ...] = ()
 
 
@@ -68,21 +69,34 @@ def check_input_budget(domain: Domain) -> str | None:
 
 
 def _write_inputs(domain: Domain, tree: TreeView, root: Path, answer: WorkerAnswer) -> None:
-    """Write the domain's files under ``root`` (links are not followed: listed as unknowns)."""
+    """Write the domain's files under ``root``, then its links by the snapshot link rule
+    (``snapshot/links.py``): one that stays inside, dangles or loops is recreated as the
+    probe's tree has it, one that escapes never is. Each link is still an unknown: the
+    worker does not follow a link as an alias of its target."""
     root.mkdir(mode=_DIR_MODE)
-    links: list[str] = []
+    links = [m for m in domain.members if m.kind != "file"]
     for member in domain.members:
-        if member.kind != "file":
-            links.append(member.path)
+        if member.kind == "file":
+            data = tree.read(member)
+            _write_file(root / member.path, data)
+            answer.files[member.path] = data
+    targets = {e.path: str(e.target) for e in tree.entries.values() if e.kind == "symlink"}
+    for member in links:
+        leads = resolve_link(member.path, targets)
+        if leads.kind == "escapes":
             continue
-        data = tree.read(member)
-        target = root / member.path
-        target.parent.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
-        fd = os.open(target, _FILE_FLAGS, 0o444)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        answer.files[member.path] = data
-    answer.skipped_links = tuple(links)
+        (root / member.path).parent.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+        os.symlink(targets[member.path], root / member.path)
+        if leads.path in answer.files:  # a span in the link's file has its target's bytes
+            answer.files[member.path] = answer.files[leads.path]
+    answer.skipped_links = tuple(m.path for m in links)
+
+
+def _write_file(target: Path, data: bytes) -> None:
+    target.parent.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+    fd = os.open(target, _FILE_FLAGS, 0o444)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
 
 
 def _worker_args(worker: WorkerInstall, symbol: str, file: str | None, limit: int) -> list[str]:

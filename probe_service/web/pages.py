@@ -155,7 +155,8 @@ class Pages:
         phases = phase_seconds(operational)
         plan = committed.get("plan") if isinstance(committed.get("plan"), dict) else {}
         return {
-            "shown": [(k, committed[k]) for k in SHOWN_FIELDS if k in committed],
+            "shown": [(k, committed[k]) for k in SHOWN_FIELDS if k in committed]
+            + _confirmation_row(committed),
             "digested": sorted(
                 (k, v) for k, v in receipt.get("field_digests", {}).items() if k not in SHOWN_FIELDS
             ),
@@ -232,11 +233,14 @@ class Pages:
         return self.render(request, "claim.html", h=history, claim=history["claim"])
 
     async def gate(self, request: Request) -> Response:
-        """Whether a snapshot would pass the gate now (computed without writing)."""
+        """Whether a snapshot would pass the gate now (computed without writing). An unknown
+        snapshot is a 404 and a scope without a live claim a 400 naming the scopes, unless
+        ``?allow_empty=1``, as the gate itself answers."""
         preview = await self.read(
             "gate_preview",
             snapshot_id=request.path_params["snapshot_id"],
             scope=request.query_params.get("scope") or None,
+            allow_empty=request.query_params.get("allow_empty") in ("1", "true", "yes"),
         )
         return self.render(request, "gate.html", g=preview)
 
@@ -268,3 +272,15 @@ def _number(text: str | None, default: float) -> float:
 
 def _int(text: str | None, default: int) -> int:
     return int(text) if text and text.isdigit() and len(text) < 6 else default
+
+
+def _confirmation_row(committed: dict[str, Any]) -> list[tuple[str, str]]:
+    """docs/ARCHITECTURE.md, "Confirming a refutation": whether a refutation was
+    reproduced, where, and what the second execution decided; the digest row stays."""
+    confirmation = committed.get("confirmation")
+    if not isinstance(confirmation, dict):
+        return []
+    parts = [
+        str(confirmation.get(k)) for k in ("state", "on", "outcome", "reason") if k in confirmation
+    ]
+    return [("confirmation", safe_line(" · ".join(parts)))]

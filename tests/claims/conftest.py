@@ -36,6 +36,14 @@ def pg_tree(tmp_path: Path, pg_store: Store) -> WorkTree:
 
 
 @pytest.fixture
+def any_tree(tmp_path: Path, any_store: Store) -> WorkTree:
+    """An empty real working tree captured into each backend in turn."""
+    root = tmp_path / "any-work"
+    root.mkdir()
+    return WorkTree(root, any_store)
+
+
+@pytest.fixture
 def receipts() -> ReceiptLookup:
     """A dict-backed ReceiptLookup knowing outcomes only (no snapshot, no plan)."""
 

@@ -10,6 +10,7 @@ from probe_service.claims.tables import claim_checks
 from probe_service.errors import NotFound
 from probe_service.store import Store
 
+from ..fuzz.strategies import row_counts
 from .helpers import PARSE_PY, WorkTree, claim_request, grep
 
 NEG = {"negative_query": {"query": grep("legacy_parse")}}
@@ -122,12 +123,14 @@ class TestNegativeQuery:
 
 
 class TestMissingData:
-    def test_missing_snapshot_is_unknown(self, base: WorkTree, receipts: ReceiptLookup) -> None:
-        """A target snapshot the store does not hold gives unknown, with the reason."""
+    def test_missing_snapshot_is_not_found(self, base: WorkTree, receipts: ReceiptLookup) -> None:
+        """A target snapshot the store does not hold is refused naming it; nothing is
+        recorded (docs/ARCHITECTURE.md, "Claims: the gate")."""
         claim_id, _ = claim(base, receipts, NEG)
-        check = claim_check(base.store, [claim_id], "e" * 64)[0]
-        assert check.state == "unknown"
-        assert "not in the store" in check.reasons[0]
+        before = row_counts(base.store)
+        with pytest.raises(NotFound, match="target_snapshot"):
+            claim_check(base.store, [claim_id], "e" * 64)
+        assert row_counts(base.store) == before
 
     def test_missing_blob_is_unknown(self, base: WorkTree, receipts: ReceiptLookup) -> None:
         """A blob the store lost makes a query dependency unknown."""

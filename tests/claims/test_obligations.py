@@ -122,12 +122,12 @@ class TestGate:
         obligation_resolve(tree.store, closed.opened[0].obligation_id, "accepted_risk", "ok")
         assert gate(tree.store, end, scope="payments").passed
 
-    def test_gate_on_a_missing_snapshot_is_closed(
+    def test_gate_on_a_missing_snapshot_is_refused(
         self, tree: WorkTree, receipts: ReceiptLookup
     ) -> None:
-        """Unknown applicability blocks the gate too."""
+        """The gate never judges a snapshot it does not hold: NotFound, no obligation."""
         start = tree.write("src/parse.py", PARSE_PY).capture()
         claim_create(tree.store, claim_request(start), receipts=receipts)
-        result = gate(tree.store, "9" * 64, scope="payments")
-        assert not result.passed
-        assert result.opened[0].applicability == "unknown"
+        with pytest.raises(NotFound, match="snapshot_id"):
+            gate(tree.store, "9" * 64, scope="payments")
+        assert obligation_list(tree.store) == []

@@ -59,6 +59,8 @@ class TestRunCommand:
         code, out, _ = cli("run", plan_id, "--policy", POLICY_ID)
         assert code == 1
         assert "refutes" in out
+        # docs/ARCHITECTURE.md, "Confirming a refutation": executed twice, in this process.
+        assert "confirmed on the same worker" in out
 
     def test_inconclusive_exits_2(self, cli: CliRunner, created: PlanCreator) -> None:
         """An inconclusive result (model-inferred oracle) exits 2."""

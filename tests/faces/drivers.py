@@ -11,8 +11,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -146,3 +148,38 @@ def open_face(face: str, root: Path) -> Iterator[Driver]:
     else:
         with open_mcp(root) as client:
             yield client
+
+
+#: Bound on waiting for a served face to accept connections (not a timing assertion).
+START_BOUND_S = 120
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on at ``host`` now."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def mcp_http_server(root: Path, port: int, *extra: str, host: str = "127.0.0.1") -> Iterator[None]:
+    """``byte-probe mcp --http --host HOST --port PORT EXTRA…``, once it accepts connections;
+    terminated on exit."""
+    process = subprocess.Popen(
+        cli_argv("mcp", "--root", str(root), "--http", "--host", host, "--port", str(port), *extra),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=dict(os.environ),
+    )
+    try:
+        deadline = time.monotonic() + START_BOUND_S
+        while time.monotonic() < deadline:
+            assert process.poll() is None, process.communicate()[1]
+            with contextlib.suppress(OSError), socket.create_connection((host, port)):
+                break
+            time.sleep(0.1)
+        yield
+    finally:
+        process.terminate()
+        process.communicate(timeout=START_BOUND_S)

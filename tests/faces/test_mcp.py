@@ -3,12 +3,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import socket
 import subprocess
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -22,7 +17,7 @@ from probe_service.faces.mcp_server import build_server, check_bind, tool_result
 from probe_service.service import ProbeService, operations
 
 from .blocking import DEADLOCK_GUARD_S, BlockingService
-from .drivers import cli_argv, open_mcp
+from .drivers import cli_argv, free_port, mcp_http_server, open_mcp
 
 
 class TestTools:
@@ -108,21 +103,29 @@ class TestConcurrency:
 
 
 class TestBind:
-    @pytest.mark.parametrize("host", ["127.0.0.1", "::1", "localhost", "127.8.9.10"])
-    def test_loopback_is_accepted(self, host: str) -> None:
-        """Loopback addresses need no flag."""
-        check_bind(host, allow_remote=False)
+    def test_127_0_0_1_is_accepted(self) -> None:
+        """The default address needs no flag."""
+        check_bind("127.0.0.1", allow_remote=False)
 
-    @pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.7", "::", "example.org"])  # noqa: S104
-    def test_non_loopback_bind_must_be_explicit(self, host: str) -> None:
-        """Any other address is refused naming --host unless --allow-remote is given."""
+    @pytest.mark.parametrize("host", ["127.0.0.2", "::1", "localhost", "192.0.2.7", "example.org"])
+    def test_any_other_bind_must_be_explicit(self, host: str) -> None:
+        """Any other address, loopback ones included, is refused naming --host unless
+        --allow-remote is given (a name that is not an address is refused either way)."""
         with pytest.raises(InvalidInput, match="--host"):
             check_bind(host, allow_remote=False)
+        if host != "example.org":
+            check_bind(host, allow_remote=True)
+
+    @pytest.mark.parametrize("host", ["0.0.0.0", "::"])  # noqa: S104
+    def test_a_wildcard_bind_is_refused_even_when_remote(self, host: str) -> None:
+        """Every address at once cannot be checked against a Host header: refused."""
+        with pytest.raises(InvalidInput, match="every address"):
+            check_bind(host, allow_remote=True)
 
     def test_cli_refuses_a_public_bind_before_serving(self, tmp_path: Path) -> None:
-        """``byte-probe mcp --http --host 0.0.0.0`` exits 3 with one line on stderr."""
+        """``byte-probe mcp --http --host 192.0.2.7`` exits 3 with one line on stderr."""
         done = subprocess.run(
-            cli_argv("mcp", "--root", str(tmp_path), "--http", "--host", "0.0.0.0"),  # noqa: S104
+            cli_argv("mcp", "--root", str(tmp_path), "--http", "--host", "192.0.2.7"),
             capture_output=True,
             timeout=DEADLOCK_GUARD_S,
             check=False,
@@ -132,37 +135,9 @@ class TestBind:
         assert done.stdout == b""
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@contextlib.contextmanager
-def _http_server(root: Path, port: int) -> Iterator[None]:
-    process = subprocess.Popen(
-        cli_argv("mcp", "--root", str(root), "--http", "--port", str(port)),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=dict(os.environ),
-    )
-    try:
-        deadline = time.monotonic() + DEADLOCK_GUARD_S
-        while time.monotonic() < deadline:
-            assert process.poll() is None, process.communicate()[1]
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port)):
-                break
-            time.sleep(0.1)
-        yield
-    finally:
-        process.terminate()
-        process.communicate(timeout=DEADLOCK_GUARD_S)
-
-
 def test_streamable_http_on_loopback(tmp_path: Path) -> None:
     """``--http`` serves the same tools on 127.0.0.1 to the SDK's HTTP client."""
-    port = _free_port()
+    port = free_port()
 
     async def list_and_call() -> tuple[list[str], bool]:
         async with (
@@ -174,7 +149,7 @@ def test_streamable_http_on_loopback(tmp_path: Path) -> None:
             caps = await session.call_tool("byte_capabilities", {})
             return [t.name for t in tools], caps.is_error
 
-    with _http_server(tmp_path, port):
+    with mcp_http_server(tmp_path, port):
         names, is_error = anyio.run(list_and_call)
     assert names == [op.mcp_tool for op in operations("mcp")]
     assert is_error is False

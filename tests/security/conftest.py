@@ -43,6 +43,8 @@ class NetnsHost:
 
     address: str
     token: str
+    #: The network namespace the test host lives in (for another server of a test's own).
+    namespace: str
 
 
 def _tool(name: str) -> str:
@@ -116,7 +118,7 @@ def test_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetnsHost]:
                 )
             )
             _wait_until_serving(TEST_HOST, port, servers[-1])
-        yield NetnsHost(TEST_HOST, token)
+        yield NetnsHost(TEST_HOST, token, namespace)
     finally:
         for server in servers:
             server.terminate()

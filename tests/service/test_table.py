@@ -130,12 +130,16 @@ def test_a_request_field_called_name_reaches_the_operation(tmp_path: Path) -> No
         svc.toolchain_create(name="Bad Name", python="/x", requirements_file="/r", dest="/d")
 
 
-def test_a_nul_byte_on_postgresql_is_invalid_input_not_internal(pg_store: Store) -> None:
+def test_a_nul_byte_on_postgresql_is_invalid_input_not_internal(
+    pg_store: Store, repo: Path
+) -> None:
     """PostgreSQL text cannot hold NUL: a caller's NUL is refused as bad input (the same
     code on every face), not a bug."""
+    (repo / "a.txt").write_text("a\n")
     svc = ProbeService(pg_store, interface="host")
+    snapshot_id = svc.call("snapshot_capture", {"root": str(repo)})["snapshot_id"]
     with pytest.raises(InvalidInput, match="NUL"):
-        svc.call("knowledge_query", {"scope": "a\0b", "text": "x", "target_snapshot": "a" * 64})
+        svc.call("knowledge_query", {"scope": "a\0b", "text": "x", "target_snapshot": snapshot_id})
 
 
 class TestTheIndex:

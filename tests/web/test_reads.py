@@ -12,7 +12,9 @@ from probe_service.service.registry import operations
 from probe_service.service.rows import READ_ONLY
 from probe_service.store.schema import events
 
+from .conftest import serving
 from .scenario import POLICY_ID, Scenario
+from .test_guard import fetch
 
 
 def test_faces_of_the_new_rows() -> None:
@@ -114,3 +116,14 @@ def test_snapshot_file_is_bounded(service: ProbeService, scenario: Scenario) -> 
             "snapshot_file",
             {"snapshot_id": scenario.snapshot_id, "entry": "ok.py", "max_bytes": 2_000_000},
         )
+
+
+def test_a_refuted_runs_page_says_whether_it_was_confirmed(
+    service: ProbeService, scenario: Scenario
+) -> None:
+    """A refutation's page shows its confirmation (docs/ARCHITECTURE.md, "Confirming a
+    refutation"): run inline, so executed twice in the same process."""
+    with serving(service) as url:
+        status, _, body = fetch(f"{url}/runs/{scenario.queue_runs['fail']}")
+    assert status == 200
+    assert "confirmed · same_worker · refutes · oracle_failed" in body

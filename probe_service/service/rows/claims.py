@@ -15,9 +15,14 @@ from ...claims.records import ClaimCheck, KnowledgeHit, Obligation
 from .. import functions
 from ..registry import Request, operation
 from ..session import ProbeService
-from .common import CLAIM, HEX64, ClaimId, Frozen, Id, ObligationId
+from .common import HEX64, ClaimId, Frozen, ObligationId, ReceiptSha256, SnapshotId
 
 __all__: list[str] = []
+
+_ALLOW_EMPTY = (
+    "Accept a scope (or a store) that holds no live claim; otherwise it is refused, "
+    "listing the scopes that exist."
+)
 
 
 class ClaimCreateRequest(Request):
@@ -48,7 +53,7 @@ def claim_create(svc: ProbeService, req: ClaimCreateRequest) -> claims.ClaimReco
 
 
 class ClaimSupersedeRequest(ClaimCreateRequest):
-    predecessor_id: str = ClaimId
+    predecessor_id: ClaimId
     rationale: str = Field(min_length=1, max_length=4000)
 
 
@@ -68,7 +73,7 @@ def claim_supersede(svc: ProbeService, req: ClaimSupersedeRequest) -> claims.Cla
 
 
 class ClaimWithdrawRequest(Request):
-    claim_id: str = ClaimId
+    claim_id: ClaimId
     rationale: str = Field(min_length=1, max_length=4000)
     scope: str | None = None
 
@@ -83,7 +88,7 @@ def claim_withdraw(svc: ProbeService, req: ClaimWithdrawRequest) -> claims.Tombs
 
 
 class ClaimShowRequest(Request):
-    claim_id: str = ClaimId
+    claim_id: ClaimId
     scope: str | None = None
 
 
@@ -94,8 +99,8 @@ def claim_show(svc: ProbeService, req: ClaimShowRequest) -> claims.ClaimRecord:
 
 
 class ClaimCheckRequest(Request):
-    claim_ids: tuple[str, ...] = Field(min_length=1, max_length=1000)
-    target_snapshot: str = Id
+    claim_ids: tuple[ClaimId, ...] = Field(min_length=1, max_length=1000)
+    target_snapshot: SnapshotId
     scope: str | None = None
 
 
@@ -106,7 +111,8 @@ class ClaimChecks(Frozen):
 @operation("claim_check")
 def claim_check(svc: ProbeService, req: ClaimCheckRequest) -> ClaimChecks:
     """Recheck named claims against a target snapshot without executing code: each is
-    current, needs_recheck or unknown, with the dependencies that moved."""
+    current, needs_recheck or unknown, with the dependencies that moved. Refuses a
+    snapshot the store does not hold and a scope no claim belongs to."""
     checks = claims.claim_check(
         svc.store,
         list(req.claim_ids),
@@ -140,7 +146,7 @@ def knowledge_record_answer(
 
 class KnowledgeQueryRequest(Request):
     scope: str = Field(min_length=1, max_length=200)
-    target_snapshot: str = Id
+    target_snapshot: SnapshotId
     text: str | None = Field(None, max_length=4000)
     paths: tuple[str, ...] = Field((), max_length=200)
     limit: int = Field(20, ge=1, le=200)
@@ -167,7 +173,7 @@ def knowledge_query(svc: ProbeService, req: KnowledgeQueryRequest) -> KnowledgeH
 
 
 class KnowledgeBriefRequest(Request):
-    snapshot_id: str = Id
+    snapshot_id: SnapshotId
     scope: str = Field(min_length=1, max_length=200)
     text: str = Field(min_length=1, max_length=4000)
     limit: int = Field(20, ge=1, le=200)
@@ -183,25 +189,32 @@ def knowledge_brief(svc: ProbeService, req: KnowledgeBriefRequest) -> claims.Kno
 
 
 class ChangeAnalyzeRequest(Request):
-    from_snapshot: str = Id
-    to_snapshot: str = Id
+    from_snapshot: SnapshotId
+    to_snapshot: SnapshotId
     scope: str | None = None
+    allow_empty: bool = Field(False, description=_ALLOW_EMPTY)
 
 
 @operation("change_analyze")
 def change_analyze(svc: ProbeService, req: ChangeAnalyzeRequest) -> claims.ChangeAnalysis:
     """Compare two snapshots and open scoped obligations for the claims whose
-    dependencies changed or became unknown; nothing is executed."""
+    dependencies changed or became unknown; nothing is executed. Refuses a snapshot the
+    store does not hold, and a scope (or store) without a live claim unless allow_empty."""
     return claims.change_analyze(
-        svc.store, req.from_snapshot, req.to_snapshot, scope=req.scope, interface=svc.interface
+        svc.store,
+        req.from_snapshot,
+        req.to_snapshot,
+        scope=req.scope,
+        interface=svc.interface,
+        allow_empty=req.allow_empty,
     )
 
 
 class ObligationListRequest(Request):
     scope: str | None = None
     state: Literal["open", "resolved"] | None = None
-    claim_id: str | None = Field(None, pattern=CLAIM)
-    snapshot_id: str | None = Field(None, pattern=HEX64)
+    claim_id: ClaimId | None = None
+    snapshot_id: SnapshotId | None = None
     limit: int = Field(1000, ge=1, le=10_000)
 
 
@@ -225,11 +238,11 @@ def obligation_list(svc: ProbeService, req: ObligationListRequest) -> Obligation
 
 
 class ObligationResolveRequest(Request):
-    obligation_id: str = ObligationId
+    obligation_id: ObligationId
     resolution: Literal["rechecked", "accepted_risk", "superseded", "withdrawn"]
     rationale: str = Field(min_length=1, max_length=4000)
-    receipt: str | None = Field(None, pattern=HEX64, description="For rechecked.")
-    successor_claim_id: str | None = Field(None, pattern=CLAIM, description="For superseded.")
+    receipt: ReceiptSha256 | None = Field(None, description="For rechecked.")
+    successor_claim_id: ClaimId | None = Field(None, description="For superseded.")
     scope: str | None = None
     resolved_by: str | None = Field(None, max_length=200)
 
@@ -254,8 +267,9 @@ def obligation_resolve(svc: ProbeService, req: ObligationResolveRequest) -> clai
 
 
 class GateRequest(Request):
-    snapshot_id: str = Id
+    snapshot_id: SnapshotId
     scope: str | None = None
+    allow_empty: bool = Field(False, description=_ALLOW_EMPTY)
     require_signed: tuple[str, ...] = Field(
         (),
         max_length=16,
@@ -277,19 +291,26 @@ class GateRequest(Request):
 def gate(svc: ProbeService, req: GateRequest) -> claims.GateResult:
     """Recheck every live claim of a scope against one snapshot and say whether the
     snapshot passes: no open obligation, no claim that is not current (and, with
-    require_signed, every receipt signed by a required key)."""
+    require_signed, every receipt signed by a required key). Refuses, writing nothing, a
+    snapshot the store does not hold (not_found) and a scope (or store) without a live
+    claim (invalid_input, listing the scopes that have one) unless allow_empty."""
     check = (
         functions.signature_requirement(svc.store, req.require_signed)
         if req.require_signed
         else None
     )
     return claims.gate(
-        svc.store, req.snapshot_id, scope=req.scope, interface=svc.interface, require_signed=check
+        svc.store,
+        req.snapshot_id,
+        scope=req.scope,
+        interface=svc.interface,
+        require_signed=check,
+        allow_empty=req.allow_empty,
     )
 
 
 class ClaimHistoryRequest(Request):
-    claim_id: str = Field(pattern=r"^clm_[0-9a-f]{32}$", description="A claim id (clm_…).")
+    claim_id: ClaimId
     scope: str | None = Field(None, max_length=200)
     limit: int = Field(200, ge=1, le=1000)
 
@@ -303,12 +324,17 @@ def claim_history(svc: ProbeService, req: ClaimHistoryRequest) -> history.ClaimH
 
 
 class GatePreviewRequest(Request):
-    snapshot_id: str = Field(pattern=HEX64)
+    snapshot_id: SnapshotId
     scope: str | None = Field(None, max_length=200)
+    allow_empty: bool = Field(False, description=_ALLOW_EMPTY)
 
 
 @operation("gate_preview")
 def gate_preview(svc: ProbeService, req: GatePreviewRequest) -> history.GatePreview:
     """Whether the gate would pass a snapshot now (every live claim current, no open
-    obligation on it), computed without opening, closing or recording anything."""
-    return history.gate_preview(svc.store, req.snapshot_id, scope=req.scope)
+    obligation on it), computed without opening, closing or recording anything. Refuses
+    what the gate refuses (an unknown snapshot; a scope without a live claim unless
+    allow_empty)."""
+    return history.gate_preview(
+        svc.store, req.snapshot_id, scope=req.scope, allow_empty=req.allow_empty
+    )

@@ -12,7 +12,7 @@ from ...plans.models import Plan, parse_plan
 from .. import functions
 from ..registry import Request, operation
 from ..session import ProbeService
-from .common import Frozen, Id
+from .common import Frozen, PlanId
 
 __all__: list[str] = []
 
@@ -36,7 +36,7 @@ def probe_plan(svc: ProbeService, req: ProbePlanRequest) -> functions.PlanCreate
 
 
 class ProbeGetRequest(Request):
-    plan_id: str = Id
+    plan_id: PlanId
 
 
 class StoredPlan(Frozen):
@@ -46,13 +46,13 @@ class StoredPlan(Frozen):
 
 @operation("probe_get")
 def probe_get(svc: ProbeService, req: ProbeGetRequest) -> StoredPlan:
-    """Read a stored plan by its full id."""
+    """Read a stored plan by its id (or a unique prefix of it)."""
     plan = functions.probe_get(svc.store, req.plan_id)
     return StoredPlan(plan_id=req.plan_id, plan=plan.canonical())
 
 
 class ProbeRunRequest(Request):
-    plan_id: str = Id
+    plan_id: PlanId
     policy_id: str = Field(
         min_length=1,
         max_length=128,

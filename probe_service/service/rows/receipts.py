@@ -9,22 +9,25 @@ from pydantic import Field
 from .. import functions
 from ..registry import Request, operation
 from ..session import ProbeService
-from .common import Frozen
+from .common import Frozen, ReceiptId
 
 __all__: list[str] = []
 
 
 class ReceiptGetRequest(Request):
-    receipt_id: str = Field(
-        pattern=r"^[0-9a-f]{32,64}$", description="A receipt sha256 or a run id."
-    )
+    receipt_id: ReceiptId
 
 
 @operation("receipt_get")
 def receipt_get(svc: ProbeService, req: ReceiptGetRequest) -> dict[str, Any]:
     """Read a stored receipt (committed part, digest, operational part) by receipt sha
-    or run id. Its output fields are probe output: untrusted text."""
-    return functions.receipt_get(svc.store, req.receipt_id)
+    or run id, with the summary every run result carries beside it (outcome, reason,
+    detail, check, phases, limits_applied …; outside the commitment, which still
+    verifies). Its output fields are probe output: untrusted text."""
+    from ...plans.summary import summary_json
+
+    receipt = functions.receipt_get(svc.store, req.receipt_id)
+    return {**receipt, **summary_json(receipt)}
 
 
 @operation("receipt_export")

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from ... import queue as queues
 from ...errors import InvalidInput
@@ -17,7 +16,7 @@ from ...queue.submit import RunSummary
 from .. import functions
 from ..registry import ADMIN, HOST, Request, operation
 from ..session import ProbeService
-from .common import HEX64, Frozen
+from .common import BatchId, Frozen, PlanId, RunId, SnapshotId
 
 __all__: list[str] = []
 
@@ -25,17 +24,9 @@ _Label = Field(None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$"
 
 
 class ProbeSubmitRequest(Request):
-    plan_ids: tuple[str, ...] = Field(min_length=1, max_length=100_000)
+    plan_ids: tuple[PlanId, ...] = Field(min_length=1, max_length=100_000)
     policy_id: str = Field(min_length=1, max_length=128)
     reuse: bool = True
-
-    @field_validator("plan_ids")
-    @classmethod
-    def _ids(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for i, item in enumerate(value):
-            if not re.fullmatch(HEX64, item):
-                raise ValueError(f"item {i} is not a full 64-hex plan id")
-        return value
 
 
 @operation("probe_submit", faces=HOST)
@@ -49,7 +40,7 @@ def probe_submit(svc: ProbeService, req: ProbeSubmitRequest) -> queues.SubmitRes
 
 
 class BatchStatusRequest(Request):
-    batch_id: str = Field(pattern=r"^[0-9a-f]{32}$")
+    batch_id: BatchId
 
 
 class BatchStatus(Frozen):
@@ -69,7 +60,7 @@ def batch_status(svc: ProbeService, req: BatchStatusRequest) -> BatchStatus:
 
 
 class RunCancelRequest(Request):
-    run_id: str = Field(pattern=r"^[0-9a-f]{32,64}$")
+    run_id: RunId
 
 
 class RunCancelled(Frozen):
@@ -86,20 +77,12 @@ def run_cancel(svc: ProbeService, req: RunCancelRequest) -> RunCancelled:
 
 
 class BatchSubmitRequest(Request):
-    items: tuple[Plan | str, ...] = Field(
-        min_length=1, max_length=100_000, description="Plans, or full 64-hex stored plan ids."
+    items: tuple[Plan | PlanId, ...] = Field(
+        min_length=1, max_length=100_000, description="Plans, or stored plan ids (or prefixes)."
     )
     policy_id: str = Field(min_length=1, max_length=128)
     reuse: bool = True
     threads: int = Field(2, ge=1, le=64, description="Threads when the runs execute here.")
-
-    @field_validator("items")
-    @classmethod
-    def _ids(cls, value: tuple[Plan | str, ...]) -> tuple[Plan | str, ...]:
-        for i, item in enumerate(value):
-            if isinstance(item, str) and not re.fullmatch(HEX64, item):
-                raise ValueError(f"item {i} is not a full 64-hex plan id")
-        return value
 
 
 class BatchSubmitted(Frozen):
@@ -131,7 +114,7 @@ def batch_submit(svc: ProbeService, req: BatchSubmitRequest) -> BatchSubmitted:
 
 
 class BatchIdRequest(Request):
-    batch_id: str = Field(pattern=r"^[0-9a-f]{32}$")
+    batch_id: BatchId
 
 
 class BatchResumed(Frozen):
@@ -169,12 +152,12 @@ def batch_wait(svc: ProbeService, req: BatchWaitRequest) -> BatchStatus:
 
 
 class RunListRequest(Request):
-    run_id: str | None = Field(None, pattern=r"^[0-9a-f]{32,64}$")
-    batch_id: str | None = Field(None, pattern=r"^[0-9a-f]{32}$")
+    run_id: RunId | None = None
+    batch_id: BatchId | None = None
     outcome: Literal["supports", "refutes", "inconclusive"] | None = None
     reason: str | None = _Label
     policy_id: str | None = _Label
-    snapshot_id: str | None = Field(None, pattern=HEX64)
+    snapshot_id: SnapshotId | None = None
     state: Literal["queued", "running", "done"] | None = None
     limit: int = Field(50, ge=1, le=500, description="Page size (at most 500).")
     cursor: str | None = Field(

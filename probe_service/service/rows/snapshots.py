@@ -13,7 +13,7 @@ from .. import functions
 from ..capture_roots import confine_capture_root
 from ..registry import ADMIN, HOST, Request, operation
 from ..session import ProbeService
-from .common import HEX64, Frozen, Id
+from .common import Frozen, SnapshotId
 
 __all__: list[str] = []
 
@@ -42,7 +42,7 @@ def snapshot_capture(svc: ProbeService, req: SnapshotCaptureRequest) -> snapshot
 
 
 class SnapshotGetRequest(Request):
-    snapshot_id: str = Id
+    snapshot_id: SnapshotId
 
 
 @operation("snapshot_get")
@@ -53,7 +53,7 @@ def snapshot_get(svc: ProbeService, req: SnapshotGetRequest) -> snapshot.Snapsho
 
 
 class SnapshotMaterializeRequest(Request):
-    snapshot_id: str = Id
+    snapshot_id: SnapshotId
     dest: str = Field(min_length=1, description="An empty or absent directory to write to.")
 
 
@@ -72,7 +72,7 @@ def snapshot_materialize(svc: ProbeService, req: SnapshotMaterializeRequest) -> 
 
 
 class SnapshotFileRequest(Request):
-    snapshot_id: str = Field(pattern=HEX64)
+    snapshot_id: SnapshotId
     entry: str = Field(
         min_length=1, max_length=4096, description="A path inside the snapshot (never the host's)."
     )

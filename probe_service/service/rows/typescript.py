@@ -7,13 +7,13 @@ from pydantic import Field
 from ...typescript import models
 from ..registry import HOST, Request, operation
 from ..session import ProbeService
-from .common import Id
+from .common import SnapshotId
 
 __all__: list[str] = []
 
 
 class TypescriptBoundaryRequest(Request):
-    snapshot_id: str = Id
+    snapshot_id: SnapshotId
     symbol: str = Field(min_length=1, max_length=512, description="The symbol's name.")
     # Not ``file``: this names a path inside the snapshot, never one on this machine.
     declared_in: str | None = Field(

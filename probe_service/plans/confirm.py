@@ -1,0 +1,179 @@
+"""A refutation answers later runs only once it was reproduced (docs/ARCHITECTURE.md,
+"Trust rules" and "Confirming a refutation").
+
+A failure can come from outside the program: a concurrent run exhausting a host-wide
+budget made an honest probe fail, and under ``failure_refutes`` that failure refuted. So
+the first execution that decides ``refutes`` is executed once more before its receipt
+may answer a later identical run -- on another worker when the farm has one, in the same
+process otherwise. Both refute: the receipt says ``confirmed``. Anything else: the run
+ends ``inconclusive`` (``flaky``) and nothing is cached. A policy may turn this off
+(``confirm_refutes: false``); its refutations say ``unconfirmed`` and are reused.
+
+The rule is one function, ``may_answer_later_runs``: the receipt writer stores its answer
+as the row's ``reusable`` flag and the cache lookup asks it again of the stored body, so
+a refutation written by an older release (no ``confirmation``) never answers a run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ReceiptInvalid
+from ..policies import Policy
+
+__all__ = [
+    "CONFIRMED",
+    "DISAGREED",
+    "FLAKY",
+    "UNCONFIRMED",
+    "ConfirmationHandedOff",
+    "HandOff",
+    "ReceiptDraft",
+    "awaits_confirmation",
+    "confirmation_required",
+    "may_answer_later_runs",
+    "settle",
+]
+
+#: ``confirmation.state`` values: both executions refuted; the second did not; the
+#: policy turned confirmation off, so the first refutation stands alone.
+CONFIRMED, DISAGREED, UNCONFIRMED = "confirmed", "disagreed", "unconfirmed"
+#: The reason of a run whose refutation was not reproduced.
+FLAKY = "flaky"
+
+#: What the commitment keeps of the confirming execution: enough to see what it decided
+#: and to check its kept output, never its worker (operational, like the first's).
+_COMMITTED_OF_SECOND = (
+    "status",
+    "exit_code",
+    "check",
+    "outcome",
+    "reason",
+    "stdout_sha256",
+    "stderr_sha256",
+    "elapsed_us",
+)
+#: What the operational part keeps of it; its preflight and JUnit output are dropped
+#: (the commitment has no digest to check them against).
+_OPERATIONAL_OF_SECOND = (
+    "worker",
+    "started_at",
+    "finished_at",
+    "wall_seconds",
+    "detail",
+    "launcher",
+    "phases",
+    "stdout_b64",
+    "stderr_b64",
+    "possible_sandbox_denial",
+)
+
+
+@dataclass(frozen=True)
+class ReceiptDraft:
+    """One execution's receipt fields before signing and writing."""
+
+    committed: dict[str, Any]
+    operational: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        """The draft as stored while it waits for its confirmation on another worker."""
+        return json.dumps(
+            {"committed": self.committed, "operational": self.operational}, sort_keys=True
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> ReceiptDraft:
+        """Read a stored draft; raises ReceiptInvalid when it is not one."""
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise ReceiptInvalid(f"pending confirmation: not JSON ({exc})") from exc
+        if not isinstance(value, dict) or not all(
+            isinstance(value.get(part), dict) for part in ("committed", "operational")
+        ):
+            raise ReceiptInvalid("pending confirmation: 'committed' or 'operational' missing")
+        if not isinstance(value["committed"].get("action_key"), str):
+            raise ReceiptInvalid("pending confirmation: committed.action_key missing")
+        return cls(value["committed"], value["operational"])
+
+
+#: Offered the first refutation of a queued run: True when it took the confirmation
+#: elsewhere (or the run is no longer this worker's), False to confirm it here, now.
+HandOff = Callable[[ReceiptDraft], bool]
+
+
+class ConfirmationHandedOff(Exception):
+    """Control flow, like dramatiq's ``Retry``: the run's first refutation went to another
+    worker for its confirmation, so this call writes no receipt. Raised by ``probe_run``
+    only to a caller that passed ``hand_off``."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"run {run_id}: confirmation handed to another worker")
+        self.run_id = run_id
+
+
+def confirmation_required(policy: Policy) -> bool:
+    """Whether ``policy`` wants refutations reproduced; unset means yes."""
+    return policy.confirm_refutes is not False
+
+
+def awaits_confirmation(draft: ReceiptDraft, policy: Policy) -> bool:
+    """True for a first execution that ran to completion, refuted, under a policy that
+    wants it reproduced."""
+    committed = draft.committed
+    return (
+        committed.get("status") == "ok"
+        and committed.get("outcome") == "refutes"
+        and confirmation_required(policy)
+    )
+
+
+def settle(draft: ReceiptDraft, policy: Policy, first: ReceiptDraft | None) -> ReceiptDraft:
+    """The receipt fields to write: ``draft`` as the confirmation of ``first`` when there
+    is one; a refutation the policy exempts marked ``unconfirmed``; any other unchanged."""
+    if first is not None:
+        return _confirmed_by(first, draft)
+    committed = draft.committed
+    if committed.get("outcome") == "refutes" and not confirmation_required(policy):
+        marked = {**committed, "confirmation": {"state": UNCONFIRMED, "required": False}}
+        return ReceiptDraft(marked, draft.operational)
+    return draft
+
+
+def _confirmed_by(first: ReceiptDraft, second: ReceiptDraft) -> ReceiptDraft:
+    """``first``'s receipt with ``second`` as its confirmation: still ``refutes`` when the
+    second refuted too, else ``inconclusive``/``flaky``."""
+    agreed = second.committed.get("outcome") == "refutes"
+    same = first.operational.get("worker") == second.operational.get("worker")
+    confirmation: dict[str, Any] = {
+        "state": CONFIRMED if agreed else DISAGREED,
+        "required": True,
+        # Committed, unlike the worker names: whether the reproduction was independent of
+        # the first worker is part of what the receipt claims.
+        "on": "same_worker" if same else "another_worker",
+        **{k: second.committed.get(k) for k in _COMMITTED_OF_SECOND},
+    }
+    committed = {**first.committed, "confirmation": confirmation}
+    if not agreed:
+        committed.update(outcome="inconclusive", reason=FLAKY)
+    kept = {k: second.operational[k] for k in _OPERATIONAL_OF_SECOND if k in second.operational}
+    return ReceiptDraft(committed, {**first.operational, "confirmation": kept})
+
+
+def may_answer_later_runs(committed: dict[str, Any]) -> bool:
+    """Whether a receipt may answer a later identical action (docs/ARCHITECTURE.md,
+    "Trust rules"): a probe that ran to completion with a decided outcome, and for
+    ``refutes`` a confirmed one, or one whose policy turned confirmation off."""
+    if committed.get("status") != "ok" or committed.get("outcome") == "inconclusive":
+        return False
+    if committed.get("outcome") != "refutes":
+        return True
+    confirmation = committed.get("confirmation")
+    if not isinstance(confirmation, dict):
+        return False  # an older release's refutation: never reproduced
+    state = confirmation.get("state")
+    return state == CONFIRMED or (state == UNCONFIRMED and confirmation.get("required") is False)
