@@ -3,8 +3,10 @@
 docs/ARCHITECTURE.md, "Host-side walks": a run always removes its directory, but a
 worker killed with SIGKILL runs no ``finally``. Each run directory therefore names the
 process that made it (``byte-probe-run-<pid>-…``), and a worker process sweeps the
-directories of processes that are gone before its first run (after their scratch
-mounts were detached: the remover never crosses into another filesystem).
+directories of processes that are gone before its first run. A dead worker's mounts were
+never in the host's mount namespace ("Mount namespaces"); removing a directory that is a
+mount point in another namespace detaches that mount, and the remover never crosses into
+another filesystem.
 """
 
 from __future__ import annotations
@@ -22,14 +24,15 @@ RUN_DIR_PREFIX = "byte-probe-run-"
 _OWNED = re.compile(rf"^{RUN_DIR_PREFIX}(\d+)-")
 
 
-def make_run_dir() -> Path:
-    """Create a run directory in the temp dir: root-owned, searchable, not listable (0711).
-
-    The probe's own uid must pass through it to its snapshot and scratch
-    (docs/ARCHITECTURE.md, "Containment").
+def make_run_dir(gid: int) -> Path:
+    """Create a run directory in the temp dir, owned by root and group ``gid`` (the run
+    slot's), mode 0710: the run's own uid may pass through it to its snapshot and scratch;
+    no other account may list or traverse it (docs/ARCHITECTURE.md, "Containment").
     """
     path = Path(tempfile.mkdtemp(prefix=f"{RUN_DIR_PREFIX}{os.getpid()}-"))
-    path.chmod(0o711)
+    # mkdtemp made it 0700: the group gets search only once it is the slot's.
+    os.chown(path, -1, gid)
+    path.chmod(0o710)
     return path
 
 

@@ -25,6 +25,7 @@ from probe_service.errors import SandboxUnavailable
 from probe_service.sandbox import SandboxRuntime, locate_runtime
 from probe_service.sandbox import helper as launcher_helper
 from probe_service.sandbox.helper import close_default_launchers
+from probe_service.sandbox.slots import close_default_slots
 from probe_service.snapshot.warm import close_default_snapshot_cache
 from probe_service.store import DB_FILENAME, STATE_DIRNAME, Store, open_store
 from probe_service.store.safety import prepare_state_dir
@@ -306,6 +307,7 @@ def _stop_launchers() -> Iterator[None]:
     yield
     close_default_launchers()
     close_default_snapshot_cache()
+    close_default_slots()
 
 
 @pytest.fixture(autouse=True)

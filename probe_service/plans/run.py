@@ -43,7 +43,9 @@ from ..policies import (
 from ..rundirs import make_run_dir
 from ..sandbox import SandboxResult, SandboxRuntime, locate_runtime, run_sandboxed
 from ..sandbox.limits import scratch_limits
+from ..sandbox.mounts import NAMESPACE_REASON
 from ..sandbox.scratch import scratch_filesystem
+from ..sandbox.slots import RunSlot, default_slots
 from ..snapshot.warm import default_snapshot_cache
 from ..store import Store, utc_now
 from ..toolchains.resolve import ResolvedToolchain, resolve_toolchains
@@ -312,15 +314,24 @@ def _execute(
     toolchains: Sequence[ResolvedToolchain],
     clock: PhaseClock,
 ) -> _Executed:
-    """Run the probe in disposable directories, removed whatever happens."""
-    workdir = make_run_dir()
+    """Run the probe in disposable directories, removed whatever happens.
+
+    The run holds one run slot from before its first mount to after its last unmount: its
+    snapshot overlay and scratch are mounted in the slot's private mount namespace and
+    reached only through it (docs/ARCHITECTURE.md, "Mount namespaces").
+    """
     with ExitStack() as cleanup:
-        # Last out (after the scratch unmount): iterative and link-safe, for the probe
-        # shaped this tree (docs/ARCHITECTURE.md, "Host-side walks"); a failure is
-        # logged, never raised over the run's receipt.
+        try:
+            slot = cleanup.enter_context(default_slots().acquire())
+        except SandboxUnavailable as exc:
+            return _Executed(_refused(exc.reason, str(exc)))
+        workdir = make_run_dir(slot.identity.gid)
+        # Last out (after the unmounts in the slot's namespace): iterative and link-safe,
+        # for the probe shaped this tree (docs/ARCHITECTURE.md, "Host-side walks"); a
+        # failure is logged, never raised over the run's receipt.
         cleanup.callback(discard_tree, workdir)
         with clock.timing("materialize"):
-            refused = _materialize(store, plan, policy, workdir, cleanup)
+            refused = _materialize(store, plan, policy, workdir, cleanup, slot)
         if refused is not None:
             return _Executed(refused)
         scratch = workdir / "scratch"
@@ -338,21 +349,24 @@ def _execute(
             extra_forbidden_roots=(store.root,),
             toolchains=toolchains,
             preflight=plan.preflight,
+            slot=slot,
         )
         full_tables = tables.stop()
         clock.merge(result.phases)
         verdict = None
         if result.status == "ok":
             with clock.timing("evaluate"):
-                verdict = evaluate_check(plan, result.exit_code, result.stdout, scratch)
+                # The oracle reads scratch as the run's namespace shows it.
+                verdict = evaluate_check(plan, result.exit_code, result.stdout, slot.view(scratch))
         facts = run_facts(policy, result, workdir, toolchains, full_tables)
         return _Executed(result, verdict, run_refusals(result, verdict, facts))
 
 
 def _materialize(
-    store: Store, plan: Plan, policy: Policy, workdir: Path, cleanup: ExitStack
+    store: Store, plan: Plan, policy: Policy, workdir: Path, cleanup: ExitStack, slot: RunSlot
 ) -> SandboxResult | None:
-    """Materialize the snapshot, mount scratch, write fixtures and interventions.
+    """Materialize the snapshot, mount scratch, write fixtures and interventions, all in
+    ``slot``'s mount namespace.
 
     Returns the refusal when one of them fails; raises InfrastructureError for the store.
     """
@@ -360,24 +374,27 @@ def _materialize(
     try:
         # A warm tree when this worker holds one (docs/ARCHITECTURE.md, "Warm snapshots").
         cache = default_snapshot_cache()
-        cache.materialize(store, plan.snapshot_id, snapshot_dir)
+        cache.materialize(store, plan.snapshot_id, snapshot_dir, slot.namespace)
         cleanup.callback(cache.release, snapshot_dir)
     except InfrastructureError:
         raise  # the store may answer on a retry; that is not the probe's outcome
     except LinkEscapes as exc:
         return _refused("snapshot_link_escapes", str(exc))
+    except SandboxUnavailable as exc:
+        return _refused(exc.reason, str(exc))
     except ProbeServiceError as exc:
         return _refused("snapshot_unavailable", str(exc))
     try:
         scratch.mkdir()
         # Scratch is a size- and inode-limited filesystem before anything is written
         # to it, so fixtures count against the same limit (docs/ARCHITECTURE.md, Limits).
-        cleanup.enter_context(scratch_filesystem(scratch, scratch_limits(policy)))
+        cleanup.enter_context(scratch_filesystem(scratch, scratch_limits(policy), slot.namespace))
     except SandboxUnavailable as exc:
-        return _refused("limits_unenforceable", str(exc))
+        lost = exc.reason == NAMESPACE_REASON
+        return _refused(exc.reason if lost else "limits_unenforceable", str(exc))
     try:
-        write_fixtures(scratch, plan.fixtures)
-        apply_interventions(snapshot_dir, plan.interventions)
+        write_fixtures(slot.view(scratch), plan.fixtures)
+        apply_interventions(slot.view(snapshot_dir), plan.interventions)
     except (ProbeServiceError, OSError) as exc:
         return _refused("overlay_failed", str(exc))
     return None

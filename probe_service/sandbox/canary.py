@@ -150,8 +150,9 @@ def never_started(outcome: Bounded, launch: Launch) -> bool:
     """Whether bubblewrap or the runtime failed before the sandboxed shell printed its start
     marker, so nothing of the command ran, other than by spending the start-up bound.
 
-    A concurrent run's scratch or snapshot mount coming and going while bubblewrap remounts
-    the host's tree read-only fails a launch this way; one more launch is safe. The
+    A path the runtime saw while wrapping that is gone when bubblewrap binds it (its default
+    write path ``/tmp/claude``, which any local account may create and remove) fails a
+    launch this way; one more launch is safe (docs/ARCHITECTURE.md, "Canary"). The
     runtime's unguarded marker is never such a failure: it is a finding.
     """
     seen = outcome.prefix
@@ -182,7 +183,7 @@ def run_canary(
         outcome = run_bounded(
             replace(launch, probe_env=CANARY_ENV).argv(CANARY_SHELL, args),
             env=launch.runtime_env,
-            cwd=launch.cwd,
+            cwd=launch.spawn_cwd,
             timeout_seconds=CANARY_TIMEOUT_SECONDS,
             budget=_BUDGET,
             skip_stdout_prefix=len(launch.nonce),

@@ -31,6 +31,7 @@ from typing import Any
 from probe_service.errors import SandboxUnavailable
 from probe_service.policies.digest import canonical_json
 from probe_service.sandbox.launch import NET_GUARD_PORTS_ENV, NET_GUARD_PROOF_ENV, Launch
+from probe_service.sandbox.namespace import SlotNamespace
 from probe_service.sandbox.runtime import LAUNCHER, SandboxRuntime
 from probe_service.sandbox.settings import RunPaths
 
@@ -43,6 +44,7 @@ __all__ = [
     "close_default_launchers",
     "default_launchers",
     "helper_launch",
+    "sweep_stale_launchers",
 ]
 
 log = logging.getLogger(__name__)
@@ -78,12 +80,27 @@ def _launcher_base() -> Path:
         return Path(tempfile.gettempdir())
     LAUNCHER_BASE.mkdir(mode=0o711, parents=True, exist_ok=True)
     LAUNCHER_BASE.chmod(0o711)
+    sweep_stale_launchers()
+    return LAUNCHER_BASE
+
+
+def sweep_stale_launchers() -> int:
+    """Kill what dead workers' helpers left running and remove their homes; return how many.
+
+    A helper's socat bridges outlive a helper killed with its worker, and they keep the
+    run slot's namespace the helper lived in alive (docs/ARCHITECTURE.md, "Mount
+    namespaces"): a worker sweeps them before it makes its first slot namespace.
+    """
+    swept = 0
+    if not LAUNCHER_BASE.is_dir():
+        return swept
     for entry in LAUNCHER_BASE.iterdir():
         pid = entry.name.partition("-")[0]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
             _kill_leftovers(entry)
             shutil.rmtree(entry, ignore_errors=True)
-    return LAUNCHER_BASE
+            swept += 1
+    return swept
 
 
 def _kill_leftovers(home: Path) -> None:
@@ -108,9 +125,17 @@ def _kill_leftovers(home: Path) -> None:
 class LauncherHelper:
     """One running ``launcher.mjs``; requests are serialized by a lock."""
 
-    def __init__(self, runtime: SandboxRuntime, settings: Mapping[str, Any], ports: str) -> None:
-        """Start the helper and initialise the runtime; raises ``LauncherUnavailable``."""
+    def __init__(
+        self,
+        runtime: SandboxRuntime,
+        settings: Mapping[str, Any],
+        ports: str,
+        namespace: SlotNamespace | None = None,
+    ) -> None:
+        """Start the helper -- inside ``namespace``, the run slot's mount namespace, when
+        given -- and initialise the runtime; raises ``LauncherUnavailable``."""
         self.ports = ports
+        self.namespace = namespace
         self._lock = threading.Lock()
         self._buffer = b""
         # Root-owned and searchable (not listable) by the probe uids: bubblewrap, started as
@@ -130,13 +155,18 @@ class LauncherHelper:
             str(runtime.net_guard_path),
             str(runtime.install_dir / LAUNCHER),
         ]
+        # The runtime reads the run's directories while it wraps (the mandatory-deny
+        # search lists the working directory): it must see them as the run's sandbox will,
+        # so a slot's helper lives in that slot's namespace (docs/ARCHITECTURE.md,
+        # "Mount namespaces").
+        enter = [] if namespace is None else namespace.enter_argv(self.home)
         try:
             self.process = subprocess.Popen(
-                argv,
+                [*enter, *argv],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
-                cwd=self.home,
+                cwd="/" if enter else self.home,
                 env=env,
                 start_new_session=True,
                 close_fds=True,
@@ -157,8 +187,9 @@ class LauncherHelper:
 
     @property
     def alive(self) -> bool:
-        """True while the helper process runs."""
-        return self.process.poll() is None
+        """True while the helper process runs (and its slot namespace is still kept)."""
+        kept = self.namespace is None or not self.namespace.closed
+        return kept and self.process.poll() is None
 
     def request(self, message: Mapping[str, Any], timeout: float | None = None) -> dict[str, Any]:
         """Send one request and return its answer within ``timeout`` (``REPLY_SECONDS``
@@ -284,34 +315,48 @@ class LauncherPool:
     def __init__(self, *, enabled: bool = True) -> None:
         self.enabled = enabled
         self._lock = threading.Lock()
-        self._helpers: dict[tuple[str, str, str], LauncherHelper] = {}
+        self._helpers: dict[tuple[str, str, str, int], LauncherHelper] = {}
 
     def helper_for(
-        self, runtime: SandboxRuntime, settings: Mapping[str, Any], ports: str
+        self,
+        runtime: SandboxRuntime,
+        settings: Mapping[str, Any],
+        ports: str,
+        namespace: SlotNamespace | None = None,
     ) -> LauncherHelper | None:
-        """A running helper for these settings, started if needed; None means the CLI path.
+        """A running helper for these settings in ``namespace`` (the run slot's), started
+        if needed; None means the CLI path.
 
         Only runs without allowed domains use a helper: the runtime's proxies run in the
         helper, as root, where a probe uid could not reach them (docs/ARCHITECTURE.md,
-        "Persistent launcher").
+        "Persistent launcher"). A helper serves the runs of one slot namespace only.
         """
         network = settings.get("network", {})
         if not self.enabled or network.get("allowedDomains"):
             return None
-        key = (runtime.digest, network_key(settings), ports)
+        place = 0 if namespace is None else namespace.inode
+        key = (runtime.digest, network_key(settings), ports, place)
         with self._lock:
+            self._close_orphans()
             helper = self._helpers.get(key)
             if helper is not None and helper.alive:
                 return helper
             if helper is not None:
                 self._helpers.pop(key).close()
             try:
-                helper = LauncherHelper(runtime, settings, ports)
+                helper = LauncherHelper(runtime, settings, ports, namespace)
             except LauncherUnavailable as exc:
                 log.warning("%s; using the CLI path", exc)
                 return None
             self._helpers[key] = helper
             return helper
+
+    def _close_orphans(self) -> None:
+        """Stop the helpers of slot namespaces the process let go (called under the lock)."""
+        for key, helper in list(self._helpers.items()):
+            if helper.namespace is not None and helper.namespace.closed:
+                del self._helpers[key]
+                helper.close()
 
     def discard(self, helper: LauncherHelper) -> None:
         """Stop a helper that failed; the next run starts a fresh one."""

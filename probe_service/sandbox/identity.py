@@ -23,11 +23,12 @@ import os
 import pwd
 import signal
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from probe_service.errors import SandboxUnavailable
+from probe_service.sandbox.mounts import HostMounts, Mounts
 
 __all__ = [
     "PROBE_SLOTS",
@@ -94,8 +95,9 @@ def _uid_is_free(uid: int) -> bool:
 
 
 @contextlib.contextmanager
-def acquire_identity() -> Iterator[ProbeIdentity]:
-    """Hold one free run slot for the duration; raises ``SandboxUnavailable``.
+def acquire_identity(prefer: Sequence[int] = ()) -> Iterator[ProbeIdentity]:
+    """Hold one free run slot for the duration, trying the slots in ``prefer`` first (those
+    the process already keeps a namespace for); raises ``SandboxUnavailable``.
 
     Only a root worker can give the probe another uid; any other worker is
     refused rather than letting the probe run as the worker's own user.
@@ -106,7 +108,8 @@ def acquire_identity() -> Iterator[ProbeIdentity]:
             "unprivileged uid (see docs/ARCHITECTURE.md, Containment)"
         )
     directory = _lock_dir()
-    for slot in range(PROBE_SLOTS):
+    preferred = [slot for slot in dict.fromkeys(prefer) if 0 <= slot < PROBE_SLOTS]
+    for slot in [*preferred, *(s for s in range(PROBE_SLOTS) if s not in preferred)]:
         uid = PROBE_UID_BASE + slot
         fd = os.open(directory / f"{slot}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
@@ -152,18 +155,31 @@ def launcher_prefix(identity: ProbeIdentity, unshare: Path, setpriv: Path) -> li
     ]
 
 
-def check_reachable(path: Path, what: str, *, uid: int, gid: int, write: bool = False) -> None:
-    """Refuse unless ``uid`` can reach ``path`` (every ancestor searchable; readable).
+def check_reachable(
+    path: Path,
+    what: str,
+    *,
+    uid: int,
+    gid: int,
+    write: bool = False,
+    mounts: Mounts | None = None,
+) -> None:
+    """Refuse unless ``uid`` can reach ``path`` (every ancestor searchable; readable), as
+    the run's mount namespace (``mounts``, the worker's own when None) shows it.
 
     Raises ``SandboxUnavailable`` naming the first ancestor that stops it. The
     check uses the mode bits as the kernel would for a process with no
     supplementary groups and no capabilities.
     """
-    real = Path(os.path.realpath(path))
+    seen = mounts or HostMounts()
+    try:
+        real = seen.realpath(path)
+    except OSError as exc:
+        raise SandboxUnavailable(f"{what} {path}: cannot be resolved ({exc})") from exc
     chain = [*reversed(real.parents), real]
     for index, current in enumerate(chain):
         try:
-            info = os.stat(current)
+            info = os.stat(seen.view(current))
         except OSError as exc:
             raise SandboxUnavailable(f"{what} {path}: {current} cannot be read ({exc})") from exc
         is_target = index == len(chain) - 1

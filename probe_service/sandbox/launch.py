@@ -84,6 +84,15 @@ class Launch:
     #: Wraps one command through the persistent launcher; None means the srt CLI
     #: (docs/ARCHITECTURE.md, "Persistent launcher"). Raises ``OSError`` when it cannot.
     wrapper: Callable[[str], list[str]] | None = None
+    #: The argv that enters the run slot's mount namespace with a working directory
+    #: (docs/ARCHITECTURE.md, "Mount namespaces"); it comes first, before the host prefix.
+    enter_namespace: Callable[[Path], list[str]] | None = None
+
+    @property
+    def spawn_cwd(self) -> Path:
+        """Where the host spawns ``argv``: ``/`` when it enters the slot's namespace (which
+        sets ``cwd`` itself, as the namespace sees it), else ``cwd``."""
+        return Path("/") if self.enter_namespace is not None else self.cwd
 
     @property
     def mode(self) -> str:
@@ -115,9 +124,11 @@ class Launch:
     def argv(self, executable: str, args: Sequence[str]) -> list[str]:
         """Return the host argv that runs ``executable args`` under these exact settings."""
         command = build_command(self, executable, args)
+        enter = [] if self.enter_namespace is None else self.enter_namespace(self.cwd)
         if self.wrapper is not None:
-            return [*self.host_prefix, *self.wrapper(command)]
+            return [*enter, *self.host_prefix, *self.wrapper(command)]
         return [
+            *enter,
             *self.host_prefix,
             str(self.node_path),
             "--require",
@@ -180,6 +191,7 @@ def build_launch(
     host_prefix: Sequence[str] = (),
     gate_path: Path | None = None,
     seccomp_filters: int | None = None,
+    enter_namespace: Callable[[Path], list[str]] | None = None,
 ) -> Launch:
     """Assemble a ``Launch``; the runtime's own environment is fixed, never inherited.
 
@@ -211,4 +223,5 @@ def build_launch(
         host_prefix=tuple(host_prefix),
         gate_path=gate_path,
         seccomp_filters=seccomp_filters,
+        enter_namespace=enter_namespace,
     )

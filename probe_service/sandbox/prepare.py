@@ -23,6 +23,7 @@ from probe_service.policies.executables import (
 )
 from probe_service.policies.model import Policy, toolchain_of_pin
 from probe_service.sandbox.argsize import MAX_LAUNCH_ARG_BYTES, launch_arg_bytes
+from probe_service.sandbox.mounts import HostMounts, Mounts
 from probe_service.sandbox.settings import RunPaths
 from probe_service.toolchains.resolve import ResolvedToolchain
 
@@ -93,12 +94,19 @@ def canonical_dir(path: Path, what: str) -> Path:
     return real
 
 
-def resolve_cwd(snapshot: Path, cwd: str) -> Path:
+def resolve_cwd(snapshot: Path, cwd: str, mounts: Mounts | None = None) -> Path:
+    """``snapshot/cwd`` resolved as the run's mount namespace (``mounts``; the worker's own
+    when None) shows the snapshot; raises ``Refused`` (``invalid_cwd``)."""
     # docs/ARCHITECTURE.md, "Runner": an invalid working directory returns inconclusive.
     if "\x00" in cwd or os.path.isabs(cwd):
         raise Refused("invalid_cwd", f"cwd {cwd!r} must be relative to the snapshot")
-    target = Path(os.path.realpath(snapshot / cwd))
-    if not (target == snapshot or snapshot in target.parents) or not target.is_dir():
+    seen = mounts or HostMounts()
+    try:
+        target = seen.realpath(snapshot / cwd)
+    except OSError as exc:
+        raise Refused("invalid_cwd", f"cwd {cwd!r}: {exc.strerror}") from exc
+    inside = target == snapshot or snapshot in target.parents
+    if not inside or not seen.view(target).is_dir():
         raise Refused("invalid_cwd", f"cwd {cwd!r} is not a directory inside the snapshot")
     return target
 
@@ -135,7 +143,14 @@ def resolve_command(
     return Command(identity, launch_path, tuple(args), (name, *args))
 
 
-def prepare_run(policy: Policy, request: RunRequest, dirs: tuple[Path, Path, Path]) -> Prepared:
+def prepare_run(
+    policy: Policy,
+    request: RunRequest,
+    dirs: tuple[Path, Path, Path],
+    mounts: Mounts | None = None,
+) -> Prepared:
+    """Check and resolve one run before launch, its snapshot as ``mounts`` (the run slot's
+    namespace) shows it; raises ``Refused``."""
     _, scratch, run_dir = dirs
     # Arguments first: a bad argument is the plan's fault whatever the directories are.
     for argv in (request.args, *request.preflight):
@@ -144,7 +159,7 @@ def prepare_run(policy: Policy, request: RunRequest, dirs: tuple[Path, Path, Pat
     if snapshot == scratch or snapshot in scratch.parents or scratch in snapshot.parents:
         # Overlap would make the source writable or the scratch read-only.
         raise Refused("sandbox_failed", "snapshot and scratch directories overlap")
-    work_dir = resolve_cwd(snapshot, request.cwd)
+    work_dir = resolve_cwd(snapshot, request.cwd, mounts)
     roots = [snapshot, scratch, *request.forbidden]
     command = resolve_command(policy, request.executable, request.args, roots)
     preflight = tuple(

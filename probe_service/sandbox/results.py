@@ -33,6 +33,9 @@ Reason = Literal[
     "limits_unenforceable",
     "limits_unverified",
     "identity_unverified",
+    # docs/ARCHITECTURE.md, "Mount namespaces": the run slot's private mount namespace could
+    # not be made, checked or entered; nothing ran in the host's namespace instead.
+    "slot_namespace_failed",
     "sandbox_failed",
     # The runtime's Node process ran without our network guard (docs/ARCHITECTURE.md, "Network").
     "network_filter_failed",

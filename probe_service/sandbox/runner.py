@@ -37,12 +37,7 @@ from probe_service.sandbox.helper import (
     helper_launch,
 )
 from probe_service.sandbox.host_tables import host_table_problem
-from probe_service.sandbox.identity import (
-    ProbeIdentity,
-    acquire_identity,
-    check_reachable,
-    launcher_prefix,
-)
+from probe_service.sandbox.identity import ProbeIdentity, check_reachable, launcher_prefix
 from probe_service.sandbox.launch import NET_GUARD_PORTS_ENV, Launch, build_launch
 from probe_service.sandbox.limits import (
     LAUNCHER_TASKS,
@@ -65,17 +60,12 @@ from probe_service.sandbox.prepare import (
 from probe_service.sandbox.process import Bounded, run_bounded
 from probe_service.sandbox.results import LimitsApplied, SandboxResult
 from probe_service.sandbox.runtime import SandboxRuntime, find_system_tool, verify_unchanged
-from probe_service.sandbox.scratch import (
-    ScratchLimits,
-    is_scratch_mount,
-    mount_scratch,
-    scratch_exhausted,
-    unmount_scratch,
-)
+from probe_service.sandbox.scratch import run_scratch, scratch_exhausted
 from probe_service.sandbox.search_paths import unsafe_search_path
 from probe_service.sandbox.seccomp import expected_seccomp_filters, write_filter
 from probe_service.sandbox.selfcheck import verify_limits
 from probe_service.sandbox.settings import build_settings, write_settings
+from probe_service.sandbox.slots import RunSlot, default_slots
 from probe_service.toolchains.resolve import (
     ResolvedToolchain,
     ToolchainChanged,
@@ -87,7 +77,7 @@ __all__ = ["Refused", "run_canary", "run_sandboxed"]
 log = logging.getLogger(__name__)
 
 
-def _probe_env(policy: Policy, scratch: Path) -> dict[str, str]:
+def _probe_env(policy: Policy, scratch: Path, slot: RunSlot) -> dict[str, str]:
     # docs/ARCHITECTURE.md, "Probe environment": exactly the names the policy
     # lists, with the worker's values, plus our scratch-pointing names. The source is
     # read-only, so home, temporary files and the caches tools keep by default in the
@@ -95,7 +85,7 @@ def _probe_env(policy: Policy, scratch: Path) -> dict[str, str]:
     # win over a value the policy passes (the plan runner's RUNNER_GENERATED lists them).
     env = passed_environment(policy, os.environ)
     for sub in ("home", "tmp"):
-        (scratch / sub).mkdir(exist_ok=True)
+        (slot.view(scratch) / sub).mkdir(exist_ok=True)
     home = scratch / "home"
     env.update(BYTE_PROBE_SCRATCH=str(scratch), HOME=str(home), TMPDIR=str(scratch / "tmp"))
     env.update(
@@ -124,10 +114,14 @@ def _system_tool(name: str) -> Path:
 @dataclass(frozen=True)
 class _Resources:
     run_dir: Path
-    identity: ProbeIdentity
+    slot: RunSlot
     cgroup: RunCgroup
     limits: LimitsApplied
     scratch: Path
+
+    @property
+    def identity(self) -> ProbeIdentity:
+        return self.slot.identity
 
 
 def _make_launch(
@@ -145,7 +139,7 @@ def _make_launch(
     settings_path = res.run_dir / "settings.json"
     digest = write_settings(settings, settings_path)
     os.chown(settings_path, res.identity.uid, res.identity.gid)
-    probe_env = _probe_env(policy, prepared.paths.scratch)
+    probe_env = _probe_env(policy, prepared.paths.scratch, res.slot)
     unsafe = unsafe_search_path(probe_env)
     if unsafe is not None:
         raise Refused("unsafe_search_path", unsafe)
@@ -174,6 +168,8 @@ def _make_launch(
         seccomp_filter=seccomp_filter,
         shm_dir=prepared.paths.scratch,
         seccomp_filters=expected_seccomp_filters(runtime.apply_seccomp_path is not None),
+        # docs/ARCHITECTURE.md, "Mount namespaces": every launch enters the slot's namespace.
+        enter_namespace=res.slot.namespace.enter_argv,
     )
     return launch, digest, settings
 
@@ -189,39 +185,9 @@ def _chown_tree(root: Path, uid: int, gid: int) -> None:
                 pending.extend(Path(entry.path) for entry in entries)
 
 
-def _checked_scratch_mount(scratch: Path, wanted: ScratchLimits) -> None:
-    """Refuse a caller-mounted scratch filesystem larger than the policy allows."""
-    info = os.statvfs(scratch)
-    page = os.sysconf("SC_PAGE_SIZE")
-    allowed_bytes = -(-max(wanted.size_bytes, page) // page) * page
-    if info.f_blocks * info.f_frsize > allowed_bytes or info.f_files > wanted.inodes:
-        raise Refused(
-            "limits_unenforceable",
-            f"scratch {scratch}: mounted with {info.f_blocks * info.f_frsize} bytes and "
-            f"{info.f_files} inodes, more than the policy's {wanted.size_bytes} and "
-            f"{wanted.inodes}",
-        )
-
-
-@contextmanager
-def _scratch_for_run(scratch: Path, wanted: ScratchLimits) -> Iterator[None]:
-    if is_scratch_mount(scratch):
-        _checked_scratch_mount(scratch, wanted)
-        yield
-        return
-    try:
-        mount_scratch(scratch, wanted)
-    except SandboxUnavailable as exc:
-        raise Refused("limits_unenforceable", str(exc)) from exc
-    try:
-        yield
-    finally:
-        unmount_scratch(scratch)
-
-
 @contextmanager
 def _run_resources(
-    policy: Policy, scratch_dir: Path, runtime: SandboxRuntime
+    policy: Policy, scratch_dir: Path, runtime: SandboxRuntime, slot: RunSlot | None
 ) -> Iterator[_Resources]:
     limits = plan_limits(policy)
     crowded = host_table_problem(policy, extra_tasks=LAUNCHER_TASKS + RELAY_TASKS)
@@ -229,11 +195,13 @@ def _run_resources(
         raise Refused("limits_unenforceable", crowded)
     with ExitStack() as stack:
         try:
-            identity = stack.enter_context(acquire_identity())
+            if slot is None:  # a caller that prepared its directories without a slot
+                slot = stack.enter_context(default_slots().acquire())
             verify_limits(runtime)
         except SandboxUnavailable as exc:
             raise Refused(exc.reason, str(exc)) from exc
-        run_dir = make_run_dir()
+        identity = slot.identity
+        run_dir = make_run_dir(identity.gid)
         stack.callback(remove_tree, run_dir)
         try:
             cgroup = create_run_cgroup(run_dir.name, limits)
@@ -241,11 +209,14 @@ def _run_resources(
             raise Refused(exc.reason, str(exc)) from exc
         stack.callback(cgroup.remove)
         scratch = canonical_dir(scratch_dir, "scratch")
-        stack.enter_context(_scratch_for_run(scratch, scratch_limits(policy)))
+        try:
+            stack.enter_context(run_scratch(scratch, scratch_limits(policy), slot.namespace))
+        except SandboxUnavailable as exc:
+            raise Refused(exc.reason, str(exc)) from exc
         for sub in ("home", "tmp"):
             (run_dir / sub).mkdir(mode=0o700)
             os.chown(run_dir / sub, identity.uid, identity.gid)
-        yield _Resources(run_dir, identity, cgroup, limits, scratch)
+        yield _Resources(run_dir, slot, cgroup, limits, scratch)
 
 
 def _digest(data: bytes) -> str:
@@ -266,7 +237,7 @@ def _limit_reason(outcome: Bounded, res: _Resources) -> tuple[str, str] | None:
     if hit == "relays":
         relays = res.limits.relay_tasks
         return "process_limit", f"the runtime's network relays reached their {relays} tasks"
-    full = scratch_exhausted(res.scratch)
+    full = scratch_exhausted(res.slot.view(res.scratch))
     if full is not None:
         limit = res.limits.scratch_bytes if full == "bytes" else res.limits.scratch_inodes
         return "scratch_limit", f"scratch reached its {full} limit ({limit})"
@@ -307,14 +278,16 @@ def _probe_phases(outcome: Bounded) -> dict[str, float]:
 
 
 def _check_reachable(prepared: Prepared, res: _Resources, toolchains: Sequence[Path]) -> None:
-    uid, gid = res.identity.uid, res.identity.gid
+    # As the run's own namespace shows each path: its snapshot and scratch are mounts there.
+    uid, gid, seen = res.identity.uid, res.identity.gid, res.slot.namespace
     try:
-        check_reachable(prepared.paths.snapshot, "snapshot", uid=uid, gid=gid)
-        check_reachable(res.scratch, "scratch", uid=uid, gid=gid, write=True)
+        check_reachable(prepared.paths.snapshot, "snapshot", uid=uid, gid=gid, mounts=seen)
+        check_reachable(res.scratch, "scratch", uid=uid, gid=gid, write=True, mounts=seen)
         for command in (prepared.command, *prepared.preflight):
-            check_reachable(Path(command.identity.path), "executable", uid=uid, gid=gid)
+            path = Path(command.identity.path)
+            check_reachable(path, "executable", uid=uid, gid=gid, mounts=seen)
         for root in toolchains:
-            check_reachable(root, "toolchain", uid=uid, gid=gid)
+            check_reachable(root, "toolchain", uid=uid, gid=gid, mounts=seen)
     except SandboxUnavailable as exc:
         raise Refused(exc.reason, str(exc)) from exc
 
@@ -341,19 +314,20 @@ def _execute(
     base: dict[str, object],
     phases: dict[str, float],
     launchers: LauncherPool,
+    slot: RunSlot | None,
 ) -> SandboxResult:
-    with _run_resources(policy, request.scratch_dir, runtime) as res:
+    with _run_resources(policy, request.scratch_dir, runtime, slot) as res:
         base["limits"] = res.limits
         dirs = (request.snapshot_dir, res.scratch, res.run_dir)
-        prepared = prepare_run(policy, request, dirs)
+        prepared = prepare_run(policy, request, dirs, res.slot.namespace)
         base["executable"] = prepared.executable
         launch, base["settings_digest"], settings = _make_launch(policy, runtime, prepared, res)
-        _chown_tree(res.scratch, res.identity.uid, res.identity.gid)
+        _chown_tree(res.slot.view(res.scratch), res.identity.uid, res.identity.gid)
         _check_reachable(prepared, res, [Path(t.path) for t in request.toolchains])
         gate = create_gate(res.run_dir / "tmp", res.cgroup, res.identity.uid, res.identity.gid)
         ports = launch.runtime_env[NET_GUARD_PORTS_ENV]
         run = (prepared, res, gate)
-        helper = launchers.helper_for(runtime, settings, ports)
+        helper = launchers.helper_for(runtime, settings, ports, res.slot.namespace)
         if helper is not None:
             helped, wraps = helper_launch(launch, settings, prepared.paths, helper)
             try:
@@ -409,7 +383,7 @@ def _canary_then_run(
         return run_bounded(
             launch.argv(command.launch_path, command.args),
             env=launch.runtime_env,
-            cwd=launch.cwd,
+            cwd=launch.spawn_cwd,
             timeout_seconds=policy.timeout_seconds,
             budget=policy.max_output_bytes,
             skip_stdout_prefix=len(launch.nonce),
@@ -448,6 +422,7 @@ def run_sandboxed(
     preflight: Sequence[Sequence[str]] = (),
     extra_read_paths: Sequence[Path] = (),
     launchers: LauncherPool | None = None,
+    slot: RunSlot | None = None,
 ) -> SandboxResult:
     """Run ``executable args`` under ``policy`` in the sandbox; never raises for refusals.
 
@@ -458,7 +433,9 @@ def run_sandboxed(
     only; plans and policy files cannot name it. Every prerequisite failure returns
     ``status="inconclusive"`` with a reason. Commands are wrapped by a persistent launcher
     from ``launchers`` (the process's pool unless given) when one serves the run, else by
-    the srt CLI.
+    the srt CLI. Everything runs in the run slot's private mount namespace: ``slot`` when
+    the caller holds one (its snapshot and scratch mounts are in it), else one taken here
+    (docs/ARCHITECTURE.md, "Mount namespaces").
     """
     started = time.monotonic()
     phases: dict[str, float] = {}
@@ -483,7 +460,7 @@ def run_sandboxed(
         if sorted(policy.toolchains.items()) != sorted((t.name, t.path) for t in toolchains):
             raise Refused("toolchain_unavailable", "the policy's toolchains were not resolved")
         pool = launchers if launchers is not None else default_launchers()
-        result = _execute(policy, runtime, request, base, phases, pool)
+        result = _execute(policy, runtime, request, base, phases, pool, slot)
     except Refused as exc:
         result = SandboxResult.model_validate(
             {**base, "status": "inconclusive", "reason": exc.reason, "detail": str(exc)}

@@ -7,22 +7,30 @@ the inode limit during the run, whatever the probe writes or how deep. After
 the run, a filesystem with no free block or inode left means the probe hit
 the limit, and the run ends ``inconclusive`` with reason ``scratch_limit``.
 
-Mounts carry the source name ``byte-probe-scratch-<pid>`` so that a worker can
-sweep the mounts a dead worker process left behind.
+A run's scratch is mounted in its slot's private mount namespace ("Mount namespaces"):
+every function here takes the ``Mounts`` to act in, and the caller reaches the files on
+it through ``mounts.view``. Mounts carry the source name ``byte-probe-scratch-<pid>``;
+``sweep_stale_scratch`` detaches such mounts of dead worker processes from the worker's
+own namespace (the namespaces of a dead worker's slots go with their last process).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import os
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from probe_service.errors import SandboxUnavailable
+from probe_service.sandbox.mounts import (
+    MS_NODEV,
+    MS_NOSUID,
+    NAMESPACE_REASON,
+    HostMounts,
+    MountEntry,
+    Mounts,
+)
 
 __all__ = [
     "DEFAULT_SCRATCH_BYTES",
@@ -32,6 +40,8 @@ __all__ = [
     "ScratchLimits",
     "is_scratch_mount",
     "mount_scratch",
+    "run_mount_owner",
+    "run_scratch",
     "scratch_exhausted",
     "scratch_filesystem",
     "sweep_stale_scratch",
@@ -46,9 +56,6 @@ SOURCE_PREFIX = "byte-probe-scratch-"
 #: Source name of a run's warm-snapshot overlay (docs/ARCHITECTURE.md, "Warm snapshots").
 OVERLAY_SOURCE_PREFIX = "byte-probe-snapshot-"
 _OURS = {"tmpfs": SOURCE_PREFIX, "overlay": OVERLAY_SOURCE_PREFIX}
-_MS_NOSUID, _MS_NODEV = 2, 4
-_MNT_DETACH = 2
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 
 @dataclass(frozen=True)
@@ -59,66 +66,113 @@ class ScratchLimits:
     inodes: int
 
 
-def _mountinfo() -> list[tuple[str, str, str]]:
-    """Return (mount point, fs type, source) for every mount of this process."""
-    entries = []
-    for line in Path("/proc/self/mountinfo").read_text(encoding="utf-8").splitlines():
-        before, _, after = line.partition(" - ")
-        point = before.split(" ")[4]
-        fields = after.split(" ")
-        # mountinfo escapes space, tab, newline and backslash as octal.
-        decoded = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), point)
-        entries.append((decoded, fields[0], fields[1] if len(fields) > 1 else ""))
-    return entries
+def run_mount_owner(entry: MountEntry) -> int | None:
+    """The worker pid named by a scratch or snapshot-overlay mount of ours, else None."""
+    prefix = _OURS.get(entry.fstype)
+    if prefix is None or not entry.source.startswith(prefix):
+        return None
+    pid = entry.source[len(prefix) :]
+    return int(pid) if pid.isdigit() else None
 
 
-def is_scratch_mount(path: Path) -> bool:
-    """Return True if ``path`` is the mount point of one of our scratch tmpfs mounts."""
-    real = os.path.realpath(path)
-    found = [e for e in _mountinfo() if e[0] == real]
-    return bool(found) and found[-1][1] == "tmpfs" and found[-1][2].startswith(SOURCE_PREFIX)
+def is_scratch_mount(path: Path, mounts: Mounts | None = None) -> bool:
+    """Return True if ``path`` is the mount point of one of our scratch tmpfs mounts in
+    ``mounts`` (the worker's own namespace when None)."""
+    seen = mounts or HostMounts()
+    real = str(seen.realpath(path))
+    found = [e for e in seen.mountinfo() if e.point == real]
+    return (
+        bool(found) and found[-1].fstype == "tmpfs" and found[-1].source.startswith(SOURCE_PREFIX)
+    )
 
 
-def mount_scratch(path: Path, limits: ScratchLimits, *, uid: int = 0, gid: int = 0) -> None:
-    """Mount a limited tmpfs on the empty directory ``path``; raises ``SandboxUnavailable``."""
-    with os.scandir(path) as entries:
+def mount_scratch(
+    path: Path, limits: ScratchLimits, *, uid: int = 0, gid: int = 0, mounts: Mounts | None = None
+) -> None:
+    """Mount a limited tmpfs on the empty directory ``path`` in ``mounts`` (the worker's
+    own namespace when None); raises ``SandboxUnavailable``."""
+    seen = mounts or HostMounts()
+    with os.scandir(seen.view(path)) as entries:
         occupied = any(True for _ in entries)
     if occupied:
         raise SandboxUnavailable(f"scratch {path}: must be empty before its filesystem is mounted")
     # A size of 0 would mean "unlimited" to tmpfs: one page is the smallest real limit.
     size = max(limits.size_bytes, 4096)
     options = f"size={size},nr_inodes={limits.inodes},mode=0700,uid={uid},gid={gid}"
-    source = f"{SOURCE_PREFIX}{os.getpid()}".encode()
-    result = _libc.mount(
-        source, str(path).encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options.encode()
-    )
-    if result != 0:
-        errno = ctypes.get_errno()
+    source = f"{SOURCE_PREFIX}{os.getpid()}"
+    try:
+        seen.mount(source, path, "tmpfs", MS_NOSUID | MS_NODEV, options)
+    except OSError as exc:
         raise SandboxUnavailable(
-            f"scratch {path}: cannot mount a {size}-byte tmpfs ({os.strerror(errno)}); "
+            f"scratch {path}: cannot mount a {size}-byte tmpfs ({exc.strerror}); "
             "the worker must run as root"
-        )
+        ) from exc
 
 
-def unmount_scratch(path: Path) -> None:
-    """Detach the scratch filesystem at ``path`` (its memory is freed with the last user)."""
-    if _libc.umount2(str(path).encode(), _MNT_DETACH) != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"umount {path}: {os.strerror(errno)}")
+def unmount_scratch(path: Path, mounts: Mounts | None = None) -> None:
+    """Detach the scratch filesystem at ``path`` (its memory is freed with the last user);
+    raises ``OSError``."""
+    (mounts or HostMounts()).unmount(path)
 
 
 @contextlib.contextmanager
-def scratch_filesystem(path: Path, limits: ScratchLimits) -> Iterator[Path]:
+def scratch_filesystem(
+    path: Path, limits: ScratchLimits, mounts: Mounts | None = None
+) -> Iterator[Path]:
     """Mount the scratch tmpfs for the duration; always unmount, even on error."""
-    mount_scratch(path, limits)
+    mount_scratch(path, limits, mounts=mounts)
     try:
         yield path
     finally:
-        unmount_scratch(path)
+        unmount_scratch(path, mounts)
+
+
+def _check_mounted_limits(scratch: Path, wanted: ScratchLimits, mounts: Mounts) -> None:
+    """Refuse a caller-mounted scratch filesystem larger than the policy allows."""
+    info = os.statvfs(mounts.view(scratch))
+    page = os.sysconf("SC_PAGE_SIZE")
+    allowed_bytes = -(-max(wanted.size_bytes, page) // page) * page
+    if info.f_blocks * info.f_frsize > allowed_bytes or info.f_files > wanted.inodes:
+        raise SandboxUnavailable(
+            f"scratch {scratch}: mounted with {info.f_blocks * info.f_frsize} bytes and "
+            f"{info.f_files} inodes, more than the policy's {wanted.size_bytes} and "
+            f"{wanted.inodes}",
+            reason="limits_unenforceable",
+        )
+
+
+@contextlib.contextmanager
+def run_scratch(scratch: Path, wanted: ScratchLimits, mounts: Mounts) -> Iterator[None]:
+    """One run's scratch filesystem in ``mounts`` (the run slot's namespace): the caller's
+    when it mounted one there (checked against ``wanted``), else one mounted for the run.
+
+    Raises ``SandboxUnavailable``: ``limits_unenforceable`` for a tmpfs that cannot be
+    mounted or is larger than ``wanted``, the namespace's own reason when it is gone,
+    ``sandbox_failed`` when scratch cannot be read through the namespace.
+    """
+    try:
+        ours = not is_scratch_mount(scratch, mounts)
+        if not ours:
+            _check_mounted_limits(scratch, wanted, mounts)
+    except OSError as exc:
+        raise SandboxUnavailable(f"scratch {scratch}: {exc}", reason="sandbox_failed") from exc
+    if ours:
+        try:
+            mount_scratch(scratch, wanted, mounts=mounts)
+        except SandboxUnavailable as exc:
+            if exc.reason == NAMESPACE_REASON:
+                raise
+            raise SandboxUnavailable(str(exc), reason="limits_unenforceable") from exc
+    try:
+        yield
+    finally:
+        if ours:
+            unmount_scratch(scratch, mounts)
 
 
 def scratch_exhausted(path: Path) -> str | None:
-    """Return which limit the scratch filesystem reached ("bytes"/"inodes"), or None."""
+    """Return which limit the scratch filesystem at ``path`` (a path this process reaches
+    it by: a namespace's ``view``) reached ("bytes"/"inodes"), or None."""
     info = os.statvfs(path)
     if info.f_bfree == 0:
         return "bytes"
@@ -128,16 +182,14 @@ def scratch_exhausted(path: Path) -> str | None:
 
 
 def sweep_stale_scratch() -> int:
-    """Detach scratch and snapshot-overlay mounts whose worker process is gone; return how
-    many."""
+    """Detach scratch and snapshot-overlay mounts whose worker process is gone from this
+    process's namespace; return how many."""
+    host = HostMounts()
     swept = 0
-    for point, fstype, source in _mountinfo():
-        prefix = _OURS.get(fstype)
-        if prefix is None or not source.startswith(prefix):
-            continue
-        pid = source[len(prefix) :]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+    for entry in host.mountinfo():
+        pid = run_mount_owner(entry)
+        if pid is not None and not Path(f"/proc/{pid}").exists():
             with contextlib.suppress(OSError):
-                unmount_scratch(Path(point))
+                host.unmount(Path(entry.point))
                 swept += 1
     return swept

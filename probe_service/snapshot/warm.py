@@ -2,7 +2,8 @@
 
 docs/ARCHITECTURE.md, "Warm snapshots": each worker process keeps the snapshots it
 materialized in a private directory (root-owned, 0700), bounded by bytes with LRU
-eviction. A run's disposable tree is an overlay mount whose lower layer is the cached
+eviction. A run's disposable tree is an overlay mount, made in the run slot's private
+mount namespace ("Mount namespaces"), whose lower layer is the cached
 tree and whose upper layer is new and the run's own, so interventions (which unlink and
 create, ``plans.overlay``) land in that run's upper layer and never touch a cached inode.
 Where an overlay cannot be mounted (not root, no overlayfs) the tree is a fresh directory
@@ -14,8 +15,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
-import ctypes.util
 import logging
 import os
 import tempfile
@@ -25,9 +24,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UnsafePath
+from ..errors import SandboxUnavailable, UnsafePath
 from ..fstree import discard_tree
 from ..rundirs import RUN_DIR_PREFIX
+from ..sandbox.mounts import HostMounts, Mounts
 from ..sandbox.scratch import OVERLAY_SOURCE_PREFIX
 from ..store import Store
 from .manifest import Snapshot
@@ -45,12 +45,12 @@ __all__ = [
 
 #: The default bound of one worker's cache (file bytes of the cached trees).
 DEFAULT_CACHE_BYTES = 512 << 20
-_MNT_DETACH = 2
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 
-def _mount_overlay(lower: Path, dest: Path) -> bool:
-    """Mount ``lower`` read-only under a new upper layer at ``dest``; False if impossible."""
+def _mount_overlay(lower: Path, dest: Path, mounts: Mounts) -> bool:
+    """Mount ``lower`` read-only under a new upper layer at ``dest``, in ``mounts`` (the
+    run's slot namespace); False if impossible. Raises ``SandboxUnavailable`` when the
+    namespace itself is gone."""
     upper, work = dest.parent / f".{dest.name}-upper", dest.parent / f".{dest.name}-work"
     for path in (lower, upper, work):
         if any(c in str(path) for c in ",:\\"):  # would split the option string
@@ -58,18 +58,13 @@ def _mount_overlay(lower: Path, dest: Path) -> bool:
     for path in (dest, upper, work):
         os.mkdir(path, 0o755)
     options = f"lowerdir={lower},upperdir={upper},workdir={work}"
-    source = f"{OVERLAY_SOURCE_PREFIX}{os.getpid()}"
-    if _libc.mount(source.encode(), str(dest).encode(), b"overlay", 0, options.encode()) != 0:
+    try:
+        mounts.mount(f"{OVERLAY_SOURCE_PREFIX}{os.getpid()}", dest, "overlay", 0, options)
+    except OSError:
         for path in (dest, upper, work):
             os.rmdir(path)
         return False
     return True
-
-
-def _unmount_overlay(dest: Path) -> None:
-    if os.path.ismount(dest) and _libc.umount2(str(dest).encode(), _MNT_DETACH) != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"umount {dest}: {os.strerror(errno)}")
 
 
 @dataclass(frozen=True)
@@ -136,6 +131,8 @@ class SnapshotCache:
         # mounted lower layer is removed only once its last run released it.
         self._in_use: dict[Path, Path] = {}
         self._evicted: set[Path] = set()
+        #: The namespace each run's overlay is mounted in.
+        self._mounted_in: dict[Path, Mounts] = {}
 
     @property
     def cached_bytes(self) -> int:
@@ -145,13 +142,18 @@ class SnapshotCache:
     def __contains__(self, key: tuple[str, str]) -> bool:
         return key in self._entries
 
-    def materialize(self, store: Store, snapshot_id: str, dest: Path) -> Snapshot:
-        """Give ``dest`` (absent) the snapshot's tree, from the cache when it holds it; the
-        caller calls ``unmount_overlay(dest)`` when the run is over.
+    def materialize(
+        self, store: Store, snapshot_id: str, dest: Path, mounts: Mounts | None = None
+    ) -> Snapshot:
+        """Give ``dest`` (absent) the snapshot's tree, from the cache when it holds it; an
+        overlay is mounted in ``mounts`` (the run's slot namespace; the worker's own when
+        None). The caller calls ``release(dest)`` when the run is over.
 
-        Raises what ``snapshot_materialize`` raises (nothing is cached then), and
-        UnsafePath when the tree cannot be laid into ``dest``.
+        Raises what ``snapshot_materialize`` raises (nothing is cached then), UnsafePath
+        when the tree cannot be laid into ``dest``, and SandboxUnavailable when the
+        namespace is gone.
         """
+        mounts = mounts or HostMounts()
         key = (store.url or str(store.root), snapshot_id)
         # One lock: a cached tree is never evicted while it is being linked.
         with self._lock:
@@ -163,8 +165,8 @@ class SnapshotCache:
             else:
                 self._entries.move_to_end(key)
             try:
-                if self.use_overlay and _mount_overlay(cached.path, dest):
-                    pass
+                if self.use_overlay and _mount_overlay(cached.path, dest, mounts):
+                    self._mounted_in[dest] = mounts
                 elif os.stat(cached.path).st_dev == os.stat(dest.parent).st_dev:
                     link_tree(cached.path, dest)
                 else:  # hard links cannot cross filesystems: a cold tree instead
@@ -177,9 +179,12 @@ class SnapshotCache:
     def release(self, dest: Path) -> None:
         """The run on ``dest`` is over: detach its overlay. A failure is logged, never
         raised over the run's receipt (docs/ARCHITECTURE.md, "Host-side walks")."""
+        with self._lock:
+            mounts = self._mounted_in.pop(dest, None)
         try:
-            _unmount_overlay(dest)
-        except OSError as exc:
+            if mounts is not None:
+                mounts.unmount(dest)
+        except (OSError, SandboxUnavailable) as exc:
             log.warning("%s", exc)
         with self._lock:
             cached = self._in_use.pop(dest, None)
@@ -213,9 +218,10 @@ class SnapshotCache:
     def close(self) -> None:
         """Remove every cached tree and the cache directory."""
         with self._lock:
-            for dest in list(self._in_use):
-                with contextlib.suppress(OSError):
-                    _unmount_overlay(dest)
+            for dest, mounts in self._mounted_in.items():
+                with contextlib.suppress(OSError, SandboxUnavailable):
+                    mounts.unmount(dest)
+            self._mounted_in.clear()
             self._in_use.clear()
             self._entries.clear()
             discard_tree(self.root)

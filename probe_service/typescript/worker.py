@@ -24,6 +24,7 @@ from ..errors import SandboxUnavailable
 from ..fstree import discard_tree
 from ..rundirs import make_run_dir
 from ..sandbox import SandboxRuntime, locate_runtime, run_sandboxed
+from ..sandbox.slots import default_slots
 from ..snapshot.links import resolve_link
 from .install import WorkerInstall, locate_worker, verify_worker_unchanged
 from .profile import BOUNDARY_PROFILE, HEAP_MIB, MAX_INPUT_BYTES, MAX_INPUT_FILES
@@ -171,9 +172,15 @@ def run_worker(
         verify_worker_unchanged(worker)
     except SandboxUnavailable as exc:
         return WorkerAnswer(reason=f"sandbox:{exc.reason}", detail=str(exc))
-    workdir = make_run_dir()
     answer = WorkerAnswer(worker_digest=worker.digest)
     with ExitStack() as cleanup:
+        # The run slot first: its directory is the slot's (docs/ARCHITECTURE.md,
+        # "Mount namespaces").
+        try:
+            slot = cleanup.enter_context(default_slots().acquire())
+        except SandboxUnavailable as exc:
+            return WorkerAnswer(reason=f"sandbox:{exc.reason}", detail=str(exc))
+        workdir = make_run_dir(slot.identity.gid)
         cleanup.callback(discard_tree, workdir)
         snapshot_dir, scratch = workdir / "snapshot", workdir / "scratch"
         _write_inputs((*domain.members, *request.extras), tree, snapshot_dir, answer)
@@ -187,6 +194,7 @@ def run_worker(
             runtime=runtime,
             extra_forbidden_roots=tuple(forbidden_roots),
             extra_read_paths=(worker.install_dir,),
+            slot=slot,
         )
     if result.status != "ok":
         outcome = _sandbox_answer(result.status, result.reason, result.detail)

@@ -25,6 +25,7 @@ from probe_service.sandbox.runtime import find_system_tool
 from probe_service.sandbox.scratch import scratch_filesystem
 from probe_service.sandbox.seccomp import expected_seccomp_filters, write_filter
 from probe_service.sandbox.settings import RunPaths, build_settings, write_settings
+from probe_service.sandbox.slots import RunSlot, default_slots
 
 SHELL_TOOLS = ("true", "cat", "sh", "echo", "printf", "ls", "python3", "sleep")
 
@@ -39,15 +40,24 @@ def snapshot(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def scratch(tmp_path: Path) -> Iterator[Path]:
-    """A scratch filesystem mounted for the test, so its files outlive the run.
+def slot() -> Iterator[RunSlot]:
+    """A run slot held for the test, as the plan runner holds one for a run: the test's
+    scratch is mounted in its private mount namespace and every ``run`` goes into it."""
+    with default_slots().acquire() as held:
+        yield held
+
+
+@pytest.fixture
+def scratch(tmp_path: Path, slot: RunSlot) -> Iterator[Path]:
+    """A scratch filesystem mounted for the test in its slot's namespace, so its files
+    outlive the run; the test reads them through ``slot.view(scratch)``.
 
     Its limits are the defaults of a policy that sets none; a test of a smaller
     scratch allowance passes an empty ``scratch_dir`` and lets the runner mount it.
     """
     root = tmp_path / "scratch"
     root.mkdir()
-    with scratch_filesystem(root, scratch_limits(make_policy())):
+    with scratch_filesystem(root, scratch_limits(make_policy()), slot.namespace):
         yield root
 
 
@@ -71,14 +81,16 @@ Runner = Callable[..., SandboxResult]
 
 
 @pytest.fixture
-def run(runtime: SandboxRuntime, snapshot: Path, scratch: Path) -> Runner:
-    """Run an executable with the test policy, the snapshot and the scratch dir."""
+def run(runtime: SandboxRuntime, snapshot: Path, scratch: Path, slot: RunSlot) -> Runner:
+    """Run an executable with the test policy, the snapshot and the scratch dir, in the
+    test's run slot."""
 
     def _run(
         executable: str, args: Sequence[str] = (), policy: Policy | None = None, **kw: Any
     ) -> SandboxResult:
         kw.setdefault("snapshot_dir", snapshot)
         kw.setdefault("scratch_dir", scratch)
+        kw.setdefault("slot", slot)
         return run_sandboxed(
             policy=policy or make_policy(),
             executable=executable,

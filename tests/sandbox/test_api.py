@@ -33,6 +33,7 @@ def test_reasons_are_the_documented_set() -> None:
         "limits_unenforceable",
         "limits_unverified",
         "identity_unverified",
+        "slot_namespace_failed",
         "sandbox_failed",
         "network_filter_failed",
         "toolchain_unavailable",

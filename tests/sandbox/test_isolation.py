@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from probe_service.sandbox.settings import runtime_default_write_paths
+from probe_service.sandbox.slots import RunSlot
 
 from .conftest import Runner
 
@@ -77,11 +78,13 @@ class TestWrites:
         assert (snapshot / "src" / "main.txt").read_text() == "snapshot content\n"
         assert not (snapshot / "src" / "new.txt").exists()
 
-    def test_writes_its_scratch(self, run: Runner, scratch: Path) -> None:
-        """A probe writes under BYTE_PROBE_SCRATCH and the file reaches the host."""
+    def test_writes_its_scratch(self, run: Runner, scratch: Path, slot: RunSlot) -> None:
+        """A probe writes under BYTE_PROBE_SCRATCH and the file reaches the worker (in the
+        run slot's namespace, where scratch is mounted)."""
         result = run("sh", ["-c", 'echo out > "$BYTE_PROBE_SCRATCH/result.txt"'])
         assert result.exit_code == 0
-        assert (scratch / "result.txt").read_text() == "out\n"
+        assert (slot.view(scratch) / "result.txt").read_text() == "out\n"
+        assert not (scratch / "result.txt").exists()  # not in the host's namespace
 
     def test_cannot_write_runtime_default_paths_even_when_present(
         self, run: Runner, tmp_path: Path

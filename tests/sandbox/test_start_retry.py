@@ -2,10 +2,11 @@
 (docs/ARCHITECTURE.md, "Canary"): nothing of the command ran, so it is safe; a start-up
 bound that was spent, a refused start and the runtime's unguarded marker never are.
 
-The race that causes such a failure (another run's mount going away while bubblewrap
-remounts the host's tree) cannot be provoked on demand, so the runner tests inject the
-failure by replacing the first launch with a command that exits before any marker, and
-let every other launch run for real.
+The race that causes such a failure (a path the runtime saw while wrapping, such as
+``/tmp/claude``, removed before bubblewrap binds it; runs' own mounts no longer take part,
+"Mount namespaces") cannot be provoked on demand, so the runner tests inject the failure by
+replacing the first launch with a command that exits before any marker, and let every
+other launch run for real.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from tests.plans.conftest import refusal_probe  # noqa: F401
 from tests.queue.conftest import start_farm  # noqa: F401
 
 # The real-sandbox fixtures (a snapshot, a scratch directory, a runner) are the sandbox tests'.
-from tests.sandbox.conftest import make_policy, run, scratch, snapshot  # noqa: F401
+from tests.sandbox.conftest import make_policy, run, scratch, slot, snapshot  # noqa: F401
 from tests.security.attacks import policy_file, run_probe, run_tmp, small_snapshot  # noqa: F401
 
 HOST_SIDE = "198.51.100.1"

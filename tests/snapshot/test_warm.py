@@ -20,6 +20,7 @@ from probe_service.sandbox import SandboxRuntime, run_sandboxed
 from probe_service.sandbox.identity import PROBE_UID_BASE
 from probe_service.sandbox.limits import scratch_limits
 from probe_service.sandbox.scratch import scratch_filesystem
+from probe_service.sandbox.slots import RunSlot, default_slots
 from probe_service.snapshot import snapshot_capture
 from probe_service.snapshot.warm import SnapshotCache, link_tree
 from probe_service.store import Store, open_store
@@ -65,10 +66,10 @@ def _snapshot(store: Store, tmp_path: Path) -> str:
     return snapshot_capture(store, tmp_path / "repo").snapshot_id
 
 
-def _probe(runtime: SandboxRuntime, tree: Path, scratch: Path, script: str) -> bytes:
+def _probe(runtime: SandboxRuntime, tree: Path, scratch: Path, script: str, slot: RunSlot) -> bytes:
     scratch.mkdir()
     policy = make_policy()
-    with scratch_filesystem(scratch, scratch_limits(policy)):
+    with scratch_filesystem(scratch, scratch_limits(policy), slot.namespace):
         result = run_sandboxed(
             policy=policy,
             executable="sh",
@@ -76,6 +77,7 @@ def _probe(runtime: SandboxRuntime, tree: Path, scratch: Path, script: str) -> b
             snapshot_dir=tree,
             scratch_dir=scratch,
             runtime=runtime,
+            slot=slot,
         )
     assert result.status == "ok", result.detail
     return result.stdout
@@ -171,24 +173,28 @@ class TestProbeCannotReachTheCache:
         for run in (run_a, run_b):
             run.mkdir()
             run.chmod(0o711)
-        cache.materialize(store, snapshot_id, run_a / "snapshot")
-        apply_interventions(
-            run_a / "snapshot",
-            (
-                Intervention(path="src/main.txt", content="intervened by A\n"),
-                Intervention(path="src/new.txt", content="new in A\n"),
-            ),
-        )
-        seen_a = _probe(runtime, run_a / "snapshot", run_a / "scratch", f"{TAMPER}; cat src/*.txt")
+        # Each run in a slot's namespace, as the plan runner lays it (a slot is reused).
+        with default_slots().acquire() as slot:
+            cache.materialize(store, snapshot_id, run_a / "snapshot", slot.namespace)
+            apply_interventions(
+                slot.view(run_a / "snapshot"),
+                (
+                    Intervention(path="src/main.txt", content="intervened by A\n"),
+                    Intervention(path="src/new.txt", content="new in A\n"),
+                ),
+            )
+            script = f"{TAMPER}; cat src/*.txt"
+            seen_a = _probe(runtime, run_a / "snapshot", run_a / "scratch", script, slot)
+            cache.release(run_a / "snapshot")
         assert b"APPENDED" not in seen_a
         assert b"CHMOD" not in seen_a
         assert b"REMOVED" not in seen_a
         assert b"intervened by A" in seen_a
-        cache.release(run_a / "snapshot")
 
-        cache.materialize(store, snapshot_id, run_b / "snapshot")
-        seen_b = _probe(runtime, run_b / "snapshot", run_b / "scratch", "cat src/*.txt")
-        cache.release(run_b / "snapshot")
+        with default_slots().acquire() as slot:
+            cache.materialize(store, snapshot_id, run_b / "snapshot", slot.namespace)
+            seen_b = _probe(runtime, run_b / "snapshot", run_b / "scratch", "cat src/*.txt", slot)
+            cache.release(run_b / "snapshot")
         assert seen_b == b"original\n"
         (cached,) = (p for p in (tmp_path / "cache").iterdir() if not p.name.startswith("."))
         assert describe_tree(cached) == describe_tree(tmp_path / "repo")
