@@ -101,17 +101,30 @@ def _tool(name: str) -> str:
     return str(found)
 
 
+def _interpreter() -> tuple[str, list[str]]:
+    """The real path of this interpreter, and a read-only bind of its installation when it
+    lies under ``/tmp`` (a checkout there: the launch's own ``/tmp`` would hide it)."""
+    python = os.path.realpath(sys.executable)
+    prefix = os.path.realpath(sys.base_prefix)
+    under_tmp = [p for p in (python, prefix) if p == "/tmp" or p.startswith("/tmp/")]  # noqa: S108
+    binds = [arg for p in under_tmp for arg in ("--ro-bind", p, p)]
+    return python, binds
+
+
 def _launch(runtime: SandboxRuntime, cgroup: RunCgroup, work: Path) -> dict[str, Any]:
     if runtime.bwrap_guard_path is None:
         raise SandboxUnavailable("limits: no bubblewrap guard on this platform")
     write_filter(work / "filter.bpf")
     (work / "shm").mkdir()
+    python, interpreter = _interpreter()
     argv = [
         str(runtime.bwrap_guard_path),
         *("--new-session", "--die-with-parent", "--unshare-net", "--ro-bind", "/", "/"),
-        # /tmp here is the sandbox's own (a tmpfs the guard must make read-only).
-        *("--tmpfs", "/tmp", "--dev", "/dev", "--unshare-pid", "--proc", "/proc", "--"),  # noqa: S108
-        *(_tool("prlimit"), f"--nofile={_FILES}", "--", sys.executable, "-I", "-c", _ATTACK),
+        # /tmp here is the sandbox's own (a tmpfs the guard must make read-only); an
+        # interpreter installed below it is bound back read-only on top.
+        *("--tmpfs", "/tmp", *interpreter, "--dev", "/dev", "--unshare-pid"),  # noqa: S108
+        *("--proc", "/proc", "--"),
+        *(_tool("prlimit"), f"--nofile={_FILES}", "--", python, "-I", "-c", _ATTACK),
         *(str(native_number("io_setup")), str(16 * _TCP_LIMIT)),
     ]
     env = {
