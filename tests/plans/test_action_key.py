@@ -139,7 +139,11 @@ def test_the_runner_generated_names_are_the_ones_the_runner_sets(tmp_path: Path)
     from probe_service.plans.run import RUNNER_GENERATED
     from probe_service.sandbox.runner import _probe_env
 
-    env = _probe_env(policy(environment=[]), tmp_path)
+    class HostView:  # the slot's namespace seen from the host: here, the host's own tree
+        def view(self, path: Path) -> Path:
+            return path
+
+    env = _probe_env(policy(environment=[]), tmp_path, HostView())  # type: ignore[arg-type]
     assert set(env) == RUNNER_GENERATED
     cache_names = {"XDG_CACHE_HOME", "PIP_CACHE_DIR", "npm_config_cache", "MYPY_CACHE_DIR"}
     assert cache_names <= RUNNER_GENERATED
@@ -150,4 +154,5 @@ def test_the_runner_generated_names_are_the_ones_the_runner_sets(tmp_path: Path)
     noisy = {"XDG_CACHE_HOME": "/worker/cache", "PIP_CACHE_DIR": "/var/cache/pip"}
     passing = policy(environment=["XDG_CACHE_HOME", "PIP_CACHE_DIR"])
     assert key({}, passing) == key(noisy, passing)
-    assert _probe_env(passing, tmp_path)["XDG_CACHE_HOME"] == f"{tmp_path}/home/.cache"
+    passed = _probe_env(passing, tmp_path, HostView())  # type: ignore[arg-type]
+    assert passed["XDG_CACHE_HOME"] == f"{tmp_path}/home/.cache"
