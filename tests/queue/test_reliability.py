@@ -55,7 +55,10 @@ class TestWorkerKills:
         tmp_path: Path,
     ) -> None:
         """200 runs over 2 processes with 3 SIGKILLs: every run ends with exactly one receipt."""
-        farm = start_farm(processes=2, threads=2)
+        # A killed worker's prefetched messages (never claimed, so no lease expires) come
+        # back only through the janitor's re-send; its default of five minutes would
+        # outlast the test whenever a kill lands on a worker holding one.
+        farm = start_farm(processes=2, threads=2, PROBE_RESEND_AFTER_MS="10000")
         queue = ProbeQueue(redis_url, namespace=redis_namespace)
         plans = [shell_plan(snapshot_id, f"exit 0 # {i}", f"run {i}") for i in range(200)]
         batch_id, total = _submit(shared_store, queue, plans, tmp_path)
