@@ -10,6 +10,7 @@ Branches are grouped by what the caller does next::
     │   ├── InvalidClaim              a claim, dependency or evidence is wrong
     │   │   └── EvidenceMismatch      a receipt is not evidence for this claim/snapshot
     │   ├── PolicyError               policy file missing, unsafe or malformed
+    │   ├── SettingsError             an environment setting is malformed or set twice
     │   ├── UnsafePath                a path escapes, links, or is not a regular file
     │   │   └── LinkEscapes           a snapshot link points outside its tree (names it)
 
@@ -55,6 +56,7 @@ __all__ = [
     "ProbeServiceError",
     "ReceiptInvalid",
     "SandboxUnavailable",
+    "SettingsError",
     "StoreUnavailable",
     "UnsafePath",
     "UnstableWorkingTree",
@@ -96,6 +98,13 @@ class PolicyError(InvalidInput):
     """The policy file is missing, unsafe, malformed, or names no such policy."""
 
     code = "policy_error"
+
+
+class SettingsError(InvalidInput):
+    """An environment setting has a bad value, or is set under two names to different
+    values; the message names the variable (probe_service/settings.py)."""
+
+    code = "invalid_setting"
 
 
 class UnsafePath(InvalidInput):

@@ -8,7 +8,6 @@ the queue or the sandbox (docs/ARCHITECTURE.md, "The operation table").
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -161,7 +160,7 @@ def _reporting(argv: Sequence[str]) -> Iterator[list[int]]:
         code[0] = EXIT_INPUT
     except Exception as exc:
         # A bug, not a refusal: still one line, unless the operator asks for the trace.
-        if os.environ.get("BYTE_PROBE_DEBUG"):
+        if _debugging():
             raise
         report_error(
             f"internal error ({type(exc).__name__}): {exc}; rerun with BYTE_PROBE_DEBUG=1",
@@ -169,6 +168,17 @@ def _reporting(argv: Sequence[str]) -> Iterator[list[int]]:
             as_json,
         )
         code[0] = EXIT_INTERNAL
+
+
+def _debugging() -> bool:
+    """Whether ``BYTE_PROBE_DEBUG`` asks for a bug's traceback (never when the settings
+    themselves are refused: that error is reported instead)."""
+    from probe_service.settings import read_settings
+
+    try:
+        return read_settings().debug
+    except ProbeServiceError:
+        return False
 
 
 class RootGroup(TyperGroup):
