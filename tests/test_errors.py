@@ -12,6 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from pydantic import BaseModel, ValidationError, model_validator
 
 import probe_service
 from probe_service import errors
@@ -241,3 +242,43 @@ class TestFacesReadTheClass:
         assert result.is_error
         assert result.structured_content == {"error": {"code": "teapot", "message": "refused"}}
 
+
+class _Pair(BaseModel):
+    low: int
+    high: int
+
+    @model_validator(mode="after")
+    def _ordered(self) -> _Pair:
+        if self.low > self.high:
+            raise ValueError("low is above high")
+        return self
+
+
+class TestValidationMessage:
+    def test_names_the_field(self) -> None:
+        """A field's error reads ``field.path: message``."""
+        with pytest.raises(ValidationError) as caught:
+            _Pair.model_validate({"low": "x", "high": 1})
+        assert errors.validation_message(caught.value, "pair") == (
+            "low: Input should be a valid integer, unable to parse string as an integer"
+        )
+
+    def test_names_the_whole_and_drops_pydantic_prefix(self) -> None:
+        """An error about the whole value names ``whole``; a validator's words stay bare."""
+        with pytest.raises(ValidationError) as caught:
+            _Pair.model_validate({"low": 2, "high": 1})
+        assert errors.validation_message(caught.value, "pair") == "pair: low is above high"
+
+    def test_claims_and_requests_word_it_alike(self) -> None:
+        """A claim's and an operation's request refusal read ``what: field: message``
+        (plans and policies: their own tests)."""
+        from probe_service.claims.models import parse_request
+        from probe_service.service import operations
+
+        with pytest.raises(errors.InvalidClaim) as claim:
+            parse_request(_Pair, {"low": 2, "high": 1}, "pair")
+        probe_get = next(op for op in operations() if op.name == "probe_get")
+        with pytest.raises(errors.InvalidInput) as request:
+            probe_get.parse({"plan_id": 5})
+        assert str(claim.value) == "pair: pair: low is above high"
+        assert str(request.value) == "probe_get: plan_id: Input should be a valid string"
