@@ -17,7 +17,7 @@ from typer.core import TyperGroup as Group
 
 from probe_service.sandbox.requirements import REQUIRED_CAPABILITIES
 
-from .conftest import PACKAGE, ROOT, env_names_read_by_package, resolve_command
+from .conftest import PACKAGE, ROOT, UNITS, env_names_read_by_package, resolve_command
 
 SCHEMA = Path(__file__).with_name("compose-spec.json")
 SCHEMA_SOURCE = Path(__file__).with_name("compose-spec.source.md")
@@ -225,13 +225,17 @@ class TestSecrets:
     def test_policy_file_and_key_are_mounted_read_only(
         self, services: dict[str, Any], variable: str, name: str
     ) -> None:
-        """The file the environment names is a read-only bind of the host's file, which
-        must exist (no directory is made in its place)."""
+        """The file the environment names is a read-only bind of the host's own file in
+        /etc/byte-probe (as on a systemd host; never in the checkout), which must exist (no
+        directory is made in its place)."""
         worker = services["worker"]
         path = worker["environment"][variable]
         (mount,) = [v for v in _volumes(worker) if v["target"] == path]
-        assert (mount["type"], mount["source"], mount["read_only"]) == ("bind", f"./{name}", True)
+        expected = ("bind", f"/etc/byte-probe/{name}", True)
+        assert (mount["type"], mount["source"], mount["read_only"]) == expected
         assert mount["bind"]["create_host_path"] is False
+        env_file = (UNITS / "worker.env.example").read_text()
+        assert f"{variable}={mount['source']}" in env_file
 
     def test_secrets_stay_out_of_the_build_context(self) -> None:
         """.dockerignore keeps the policy file, keys and env files out of every build."""
