@@ -18,6 +18,8 @@ from .conftest import BYTE_PROBE, ROOT
 from .grants import DOCKER_DEFAULT_CAPABILITIES, restricted, worker_environment
 
 ENTRYPOINT = ROOT / "scripts" / "docker-entrypoint.sh"
+#: What a plain container's root lacks of the containment's capabilities.
+MISSING_FROM_DOCKER_DEFAULTS = ("CAP_SYS_ADMIN", "CAP_SYS_PTRACE", "CAP_NET_ADMIN")
 #: A stand-in for `byte-probe`: doctor prints and exits as told; anything else says who ran it.
 SHIM = """#!/bin/sh
 if [ "$1" = doctor ]; then
@@ -112,7 +114,10 @@ class TestRealDoctor:
         assert "refusing to start the worker" in refusal
         assert "capabilities" in refusal
         assert "sandboxed launch" in refusal
+        (line,) = [x for x in done.stdout.splitlines() if x.startswith("FAIL capabilities")]
+        assert all(f"{name} (" in line for name in MISSING_FROM_DOCKER_DEFAULTS)
 
+    @pytest.mark.slow
     def test_the_compose_grants_start_the_worker(self, tmp_path: Path) -> None:
         """With the documented capabilities and no_new_privs the real doctor passes and the
         entrypoint execs the worker (here its --help)."""

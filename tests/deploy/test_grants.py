@@ -36,23 +36,21 @@ def _unit_capabilities() -> list[str]:
 
 
 class TestTheGrantsSuffice:
-    def test_compose_grants_run_probes(self, services: dict[str, Any], tmp_path: Path) -> None:
-        """Root with compose.yaml's cap_add only, under no_new_privs: every doctor line
-        holds, the real sandboxed launch included."""
+    def test_the_documented_grants_run_probes(
+        self, services: dict[str, Any], tmp_path: Path
+    ) -> None:
+        """compose.yaml and the unit grant the same capabilities, with no_new_privs; root
+        holding only those passes every doctor line, the real sandboxed launch included."""
+        granted = sorted(_compose_capabilities(services))
+        assert granted == sorted(_unit_capabilities()) == sorted(REQUIRED_CAPABILITIES)
         env = worker_environment(tmp_path)
-        code, checks = doctor(restricted(_compose_capabilities(services)), env, tmp_path)
+        code, checks = doctor(restricted(granted), env, tmp_path)
         assert code == 0, {n: c["detail"] for n, c in checks.items() if not c["ok"]}
         assert all(checks[name]["ok"] for name in WORKER_LINES)
 
-    def test_unit_grants_run_probes(self, tmp_path: Path) -> None:
-        """Root bounded by the unit's CapabilityBoundingSet, under no_new_privs: every
-        doctor line holds."""
-        env = worker_environment(tmp_path)
-        code, checks = doctor(restricted(_unit_capabilities()), env, tmp_path)
-        assert code == 0, {n: c["detail"] for n, c in checks.items() if not c["ok"]}
-
 
 class TestEachGrantIsNeeded:
+    @pytest.mark.slow
     def test_docker_defaults_alone_are_refused_by_name(self, tmp_path: Path) -> None:
         """A plain container's root (Docker's default capabilities) fails doctor, which
         names the capabilities it lacks; the sandboxed launch fails too."""

@@ -105,6 +105,14 @@ class TestVerify:
         assert "ProtectSytem" in said
         assert "perhaps" in said
 
+    def test_a_missing_systemd_analyze_fails_saying_how_to_get_it(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Without systemd-analyze the check fails (never skips), naming the package."""
+        monkeypatch.setattr(shutil, "which", lambda name: None)
+        with pytest.raises(pytest.fail.Exception, match="install Debian's `systemd` package"):
+            _systemd_analyze()
+
     def test_the_units_run_this_checkouts_commands(self, cli_root: Group) -> None:
         """ExecStartPre is doctor and ExecStart a worker command the real CLI resolves."""
         settings = unit_settings(WORKER)
