@@ -29,7 +29,7 @@ if [ "${1:-}" = "worker" ]; then
 fi
 
 if [ "$(id -u)" -eq 0 ]; then
-    exec setpriv --reuid="$PROBE_ACCOUNT" --regid="$PROBE_ACCOUNT" --clear-groups \
-        --inh-caps=-all --bounding-set=-all --no-new-privs -- "$BYTE_PROBE" "$@"
+    HOME=/home/probe exec setpriv --reuid="$PROBE_ACCOUNT" --regid="$PROBE_ACCOUNT" \
+        --clear-groups --inh-caps=-all --bounding-set=-all --no-new-privs -- "$BYTE_PROBE" "$@"
 fi
 exec "$BYTE_PROBE" "$@"

@@ -26,7 +26,7 @@ if [ "$1" = doctor ]; then
     printf '%s\\n' "$SHIM_DOCTOR_OUTPUT"
     exit "$SHIM_DOCTOR_STATUS"
 fi
-echo "ran uid=$(id -u) gid=$(id -g) args=$*"
+echo "ran uid=$(id -u) gid=$(id -g) home=$HOME args=$*"
 """
 FAILING_DOCTOR = "\n".join(
     [
@@ -69,9 +69,12 @@ class TestDispatch:
     def test_a_worker_starts_after_a_passing_doctor(self, shim: Path) -> None:
         """Doctor passes: the worker is exec'd as root with its arguments."""
         env = {**os.environ, "BYTE_PROBE": str(shim), "SHIM_DOCTOR_OUTPUT": "ok   root: x"}
+        env["HOME"] = "/root"
         done = _entrypoint(["worker", "--processes", "2"], {**env, "SHIM_DOCTOR_STATUS": "0"})
         assert done.returncode == 0, done.stderr
-        assert done.stdout.splitlines()[-1] == "ran uid=0 gid=0 args=worker --processes 2"
+        assert (
+            done.stdout.splitlines()[-1] == "ran uid=0 gid=0 home=/root args=worker --processes 2"
+        )
 
     def test_a_failing_doctor_refuses_the_worker_naming_the_checks(self, shim: Path) -> None:
         """Doctor fails: its report is shown, the refusal names each failing check, the
@@ -85,19 +88,20 @@ class TestDispatch:
         assert "doctor failed (exit 1): capabilities, cgroups" in done.stderr
 
     def test_other_commands_drop_to_the_probe_account(self, shim: Path) -> None:
-        """Started as root, a non-worker command runs as uid/gid 10001, never as root."""
-        env = {**os.environ, "BYTE_PROBE": str(shim), "SHIM_DOCTOR_STATUS": "1"}
+        """Started as root, a non-worker command runs as uid/gid 10001 with the probe
+        account's home, never as root."""
+        env = {**os.environ, "BYTE_PROBE": str(shim), "SHIM_DOCTOR_STATUS": "1", "HOME": "/root"}
         done = _entrypoint(["store", "migrate"], env)
         assert done.returncode == 0, done.stderr
-        assert done.stdout.strip() == "ran uid=10001 gid=10001 args=store migrate"
+        assert done.stdout.strip() == "ran uid=10001 gid=10001 home=/home/probe args=store migrate"
 
     def test_an_unprivileged_container_runs_commands_as_itself(self, shim: Path) -> None:
         """Started as uid 10001 (compose's `user:`), a command runs as that uid."""
-        env = {**os.environ, "BYTE_PROBE": str(shim), "SHIM_DOCTOR_STATUS": "1"}
+        env = {**os.environ, "BYTE_PROBE": str(shim), "SHIM_DOCTOR_STATUS": "1", "HOME": "/x"}
         prefix = ["setpriv", "--reuid=10001", "--regid=10001", "--clear-groups", "--"]
         done = _entrypoint(["web", "--port", "8470"], env, prefix)
         assert done.returncode == 0, done.stderr
-        assert done.stdout.strip() == "ran uid=10001 gid=10001 args=web --port 8470"
+        assert done.stdout.strip() == "ran uid=10001 gid=10001 home=/x args=web --port 8470"
 
 
 @pytest.mark.sandbox
