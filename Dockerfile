@@ -22,6 +22,8 @@ WORKDIR /app
 # The pinned runtime first: its layer changes only with the lock file.
 COPY sandbox/package.json sandbox/package-lock.json sandbox/runtime.sha256 sandbox/
 RUN cd sandbox && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+# Our own files beside it, in the trusted launcher (runtime.sha256 covers them too).
+COPY sandbox/net-guard.cjs sandbox/launcher.mjs sandbox/bwrap-guard.sh sandbox/
 # The TypeScript boundary worker and its pinned compiler, verified the same way.
 COPY tsboundary/package.json tsboundary/package-lock.json tsboundary/worker.sha256 \
     tsboundary/boundary.cjs tsboundary/routes.cjs tsboundary/positions.cjs tsboundary/

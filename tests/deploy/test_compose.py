@@ -16,6 +16,8 @@ from typer._click.exceptions import UsageError
 from typer.core import TyperGroup as Group
 
 from probe_service.sandbox.requirements import REQUIRED_CAPABILITIES
+from probe_service.sandbox.runtime import _OWN_FILES as RUNTIME_FILES
+from probe_service.typescript.install import _OWN_FILES as WORKER_FILES
 
 from .conftest import PACKAGE, ROOT, UNITS, env_names_read_by_package, resolve_command
 
@@ -43,6 +45,14 @@ def _violations(document: dict[str, Any]) -> list[str]:
         f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
         for e in validator.iter_errors(document)
     ]
+
+
+def _copy_sources(dockerfile: str) -> list[str]:
+    """Every source path of the Dockerfile's COPY instructions (continued lines joined)."""
+    sources: list[str] = []
+    for match in re.finditer(r"^COPY ((?:[^\n]*\\\n)*[^\n]*)", dockerfile, re.MULTILINE):
+        sources += match.group(1).replace("\\\n", " ").split()[:-1]
+    return sources
 
 
 def _volumes(service: dict[str, Any]) -> list[dict[str, Any]]:
@@ -247,10 +257,7 @@ class TestSecrets:
         """The Dockerfile copies only named sources, none of which is or holds a policy
         file or a key."""
         assert not re.search(r"^ADD ", dockerfile, re.MULTILINE)
-        sources: list[str] = []
-        for match in re.finditer(r"^COPY ((?:[^\n]*\\\n)*[^\n]*)", dockerfile, re.MULTILINE):
-            words = match.group(1).replace("\\\n", " ").split()
-            sources += words[:-1]
+        sources = _copy_sources(dockerfile)
         assert "." not in sources
         assert "./" not in sources
         allowed = ("sandbox/", "tsboundary/", "pyproject.toml", "README.md", "probe_service")
@@ -336,6 +343,14 @@ class TestDockerfile:
         """The runtime comes from the lock file (npm ci) and the service from pip."""
         assert "cd sandbox && npm ci" in dockerfile
         assert "pip install ." in dockerfile
+
+    def test_every_file_the_digests_cover_is_copied(self, dockerfile: str) -> None:
+        """The runtime's and the TypeScript worker's own files, which their pinned digests
+        cover, are all in the image (doctor's digest line fails otherwise)."""
+        sources = _copy_sources(dockerfile)
+        wanted = [f"sandbox/{name}" for name in (*RUNTIME_FILES, "runtime.sha256")]
+        wanted += [f"tsboundary/{name}" for name in (*WORKER_FILES, "worker.sha256")]
+        assert [name for name in wanted if name not in sources] == []
 
     def test_the_image_user_is_root_for_the_worker(self, dockerfile: str) -> None:
         """The last USER is root (the worker's requirement)."""
