@@ -35,6 +35,7 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
         "probe_service.sandbox": "public __init__ API: the pinned runtime's digest",
         "probe_service.sandbox.runtime": "find_system_tool (bwrap, socat, rg)",
         "probe_service.sandbox.selfcheck": "the containment mechanism's self-description",
+        "probe_service.sandbox.requirements": "root, capabilities, cgroup version, a launch",
         "probe_service.policies": "public __init__ API: the policy file check",
         "probe_service.plans.signing": "the configured signing key and its path",
         "probe_service.store": "public __init__ API: the database URL variable",
