@@ -70,6 +70,11 @@ def _tools() -> list[Check]:
         ("bubblewrap", "bwrap", "bubblewrap"),
         ("socat", "socat", "socat"),
         ("ripgrep", "rg", "ripgrep"),
+        # util-linux: every launch is nsenter + unshare + setpriv, every probe under prlimit.
+        ("setpriv", "setpriv", "util-linux"),
+        ("unshare", "unshare", "util-linux"),
+        ("nsenter", "nsenter", "util-linux"),
+        ("prlimit", "prlimit", "util-linux"),
     ):
         found = find_system_tool(tool)
         fix = f"install it: apt-get install {package} (or `make setup`)"
@@ -77,28 +82,56 @@ def _tools() -> list[Check]:
     return checks
 
 
+def _privileges() -> list[Check]:
+    from probe_service.sandbox.requirements import REQUIRED_CAPABILITIES, missing_capabilities
+
+    uid = os.geteuid()
+    root = Check(
+        "root",
+        uid == 0,
+        "running as root" if uid == 0 else f"running as uid {uid}",
+        "run the worker as root: it starts each probe as its own unprivileged slot uid",
+    )
+    missing = missing_capabilities()
+    if missing:
+        detail = "missing " + "; ".join(f"{name} ({why})" for name, why in missing.items())
+    else:
+        detail = f"the {len(REQUIRED_CAPABILITIES)} the containment uses are held"
+    fix = "grant them: cap_add in compose.yaml, CapabilityBoundingSet in the systemd unit"
+    return [root, Check("capabilities", not missing, detail, fix)]
+
+
 def _cgroups() -> list[Check]:
-    base = Path("/sys/fs/cgroup")
-    try:
-        controllers = set((base / "cgroup.controllers").read_text(encoding="ascii").split())
-        version = "v2"
-    except OSError:  # cgroup v1: one hierarchy per controller
-        controllers = {c for c in ("memory", "pids") if (base / c).is_dir()}
-        version = "v1"
-    missing = sorted({"memory", "pids"} - controllers)
-    detail = f"cgroup {version}: memory {'ok' if 'memory' not in missing else 'missing'}, "
-    detail += f"pids {'ok' if 'pids' not in missing else 'missing'}"
-    fix = "mount cgroups with the memory and pids controllers available to the worker"
-    return [Check("cgroups", not missing, detail, fix)]
+    from probe_service.sandbox.requirements import cgroup_support
+
+    support = cgroup_support()
+    fix = (
+        "run workers on a host with cgroup v1 memory and pids hierarchies, e.g. booted with "
+        'systemd.unified_cgroup_hierarchy=0 (README, "A farm on several hosts")'
+    )
+    return [Check("cgroups", support.supported, support.detail, fix)]
 
 
 def _identity() -> list[Check]:
     from probe_service.sandbox.selfcheck import describe_mechanism
 
-    fix = "run the worker as root on Linux with cgroup v2 (see SECURITY.md)"
+    fix = "run the worker as root on Linux with cgroup v1 (SECURITY.md, Deployment requirements)"
     return [
         Check("mechanism", "NOT verified" not in line, line, fix) for line in describe_mechanism()
     ]
+
+
+def _launch(settings: Settings) -> list[Check]:
+    from probe_service.sandbox import locate_runtime
+    from probe_service.sandbox.requirements import check_sandboxed_launch
+
+    try:
+        detail = check_sandboxed_launch(locate_runtime(settings.sandbox_dir))
+    except ProbeServiceError as exc:
+        reason = getattr(exc, "reason", type(exc).__name__)
+        fix = 'the reason names what is missing (README, "What doctor must say")'
+        return [Check("sandboxed launch", False, f"{reason}: {exc}", fix)]
+    return [Check("sandboxed launch", True, detail)]
 
 
 def _policy(settings: Settings) -> list[Check]:
@@ -171,8 +204,10 @@ def run_checks(root: Path) -> list[Check]:
         ("runtime digest", lambda: _runtime(settings)),
         ("typescript worker", lambda: _typescript_worker(settings)),
         ("tools", _tools),
+        ("privileges", _privileges),
         ("cgroups", _cgroups),
         ("probe identity", _identity),
+        ("sandboxed launch", lambda: _launch(settings)),
         ("policy file", lambda: _policy(settings)),
         ("signing key", lambda: _signing_key(settings)),
         ("store", lambda: _store(root, settings)),

@@ -40,6 +40,7 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
         "probe_service.sandbox": "public __init__ API: the pinned runtime's digest",
         "probe_service.sandbox.runtime": "find_system_tool (bwrap, socat, rg)",
         "probe_service.sandbox.selfcheck": "the containment mechanism's self-description",
+        "probe_service.sandbox.requirements": "root, capabilities, cgroup version, a launch",
         "probe_service.policies": "public __init__ API: the policy file check",
         "probe_service.plans.signing": "the configured signing key",
         "probe_service.typescript.install": "the pinned TypeScript worker's install",
@@ -152,6 +153,16 @@ def test_one_place_turns_errors_into_exit_codes() -> None:
         for name in _caught(path)
     }
     assert caught <= VERDICTS
-    assert ("main.py", "ProbeServiceError") in {
-        ("main.py", name) for name in _caught(CLI_DIR / "main.py")
-    }
+    # The root app catches every exception once and reports it as its class of the tree
+    # says (cli/errors.as_refusal translates what is not ours).
+    reporting = {path.name for path in CLI_DIR.glob("*.py") if _calls(path, "report_error")}
+    assert reporting == {"main.py"}
+    assert _calls(CLI_DIR / "main.py", "as_refusal")
+
+
+def _calls(path: Path, function: str) -> bool:
+    """Whether ``path`` calls ``function`` by its bare name."""
+    return any(
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == function
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+    )
