@@ -23,6 +23,7 @@ against the classes, so it cannot go stale)::
     │   │   ├── ExecutableNotAllowed       executable_not_allowed (policies/executables.py)
     │   │   ├── ToolchainUnsafe            toolchain_unsafe (toolchains/roots.py)
     │   │   └── ToolchainChanged           toolchain_changed (toolchains/resolve.py)
+    │   ├── SettingsError                  invalid_setting: a bad or twice-set variable
     │   ├── UnsafePath                     unsafe_path
     │   │   ├── LinkEscapes                link_escapes
     │   │   ├── ExecutableUnresolved       executable_unresolved (policies/executables.py)
@@ -91,6 +92,7 @@ __all__ = [
     "ProbeServiceError",
     "ReceiptInvalid",
     "SandboxUnavailable",
+    "SettingsError",
     "StoreUnavailable",
     "UnsafePath",
     "UnstableWorkingTree",
@@ -151,6 +153,13 @@ class PolicyError(InvalidInput):
     """The policy file is missing, unsafe, malformed, or names no such policy."""
 
     code = "policy_error"
+
+
+class SettingsError(InvalidInput):
+    """An environment setting has a bad value, or is set under two names to different
+    values; the message names the variable (probe_service/settings.py)."""
+
+    code = "invalid_setting"
 
 
 class UnsafePath(InvalidInput):

@@ -21,6 +21,7 @@ from .errors import EXIT_INFRASTRUCTURE, EXIT_INPUT, report_error
 
 if TYPE_CHECKING:
     from probe_service.service import ProbeService
+    from probe_service.settings import Settings
 
 __all__ = [
     "EXIT_INFRASTRUCTURE",
@@ -47,15 +48,16 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON documen
 
 
 @contextmanager
-def session(root: Path) -> Iterator[ProbeService]:
+def session(root: Path, settings: Settings | None = None) -> Iterator[ProbeService]:
     """One ``ProbeService`` session for one command, labelled ``cli`` in the audit log: the
     store named by PROBE_DATABASE_URL, else the embedded one under ``root``, and the queue
-    when PROBE_REDIS_URL is set (docs/ARCHITECTURE.md, "The operation table")."""
+    when PROBE_REDIS_URL is set, all from ``settings`` (read from the environment now when
+    None: docs/ARCHITECTURE.md, "Settings"). Raises SettingsError for a bad setting."""
     # Imported here: the service pulls in the store and every part; `--help` needs none.
     from probe_service.service import ProbeService
 
     # Lazy: commands that need no store (verify, policy check) create no state directory.
-    with ProbeService.open(root, interface="cli", lazy=True) as svc:
+    with ProbeService.open(root, settings=settings, interface="cli", lazy=True) as svc:
         yield svc
 
 

@@ -8,7 +8,6 @@ the queue or the sandbox (docs/ARCHITECTURE.md, "The operation table").
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -21,7 +20,7 @@ import typer
 from typer._click import Command, Context, HelpFormatter
 from typer.core import TyperCommand, TyperGroup
 
-from probe_service.errors import InternalError
+from probe_service.errors import InternalError, ProbeServiceError
 
 from .errors import EXIT_INFRASTRUCTURE, EXIT_INPUT, EXIT_INTERNAL, as_refusal, report_error
 
@@ -149,9 +148,20 @@ def _reporting(argv: Sequence[str]) -> Iterator[list[int]]:
     except Exception as exc:
         error = as_refusal(exc)
         # A bug, not a refusal: still one line, unless the operator asks for the trace.
-        if isinstance(error, InternalError) and os.environ.get("BYTE_PROBE_DEBUG"):
+        if isinstance(error, InternalError) and _debugging():
             raise
         code[0] = report_error(error, as_json)
+
+
+def _debugging() -> bool:
+    """Whether ``BYTE_PROBE_DEBUG`` asks for a bug's traceback (never when the settings
+    themselves are refused: that error is reported instead)."""
+    from probe_service.settings import read_settings
+
+    try:
+        return read_settings().debug
+    except ProbeServiceError:
+        return False
 
 
 class RootGroup(TyperGroup):

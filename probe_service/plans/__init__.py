@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from .configured import RunConfiguration, run_configuration, run_configured
     from .models import (
         LIMITS,
         Fixture,
@@ -32,6 +33,7 @@ __all__ = [
     "Plan",
     "PlanLimits",
     "ProbeRunResult",
+    "RunConfiguration",
     "action_key_for",
     "build_receipt",
     "decide_outcome",
@@ -44,6 +46,8 @@ __all__ = [
     "probe_abandon",
     "probe_run",
     "result_from_receipt",
+    "run_configuration",
+    "run_configured",
     "save_plan",
     "save_receipt",
     "verify_receipt",

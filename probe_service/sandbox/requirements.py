@@ -181,6 +181,7 @@ def check_sandboxed_launch(runtime: SandboxRuntime) -> str:
             snapshot_dir=snapshot,
             scratch_dir=scratch,
             runtime=runtime,
+            environment={},  # the check's policy passes no environment name
         )
     if result.status != "timeout":
         detail = result.detail or f"status {result.status}, exit code {result.exit_code}"

@@ -29,6 +29,7 @@ __all__ = [
     "ADMIN",
     "AGENT",
     "HOST",
+    "WEB",
     "Face",
     "Operation",
     "Request",
@@ -37,7 +38,7 @@ __all__ = [
     "operations",
 ]
 
-Face = Literal["python", "cli", "host", "mcp"]
+Face = Literal["python", "cli", "host", "mcp", "web"]
 
 #: Every face: the specification's ``byte_*`` tools and other agent operations.
 AGENT: frozenset[Face] = frozenset({"python", "cli", "host", "mcp"})
@@ -45,6 +46,9 @@ AGENT: frozenset[Face] = frozenset({"python", "cli", "host", "mcp"})
 HOST: frozenset[Face] = frozenset({"python", "cli", "host"})
 #: Administrator operations: they may take a file path, so they stay off the host and MCP.
 ADMIN: frozenset[Face] = frozenset({"python", "cli"})
+#: The read-only web view: added to the faces of the rows it may call, each of which only
+#: reads (docs/ARCHITECTURE.md, "Web view"; tests/web/test_reads.py walks them).
+WEB: frozenset[Face] = frozenset({"web"})
 
 
 class Request(BaseModel):

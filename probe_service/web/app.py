@@ -8,7 +8,6 @@ view"). Loopback by default; any other address needs a token from
 from __future__ import annotations
 
 import ipaddress
-import os
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -20,12 +19,12 @@ from starlette.templating import Jinja2Templates
 
 from ..errors import InvalidInput, ProbeServiceError
 from ..service import ProbeService
+from ..settings import TOKEN_ENV
 from .guard import Guard
 from .pages import Pages
 
 __all__ = ["TOKEN_ENV", "create_app", "is_loopback", "require_token"]
 
-TOKEN_ENV = "BYTE_PROBE_WEB_TOKEN"  # noqa: S105 (the variable's name, not a secret)
 #: A token shorter than this is refused: it would be guessable.
 MIN_TOKEN_CHARS = 16
 _HERE = Path(__file__).resolve().parent
@@ -94,8 +93,3 @@ def create_app(
         middleware=[Middleware(Guard, token=token, hosts=hosts)],
         exception_handlers={ProbeServiceError: pages.refused},
     )
-
-
-def token_from_environment() -> str | None:
-    """The configured token, or None."""
-    return os.environ.get(TOKEN_ENV) or None

@@ -13,13 +13,18 @@ import pytest
 
 import probe_service.cli
 from probe_service import errors
-from probe_service.cli import queue as queue_cli
-from probe_service.queue import METRICS_PORT_ENV, REDIS_URL_ENV
 
 CLI_DIR = Path(probe_service.cli.__file__).parent
 
-#: What every CLI module may import from this package.
-ALLOWED = ("probe_service.service", "probe_service.errors", "probe_service.safe_text")
+#: What every CLI module may import from this package: the service, the error tree, the
+#: text guard, and the settings (the one reader of the environment, which a command reads
+#: at start: docs/ARCHITECTURE.md, "Settings").
+ALLOWED = (
+    "probe_service.service",
+    "probe_service.errors",
+    "probe_service.safe_text",
+    "probe_service.settings",
+)
 
 #: The exceptions, each with its reason (docs/ARCHITECTURE.md, "The operation table").
 EXCEPTIONS: dict[str, dict[str, str]] = {
@@ -37,9 +42,7 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
         "probe_service.sandbox.selfcheck": "the containment mechanism's self-description",
         "probe_service.sandbox.requirements": "root, capabilities, cgroup version, a launch",
         "probe_service.policies": "public __init__ API: the policy file check",
-        "probe_service.plans.signing": "the configured signing key and its path",
-        "probe_service.store": "public __init__ API: the database URL variable",
-        "probe_service.queue": "public __init__ API: the Redis URL variable",
+        "probe_service.plans.signing": "the configured signing key",
         "probe_service.typescript.install": "the pinned TypeScript worker's install",
     },
     "faces.py": {
@@ -114,13 +117,6 @@ def test_every_exception_is_still_used() -> None:
         if name not in _imports(CLI_DIR / module)
     ]
     assert unused == []
-
-
-def test_names_repeated_to_stay_light_match_the_queue() -> None:
-    """The CLI declares the queue's environment names without importing the queue; they
-    are the queue's own."""
-    assert queue_cli.REDIS_URL_ENV == REDIS_URL_ENV
-    assert queue_cli.METRICS_PORT_ENV == METRICS_PORT_ENV
 
 
 #: Refusals a command reports itself because they are its verdict, not an error.
