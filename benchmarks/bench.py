@@ -13,6 +13,7 @@ and benchmarks/results/bench.png. Needs root (probes run as slot uids), PostgreS
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -125,6 +126,7 @@ def paired_medians(
         if setup is not None:
             setup()
         for fn, samples in ((baseline, theirs), (ours, mine)):
+            gc.collect()  # neither side pays for the other's garbage
             started = time.perf_counter()
             fn()
             samples.append(time.perf_counter() - started)
@@ -413,9 +415,11 @@ def analyze_rows(base: Path, files: int, counts: list[int], repeat: int) -> list
             copy = base / f"claims-copy-{count}-{n}"
             shutil.copytree(state, copy)
             analyzed = open_store(copy)
+            gc.collect()  # neither side pays for the other's garbage
             started = time.perf_counter()
             analysis = change_analyze(analyzed, before, after)
             ours.append(time.perf_counter() - started)
+            gc.collect()
             started = time.perf_counter()
             stale = claims_bench.brute_force_recompute(analyzed, ids, after)
             brute.append(time.perf_counter() - started)

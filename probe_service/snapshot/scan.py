@@ -6,7 +6,7 @@ root's descriptor that stats each entry where it lists it (``fstatat`` against t
 directory, no link followed at any component) and keeps each directory's own stat; the
 second pass lists again only the directories whose stat moved or is too recent to vouch
 for their listing, and ``lstat``s every file and link again (docs/ARCHITECTURE.md,
-"Snapshots: capture stabilization"). Either way both passes see the same membership
+"Snapshot capture"). Either way both passes see the same membership
 and the same stat of every file, or the capture is unstable.
 """
 
@@ -15,8 +15,11 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from ..errors import LimitExceeded, UnsafePath, UnstableWorkingTree
 from ..relpaths import MAX_PATH_BYTES, MAX_PATH_DEPTH
@@ -34,6 +37,15 @@ DIR_RACY_NS = 2_000_000_000
 #: (inode, mtime_ns, ctime_ns, mode): adding, removing or renaming an entry moves the
 #: directory's mtime and ctime, and nothing sets a ctime back.
 DirStat = tuple[int, int, int, int]
+
+#: Stat passes split their work between this many threads once a tree has
+#: ``_PARALLEL_FROM`` files: the kernel's half of a stat runs without the GIL, so one
+#: thread's system call overlaps the other's Python (git preloads its index with threads
+#: for the same reason). Below that, starting threads costs more than it saves.
+_THREADS = 2
+_PARALLEL_FROM = 2_000
+
+_T = TypeVar("_T")
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: What a directory raced into (replaced, removed, swapped for a link) answers ``open``.
@@ -86,13 +98,21 @@ def second_pass(abs_root: str, first: Scan, start_ns: int, racy_window_ns: int) 
     """
     if first.dirs is None:
         return _lstat_all(abs_root, sorted(git_paths(Path(abs_root))))
+    recent = start_ns - max(racy_window_ns, DIR_RACY_NS)
+
+    def restat(dirs: Sequence[tuple[str, _Listing]]) -> Scan:
+        return _restat_dirs(abs_root, dirs, recent)
+
+    return _split(restat, list(first.dirs.items()), len(first.stats) + len(first.targets))
+
+
+def _restat_dirs(abs_root: str, dirs: Sequence[tuple[str, _Listing]], recent_ns: int) -> Scan:
     prefix = abs_root.rstrip("/") + "/"
     stats: dict[str, FileStat] = {}
     targets: dict[str, str] = {}
     lstat, is_reg, is_lnk = os.lstat, stat.S_ISREG, stat.S_ISLNK
-    recent = start_ns - max(racy_window_ns, DIR_RACY_NS)
-    for rel_dir, listing in first.dirs.items():
-        names = _names_now(abs_root, rel_dir, listing, recent)
+    for rel_dir, listing in dirs:
+        names = _names_now(abs_root, rel_dir, listing, recent_ns)
         base = prefix + rel_dir + "/" if rel_dir else prefix
         rel_base = rel_dir + "/" if rel_dir else ""
         for name in names:
@@ -107,6 +127,24 @@ def second_pass(abs_root: str, first: Scan, start_ns: int, racy_window_ns: int) 
             elif is_lnk(st.st_mode):
                 targets[rel_base + name] = os.readlink(base + name)
     return Scan(stats=stats, targets=targets)
+
+
+def _split(work: Callable[[Sequence[_T]], Scan], items: list[_T], files: int) -> Scan:
+    """``work(items)``, on ``_THREADS`` threads for a large tree: contiguous parts, merged
+    in order (so files stay in listing order), the first part's error first."""
+    if files < _PARALLEL_FROM or len(items) < _THREADS:
+        return work(items)
+    size = -(-len(items) // _THREADS)
+    parts = [items[i : i + size] for i in range(0, len(items), size)]
+    with ThreadPoolExecutor(_THREADS) as pool:
+        scans = list(pool.map(work, parts))
+    merged = Scan(stats={}, targets={}, dirs=None if scans[0].dirs is None else {})
+    for part in scans:
+        merged.stats.update(part.stats)
+        merged.targets.update(part.targets)
+        if merged.dirs is not None and part.dirs is not None:
+            merged.dirs.update(part.dirs)
+    return merged
 
 
 def _names_now(abs_root: str, rel_dir: str, listing: _Listing, recent_ns: int) -> list[str]:
@@ -139,33 +177,52 @@ def _dir_stat(st: os.stat_result) -> DirStat:
 
 
 def _walk(abs_root: str) -> Scan:
-    """Walk beneath the root's descriptor, depth first, one open descriptor a level."""
-    scan = Scan(stats={}, targets={}, dirs={})
+    """Walk beneath the root's descriptor: the root here, its subtrees split between
+    threads when there are many (``_split``), each depth first."""
     try:
-        opened: int | None = os.open(abs_root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        root_fd = os.open(abs_root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
         raise UnsafePath(f".: cannot list ({exc.strerror})") from exc
-    rel = ""
-    stack: list[tuple[str, int, list[str]]] = []  # (directory, its descriptor, still to enter)
     try:
-        while True:
-            if opened is not None:
-                stack.append((rel, opened, []))  # on the stack first: closed whatever happens
-                stack[-1][2].extend(_list_dir(opened, rel, scan).subdirs)
-                opened = None
-            if not stack:
-                return scan
+        top = Scan(stats={}, targets={}, dirs={})
+        subdirs = _list_dir(root_fd, "", top).subdirs
+
+        def walk(names: Sequence[str]) -> Scan:
+            return _walk_below(root_fd, names)
+
+        # The size is not known before the walk: a root with several subdirectories is
+        # taken for a large tree (two threads cost well under a millisecond).
+        below = _split(walk, list(subdirs), _PARALLEL_FROM if len(subdirs) > 1 else 0)
+    finally:
+        os.close(root_fd)
+    top.stats.update(below.stats)
+    top.targets.update(below.targets)
+    top.dirs = {**(top.dirs or {}), **(below.dirs or {})}
+    return top
+
+
+def _walk_below(root_fd: int, names: Sequence[str]) -> Scan:
+    """Walk the root's subdirectories ``names``, depth first, one descriptor a level."""
+    scan = Scan(stats={}, targets={}, dirs={})
+    stack: list[tuple[str, int, list[str]]] = [("", root_fd, list(reversed(names)))]
+    try:
+        while stack:
             rel_dir, fd, todo = stack[-1]
             if not todo:
                 stack.pop()
-                os.close(fd)
+                if fd != root_fd:
+                    os.close(fd)
                 continue
             name = todo.pop()
             rel = f"{rel_dir}/{name}" if rel_dir else name
             opened = _open_child(fd, name, rel)
+            stack.append((rel, opened, []))  # on the stack first: closed whatever happens
+            stack[-1][2].extend(reversed(_list_dir(opened, rel, scan).subdirs))
     finally:
         for _, fd, _ in stack:
-            os.close(fd)
+            if fd != root_fd:
+                os.close(fd)
+    return scan
 
 
 def _list_dir(fd: int, rel_dir: str, scan: Scan) -> _Listing:
@@ -230,6 +287,14 @@ def _open_dir_beneath(root_fd: int, rel_dir: str) -> int:
 
 def _lstat_all(abs_root: str, paths: list[str]) -> Scan:
     """``lstat`` every listed path (a path git lists but the tree lacks is not in it)."""
+
+    def lstat_part(part: Sequence[str]) -> Scan:
+        return _lstat_paths(abs_root, part)
+
+    return _split(lstat_part, paths, len(paths))
+
+
+def _lstat_paths(abs_root: str, paths: Sequence[str]) -> Scan:
     stats: dict[str, FileStat] = {}
     targets: dict[str, str] = {}
     prefix = abs_root.rstrip("/") + "/"

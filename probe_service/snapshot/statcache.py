@@ -7,7 +7,7 @@ could leave every stat field unchanged.
 
 A root's entries are one packed value (``stat_packs``), read and replaced whole: a row a
 file cost as much to load as the two stat passes of an unchanged recapture
-(docs/ARCHITECTURE.md, "Stat cache"). The pack is little-endian::
+(docs/ARCHITECTURE.md, "Snapshot capture"). The pack is little-endian::
 
     b"SP1\\0", count (u32), bytes of names (u32),
     names (UTF-8, NUL-separated), count x (size, mtime_ns, ctime_ns, mode) (i64),

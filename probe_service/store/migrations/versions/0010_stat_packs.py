@@ -1,4 +1,4 @@
-"""The stat cache as one packed row per capture root (docs/ARCHITECTURE.md, "Stat cache").
+"""The stat cache as one packed row per capture root (docs/ARCHITECTURE.md, "Snapshot capture").
 
 ``stat_cache`` kept a row per file: loading 10,000 rows cost about as much as the two
 ``lstat`` passes of an unchanged recapture, and a cold capture upserted 10,000 rows.
