@@ -1,13 +1,13 @@
 """The two stat passes of a capture: what the tree holds before reading, and after.
 
 Inside a git work tree the first pass lists with git and ``lstat``s every path; the
-second lists and ``lstat``s again. Outside git the first pass is one walk beneath the
-root's descriptor that stats each entry where it lists it (``fstatat`` against the open
-directory, no link followed at any component) and keeps each directory's own stat; the
-second pass lists again only the directories whose stat moved or is too recent to vouch
-for their listing, and ``lstat``s every file and link again (docs/ARCHITECTURE.md,
-"Snapshot capture"). Either way both passes see the same membership
-and the same stat of every file, or the capture is unstable.
+second lists and ``lstat``s again. Outside git the first pass is one walk that keeps each
+directory's own stat, taken before the directory is listed, and ``lstat``s each entry as
+it lists it; the second pass lists again only the directories whose stat moved or is too
+recent to vouch for their listing, and ``lstat``s every file and link again
+(docs/ARCHITECTURE.md, "Snapshot capture"). Either way both passes see the same
+membership and the same stat of every file, or the capture is unstable. Listing and
+stat'ing go by path, as they always did; reading goes beneath the root's descriptor.
 """
 
 from __future__ import annotations
@@ -47,8 +47,7 @@ _PARALLEL_FROM = 2_000
 
 _T = TypeVar("_T")
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-#: What a directory raced into (replaced, removed, swapped for a link) answers ``open``.
+#: What a directory raced into (replaced, removed, swapped for a link) answers.
 _RACED = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP})
 
 
@@ -132,7 +131,7 @@ def _restat_dirs(abs_root: str, dirs: Sequence[tuple[str, _Listing]], recent_ns:
 def _split(work: Callable[[Sequence[_T]], Scan], items: list[_T], files: int) -> Scan:
     """``work(items)``, on ``_THREADS`` threads for a large tree: contiguous parts, merged
     in order (so files stay in listing order), the first part's error first."""
-    if files < _PARALLEL_FROM or len(items) < _THREADS:
+    if _THREADS < 2 or files < _PARALLEL_FROM or len(items) < 2:
         return work(items)
     size = -(-len(items) // _THREADS)
     parts = [items[i : i + size] for i in range(0, len(items), size)]
@@ -151,22 +150,10 @@ def _names_now(abs_root: str, rel_dir: str, listing: _Listing, recent_ns: int) -
     """The files and links of ``rel_dir`` now: the first pass's, while the directory's
     stat vouches for them (unchanged, and older than ``recent_ns``), else listed again
     (raising if its subdirectories moved)."""
-    try:
-        # The root as the first pass opened it (a CLI root may be a link); below it, lstat.
-        st = os.lstat(os.path.join(abs_root, rel_dir)) if rel_dir else os.stat(abs_root)
-    except OSError as exc:
-        raise UnstableWorkingTree(f"{rel_dir or '.'}: directory moved while capturing") from exc
+    st = _stat_dir(abs_root, rel_dir)
     if _dir_stat(st) == listing.stat and max(listing.stat[1], listing.stat[2]) < recent_ns:
         return listing.names
-    root_fd = os.open(abs_root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        fd = _open_dir_beneath(root_fd, rel_dir)
-    finally:
-        os.close(root_fd)
-    try:
-        again = _list_dir(fd, rel_dir, Scan(stats={}, targets={}))
-    finally:
-        os.close(fd)
+    again = _list_dir(abs_root, rel_dir, st, Scan(stats={}, targets={}))
     if sorted(again.subdirs) != sorted(listing.subdirs):
         raise UnstableWorkingTree(f"{rel_dir or '.'}: directory moved while capturing")
     return again.names
@@ -176,113 +163,87 @@ def _dir_stat(st: os.stat_result) -> DirStat:
     return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
 
 
-def _walk(abs_root: str) -> Scan:
-    """Walk beneath the root's descriptor: the root here, its subtrees split between
-    threads when there are many (``_split``), each depth first."""
+def _stat_dir(abs_root: str, rel_dir: str) -> os.stat_result:
+    """The stat of a directory of the walk (the root as given: a CLI root may be a link)."""
     try:
-        root_fd = os.open(abs_root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        st = os.lstat(os.path.join(abs_root, rel_dir)) if rel_dir else os.stat(abs_root)
     except OSError as exc:
-        raise UnsafePath(f".: cannot list ({exc.strerror})") from exc
-    try:
-        top = Scan(stats={}, targets={}, dirs={})
-        subdirs = _list_dir(root_fd, "", top).subdirs
+        if exc.errno in _RACED:
+            raise UnstableWorkingTree(f"{rel_dir}: directory moved while capturing") from exc
+        raise UnsafePath(f"{rel_dir or '.'}: cannot list ({exc.strerror})") from exc
+    if not stat.S_ISDIR(st.st_mode):  # swapped for a link or a file since its parent's listing
+        raise UnstableWorkingTree(f"{rel_dir}: directory moved while capturing")
+    return st
 
-        def walk(names: Sequence[str]) -> Scan:
-            return _walk_below(root_fd, names)
 
-        # The size is not known before the walk: a root with several subdirectories is
-        # taken for a large tree (two threads cost well under a millisecond).
-        below = _split(walk, list(subdirs), _PARALLEL_FROM if len(subdirs) > 1 else 0)
-    finally:
-        os.close(root_fd)
+def _walk(abs_root: str) -> Scan:
+    """Walk the tree, the root here, its subtrees split between threads when there are
+    many (``_split``), each depth first."""
+    top = Scan(stats={}, targets={}, dirs={})
+    subdirs = _list_dir(abs_root, "", _stat_dir(abs_root, ""), top).subdirs
+
+    def walk(names: Sequence[str]) -> Scan:
+        return _walk_below(abs_root, names)
+
+    # The size is not known before the walk: a root with several subdirectories is taken
+    # for a large tree (two threads cost well under a millisecond).
+    below = _split(walk, list(subdirs), _PARALLEL_FROM if len(subdirs) > 1 else 0)
     top.stats.update(below.stats)
     top.targets.update(below.targets)
     top.dirs = {**(top.dirs or {}), **(below.dirs or {})}
     return top
 
 
-def _walk_below(root_fd: int, names: Sequence[str]) -> Scan:
-    """Walk the root's subdirectories ``names``, depth first, one descriptor a level."""
+def _walk_below(abs_root: str, names: Sequence[str]) -> Scan:
+    """Walk the root's subdirectories ``names``, depth first (iterative: the path bounds
+    hold the depth, docs/ARCHITECTURE.md "Host-side walks")."""
     scan = Scan(stats={}, targets={}, dirs={})
-    stack: list[tuple[str, int, list[str]]] = [("", root_fd, list(reversed(names)))]
-    try:
-        while stack:
-            rel_dir, fd, todo = stack[-1]
-            if not todo:
-                stack.pop()
-                if fd != root_fd:
-                    os.close(fd)
-                continue
-            name = todo.pop()
-            rel = f"{rel_dir}/{name}" if rel_dir else name
-            opened = _open_child(fd, name, rel)
-            stack.append((rel, opened, []))  # on the stack first: closed whatever happens
-            stack[-1][2].extend(reversed(_list_dir(opened, rel, scan).subdirs))
-    finally:
-        for _, fd, _ in stack:
-            if fd != root_fd:
-                os.close(fd)
+    stack = list(reversed(names))
+    while stack:
+        rel_dir = stack.pop()
+        listing = _list_dir(abs_root, rel_dir, _stat_dir(abs_root, rel_dir), scan)
+        stack.extend(f"{rel_dir}/{name}" for name in reversed(listing.subdirs))
     return scan
 
 
-def _list_dir(fd: int, rel_dir: str, scan: Scan) -> _Listing:
-    """List one open directory into ``scan``: stat its own fd first, then each entry."""
+def _list_dir(abs_root: str, rel_dir: str, dir_stat: os.stat_result, scan: Scan) -> _Listing:
+    """List one directory into ``scan``; ``dir_stat`` was taken before the listing, so any
+    entry added after it moves the stat the second pass compares."""
+    listing = _Listing(stat=_dir_stat(dir_stat), names=[], subdirs=[])
+    path = os.path.join(abs_root, rel_dir) if rel_dir else abs_root
     try:
-        listing = _Listing(stat=_dir_stat(os.fstat(fd)), names=[], subdirs=[])
-        with os.scandir(fd) as entries:
-            found = list(entries)
+        with os.scandir(path) as entries:
+            found = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries]
     except OSError as exc:
+        if exc.errno in _RACED:
+            raise UnstableWorkingTree(f"{rel_dir}: directory moved while capturing") from exc
         raise UnsafePath(f"{rel_dir or '.'}: cannot list ({exc.strerror})") from exc
     rel_base = rel_dir + "/" if rel_dir else ""
-    for entry in found:
-        name = entry.name
+    base = path.rstrip("/") + "/"
+    lstat, is_reg, is_lnk = os.lstat, stat.S_ISREG, stat.S_ISLNK
+    for name, is_dir in found:
         rel = rel_base + name
         if rel.count("/") >= MAX_PATH_DEPTH or len(rel) > MAX_PATH_BYTES:
             check_snapshot_path(rel)  # raises: deeper or longer than a snapshot may be
+        if is_dir:
+            if name not in SKIPPED_DIRS:
+                listing.subdirs.append(name)
+            continue
         try:
-            if entry.is_dir(follow_symlinks=False):
-                if name not in SKIPPED_DIRS:
-                    listing.subdirs.append(name)
-                continue
-            st = entry.stat(follow_symlinks=False)  # fstatat beneath fd, the link not followed
+            st = lstat(base + name)
         except FileNotFoundError:
             continue  # removed while listed: the second pass's listing tells
         except OSError as exc:
             raise UnsafePath(f"{rel}: cannot stat ({exc.strerror})") from exc
-        if stat.S_ISREG(st.st_mode):
+        if is_reg(st.st_mode):
             scan.stats[rel] = stat_key(st)
             listing.names.append(name)
-        elif stat.S_ISLNK(st.st_mode):
-            scan.targets[rel] = os.readlink(name, dir_fd=fd)
+        elif is_lnk(st.st_mode):
+            scan.targets[rel] = os.readlink(base + name)
             listing.names.append(name)
     if scan.dirs is not None:
         scan.dirs[rel_dir] = listing
     return listing
-
-
-def _open_child(parent_fd: int, name: str, rel: str) -> int:
-    try:
-        return os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
-    except OSError as exc:
-        if exc.errno in _RACED:
-            raise UnstableWorkingTree(f"{rel}: directory moved while capturing") from exc
-        raise UnsafePath(f"{rel}: cannot list ({exc.strerror})") from exc
-
-
-def _open_dir_beneath(root_fd: int, rel_dir: str) -> int:
-    """A descriptor of ``rel_dir`` reached from ``root_fd`` through no link."""
-    fd = os.dup(root_fd)
-    if not rel_dir:
-        return fd
-    rel = ""
-    for part in rel_dir.split("/"):
-        rel = f"{rel}/{part}" if rel else part
-        try:
-            child = _open_child(fd, part, rel)
-        finally:
-            os.close(fd)
-        fd = child
-    return fd
 
 
 def _lstat_all(abs_root: str, paths: list[str]) -> Scan:

@@ -67,10 +67,12 @@ def _later(monkeypatch: pytest.MonkeyPatch, seconds: int = 10) -> None:
     )
 
 
-@pytest.fixture(params=[1, 10**9], ids=["threads", "one-thread"])
+@pytest.fixture(params=[2, 1], ids=["threads", "one-thread"])
 def split(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Run a test with the stat passes split between threads, and without."""
-    monkeypatch.setattr(scan_module, "_PARALLEL_FROM", request.param)
+    """Run a test with the stat passes split between threads (even on a small tree), and
+    without."""
+    monkeypatch.setattr(scan_module, "_THREADS", request.param)
+    monkeypatch.setattr(scan_module, "_PARALLEL_FROM", 1)
 
 
 @pytest.mark.usefixtures("split")
@@ -215,9 +217,9 @@ class TestSecondPass:
         listed: list[str] = []
         real = scan_module._list_dir
 
-        def counting(fd: int, rel_dir: str, scan: Any) -> Any:
+        def counting(root: str, rel_dir: str, *rest: Any) -> Any:
             listed.append(rel_dir)
-            return real(fd, rel_dir, scan)
+            return real(root, rel_dir, *rest)
 
         monkeypatch.setattr(scan_module, "_list_dir", counting)
         snapshot_capture(sqlite_store, repo)
@@ -231,9 +233,9 @@ class TestSecondPass:
         listed: list[str] = []
         real = scan_module._list_dir
 
-        def counting(fd: int, rel_dir: str, scan: Any) -> Any:
+        def counting(root: str, rel_dir: str, *rest: Any) -> Any:
             listed.append(rel_dir)
-            return real(fd, rel_dir, scan)
+            return real(root, rel_dir, *rest)
 
         monkeypatch.setattr(scan_module, "_list_dir", counting)
         snapshot_capture(sqlite_store, repo)
