@@ -15,11 +15,9 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
 
 from ..errors import LimitExceeded, UnsafePath, UnstableWorkingTree
 from ..relpaths import MAX_PATH_BYTES, MAX_PATH_DEPTH
@@ -37,15 +35,6 @@ DIR_RACY_NS = 2_000_000_000
 #: (inode, mtime_ns, ctime_ns, mode): adding, removing or renaming an entry moves the
 #: directory's mtime and ctime, and nothing sets a ctime back.
 DirStat = tuple[int, int, int, int]
-
-#: Stat passes split their work between this many threads once a tree has
-#: ``_PARALLEL_FROM`` files: the kernel's half of a stat runs without the GIL, so one
-#: thread's system call overlaps the other's Python (git preloads its index with threads
-#: for the same reason). Below that, starting threads costs more than it saves.
-_THREADS = 2
-_PARALLEL_FROM = 2_000
-
-_T = TypeVar("_T")
 
 #: What a directory raced into (replaced, removed, swapped for a link) answers.
 _RACED = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP})
@@ -98,11 +87,7 @@ def second_pass(abs_root: str, first: Scan, start_ns: int, racy_window_ns: int) 
     if first.dirs is None:
         return _lstat_all(abs_root, sorted(git_paths(Path(abs_root))))
     recent = start_ns - max(racy_window_ns, DIR_RACY_NS)
-
-    def restat(dirs: Sequence[tuple[str, _Listing]]) -> Scan:
-        return _restat_dirs(abs_root, dirs, recent)
-
-    return _split(restat, list(first.dirs.items()), len(first.stats) + len(first.targets))
+    return _restat_dirs(abs_root, list(first.dirs.items()), recent)
 
 
 def _restat_dirs(abs_root: str, dirs: Sequence[tuple[str, _Listing]], recent_ns: int) -> Scan:
@@ -126,24 +111,6 @@ def _restat_dirs(abs_root: str, dirs: Sequence[tuple[str, _Listing]], recent_ns:
             elif is_lnk(st.st_mode):
                 targets[rel_base + name] = os.readlink(base + name)
     return Scan(stats=stats, targets=targets)
-
-
-def _split(work: Callable[[Sequence[_T]], Scan], items: list[_T], files: int) -> Scan:
-    """``work(items)``, on ``_THREADS`` threads for a large tree: contiguous parts, merged
-    in order (so files stay in listing order), the first part's error first."""
-    if _THREADS < 2 or files < _PARALLEL_FROM or len(items) < 2:
-        return work(items)
-    size = -(-len(items) // _THREADS)
-    parts = [items[i : i + size] for i in range(0, len(items), size)]
-    with ThreadPoolExecutor(_THREADS) as pool:
-        scans = list(pool.map(work, parts))
-    merged = Scan(stats={}, targets={}, dirs=None if scans[0].dirs is None else {})
-    for part in scans:
-        merged.stats.update(part.stats)
-        merged.targets.update(part.targets)
-        if merged.dirs is not None and part.dirs is not None:
-            merged.dirs.update(part.dirs)
-    return merged
 
 
 def _names_now(abs_root: str, rel_dir: str, listing: _Listing, recent_ns: int) -> list[str]:
@@ -177,32 +144,15 @@ def _stat_dir(abs_root: str, rel_dir: str) -> os.stat_result:
 
 
 def _walk(abs_root: str) -> Scan:
-    """Walk the tree, the root here, its subtrees split between threads when there are
-    many (``_split``), each depth first."""
-    top = Scan(stats={}, targets={}, dirs={})
-    subdirs = _list_dir(abs_root, "", _stat_dir(abs_root, ""), top).subdirs
-
-    def walk(names: Sequence[str]) -> Scan:
-        return _walk_below(abs_root, names)
-
-    # The size is not known before the walk: a root with several subdirectories is taken
-    # for a large tree (two threads cost well under a millisecond).
-    below = _split(walk, list(subdirs), _PARALLEL_FROM if len(subdirs) > 1 else 0)
-    top.stats.update(below.stats)
-    top.targets.update(below.targets)
-    top.dirs = {**(top.dirs or {}), **(below.dirs or {})}
-    return top
-
-
-def _walk_below(abs_root: str, names: Sequence[str]) -> Scan:
-    """Walk the root's subdirectories ``names``, depth first (iterative: the path bounds
-    hold the depth, docs/ARCHITECTURE.md "Host-side walks")."""
+    """Walk the tree depth first (iterative: the path bounds hold the depth,
+    docs/ARCHITECTURE.md "Host-side walks")."""
     scan = Scan(stats={}, targets={}, dirs={})
-    stack = list(reversed(names))
+    stack = [""]
     while stack:
         rel_dir = stack.pop()
         listing = _list_dir(abs_root, rel_dir, _stat_dir(abs_root, rel_dir), scan)
-        stack.extend(f"{rel_dir}/{name}" for name in reversed(listing.subdirs))
+        prefix = rel_dir + "/" if rel_dir else ""
+        stack.extend(prefix + name for name in reversed(listing.subdirs))
     return scan
 
 
@@ -246,16 +196,8 @@ def _list_dir(abs_root: str, rel_dir: str, dir_stat: os.stat_result, scan: Scan)
     return listing
 
 
-def _lstat_all(abs_root: str, paths: list[str]) -> Scan:
+def _lstat_all(abs_root: str, paths: Sequence[str]) -> Scan:
     """``lstat`` every listed path (a path git lists but the tree lacks is not in it)."""
-
-    def lstat_part(part: Sequence[str]) -> Scan:
-        return _lstat_paths(abs_root, part)
-
-    return _split(lstat_part, paths, len(paths))
-
-
-def _lstat_paths(abs_root: str, paths: Sequence[str]) -> Scan:
     stats: dict[str, FileStat] = {}
     targets: dict[str, str] = {}
     prefix = abs_root.rstrip("/") + "/"

@@ -67,15 +67,6 @@ def _later(monkeypatch: pytest.MonkeyPatch, seconds: int = 10) -> None:
     )
 
 
-@pytest.fixture(params=[2, 1], ids=["threads", "one-thread"])
-def split(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Run a test with the stat passes split between threads (even on a small tree), and
-    without."""
-    monkeypatch.setattr(scan_module, "_THREADS", request.param)
-    monkeypatch.setattr(scan_module, "_PARALLEL_FROM", 1)
-
-
-@pytest.mark.usefixtures("split")
 class TestPinnedIds:
     def test_walked_tree_keeps_its_id(self, sqlite_store: Store, repo: Path) -> None:
         """A tree outside git captures to the id pinned before the fast paths."""
@@ -203,7 +194,6 @@ class TestStatPack:
         assert set(cached) == {"a"}
 
 
-@pytest.mark.usefixtures("split")
 class TestSecondPass:
     """With the capture started well after the tree was written, every directory's stat
     vouches for its listing: what moves during the capture must still be caught."""
