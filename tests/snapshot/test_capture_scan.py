@@ -194,6 +194,19 @@ class TestStatPack:
         assert set(cached) == {"a"}
 
 
+def _count_listings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record every directory a capture lists, in the list returned."""
+    listed: list[str] = []
+    real = scan_module._list_dir
+
+    def counting(root: str, rel_dir: str, *rest: Any) -> Any:
+        listed.append(rel_dir)
+        return real(root, rel_dir, *rest)
+
+    monkeypatch.setattr(scan_module, "_list_dir", counting)
+    return listed
+
+
 class TestSecondPass:
     """With the capture started well after the tree was written, every directory's stat
     vouches for its listing: what moves during the capture must still be caught."""
@@ -204,14 +217,7 @@ class TestSecondPass:
         """The shortcut is real: directories whose stat held are not listed again."""
         write_tree(repo, {"a": b"1", "d/b": b"2", "d/e/c": b"3"})
         _later(monkeypatch)
-        listed: list[str] = []
-        real = scan_module._list_dir
-
-        def counting(root: str, rel_dir: str, *rest: Any) -> Any:
-            listed.append(rel_dir)
-            return real(root, rel_dir, *rest)
-
-        monkeypatch.setattr(scan_module, "_list_dir", counting)
+        listed = _count_listings(monkeypatch)
         snapshot_capture(sqlite_store, repo)
         assert sorted(listed) == ["", "d", "d/e"]
 
@@ -220,14 +226,7 @@ class TestSecondPass:
     ) -> None:
         """A directory changed within the racy window cannot vouch for its listing."""
         write_tree(repo, {"a": b"1", "d/b": b"2"})
-        listed: list[str] = []
-        real = scan_module._list_dir
-
-        def counting(root: str, rel_dir: str, *rest: Any) -> Any:
-            listed.append(rel_dir)
-            return real(root, rel_dir, *rest)
-
-        monkeypatch.setattr(scan_module, "_list_dir", counting)
+        listed = _count_listings(monkeypatch)
         snapshot_capture(sqlite_store, repo)
         assert sorted(listed) == ["", "", "d", "d"]
 
