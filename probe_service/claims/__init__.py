@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from .brief import KnowledgeBrief, knowledge_brief
     from .checking import claim_check
     from .creation import claim_create, claim_supersede, knowledge_record_answer
+    from .gate_report import GateReport
     from .gating import gate
     from .lineage import claim_withdraw, supersession_chain
     from .models import (
@@ -52,11 +53,12 @@ if TYPE_CHECKING:
     from .obligations import RESOLUTIONS, obligation_list, obligation_resolve
     from .queries import ANALYZER_VERSION, evaluate_query
     from .receipts import ReceiptLookup, no_receipts, store_receipts
+    from .recheck import obligation_recheck, queued_run_ids
+    from .recheck_records import RecheckReport
     from .records import (
         ChangeAnalysis,
         ClaimCheck,
         ClaimRecord,
-        GateResult,
         KnowledgeHit,
         Obligation,
         QueryResult,
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
     )
     from .search import knowledge_query
     from .service import claim_show
+    from .settle import recheck_batch_of_run, settle_recheck
     from .sources import SnapshotSource
     from .views import TreeView
 
@@ -79,7 +82,7 @@ __all__ = [
     "ContentGlobQuery",
     "Dependency",
     "Evidence",
-    "GateResult",
+    "GateReport",
     "GrepQuery",
     "KnowledgeBrief",
     "KnowledgeHit",
@@ -89,6 +92,7 @@ __all__ = [
     "QueryResult",
     "QuerySpec",
     "ReceiptLookup",
+    "RecheckReport",
     "SnapshotSource",
     "SpanRef",
     "Tombstone",
@@ -107,8 +111,12 @@ __all__ = [
     "knowledge_record_answer",
     "no_receipts",
     "obligation_list",
+    "obligation_recheck",
     "obligation_resolve",
+    "queued_run_ids",
     "read_audit",
+    "recheck_batch_of_run",
+    "settle_recheck",
     "store_receipts",
     "supersession_chain",
 ]

@@ -123,6 +123,9 @@ class ProbeQueue:
     def execute_submitted(self, store: Store, run_ids: Sequence[str], threads: int) -> None:
         """Nothing: the farm's workers execute them."""
 
+    def start_submitted(self, store: Store, run_ids: Sequence[str], threads: int) -> None:
+        """Nothing: the farm's workers execute them."""
+
     def require_broker(self, refusal: str) -> ProbeQueue:
         """This queue: it has a broker."""
         return self

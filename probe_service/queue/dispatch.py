@@ -43,6 +43,11 @@ class Queue(Protocol):
         """Execute the submitted runs in this process when no worker will."""
         ...
 
+    def start_submitted(self, store: Store, run_ids: Sequence[str], threads: int) -> None:
+        """Like ``execute_submitted``, without waiting: the embedded queue runs them on a
+        thread of its own, which ``close`` waits for."""
+        ...
+
     def require_broker(self, refusal: str) -> ProbeQueue:
         """The broker behind this queue; raises InvalidInput(``refusal``) without one."""
         ...

@@ -8,6 +8,7 @@ embedded ``probe_run`` always has.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
@@ -30,6 +31,8 @@ class InlineQueue:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self._started: list[threading.Thread] = []
+        self._lock = threading.Lock()
 
     @property
     def namespace(self) -> str:
@@ -44,6 +47,19 @@ class InlineQueue:
     def execute_submitted(self, store: Store, run_ids: Sequence[str], threads: int) -> None:
         """Execute the submitted runs here, on ``threads`` threads."""
         run_inline(store, run_ids, threads, self.settings)
+
+    def start_submitted(self, store: Store, run_ids: Sequence[str], threads: int) -> None:
+        """Execute the submitted runs here on a thread of their own and return at once: an
+        agent polls their batch (``batch_status``); ``close`` waits for them."""
+        thread = threading.Thread(
+            target=run_inline,
+            args=(store, list(run_ids), threads, self.settings),
+            name="byte-probe-inline-batch",
+        )
+        with self._lock:
+            self._started = [t for t in self._started if t.is_alive()]
+            self._started.append(thread)
+        thread.start()
 
     def require_broker(self, refusal: str) -> ProbeQueue:
         """Raise InvalidInput(``refusal``): there is no broker to send to."""
@@ -66,7 +82,11 @@ class InlineQueue:
         return run_configured(store, self.settings, plan_id, policy_id, reuse=reuse)
 
     def close(self) -> None:
-        """Nothing to close."""
+        """Wait for the runs ``start_submitted`` started: they end with their receipts."""
+        with self._lock:
+            started, self._started = self._started, []
+        for thread in started:
+            thread.join()
 
 
 def run_inline(

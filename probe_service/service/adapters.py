@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from ..claims import RESOLUTIONS, ClaimCheck, KnowledgeHit, Obligation
+    from ..claims import (
+        RESOLUTIONS,
+        ClaimCheck,
+        GateReport,
+        KnowledgeHit,
+        Obligation,
+        RecheckReport,
+    )
+    from ..claims.gate_render import render_gate_markdown, render_gate_text
     from ..plans import ProbeRunResult
     from ..plans.output import kept_output
     from ..plans.phases import phase_seconds
@@ -26,15 +34,19 @@ __all__ = [
     "ClaimCheck",
     "ConfirmationSummary",
     "Event",
+    "GateReport",
     "KnowledgeHit",
     "Obligation",
     "PolicyReport",
     "ProbeRunResult",
     "ReceiptSummary",
+    "RecheckReport",
     "RunSummary",
     "ToolchainDigest",
     "kept_output",
     "phase_seconds",
+    "render_gate_markdown",
+    "render_gate_text",
     "summarize_receipt",
 ]
 
