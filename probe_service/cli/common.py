@@ -17,6 +17,7 @@ from rich.console import Console
 
 from probe_service.errors import InvalidInput, KeyFileError
 
+from .context import current_cli_context
 from .errors import EXIT_INFRASTRUCTURE, EXIT_INPUT, exit_code_for, report_error
 
 if TYPE_CHECKING:
@@ -56,7 +57,8 @@ def session(root: Path) -> Iterator[ProbeService]:
     from probe_service.service import ProbeService
 
     # Lazy: commands that need no store (verify, policy check) create no state directory.
-    with ProbeService.open(root, interface="cli", lazy=True) as svc:
+    backend = current_cli_context().backend
+    with ProbeService.open(root, interface="cli", lazy=True, backend=backend) as svc:
         yield svc
 
 

@@ -17,10 +17,11 @@ from sqlalchemy import Connection
 
 from ..errors import BrokerUnavailable, InfrastructureError, ProbeServiceError
 from ..plans import probe_abandon, probe_run
+from ..plans.backend import SandboxBackend
 from ..plans.confirm import ConfirmationHandedOff, HandOff, ReceiptDraft
+from ..plans.execution import RuntimeBackend
 from ..plans.signing import configured_signing_key
 from ..policies import load_policy_file, policy_file_path
-from ..sandbox import SandboxRuntime
 from ..store import Store
 from .confirmations import (
     PendingConfirmation,
@@ -60,7 +61,9 @@ class WorkerContext:
     """What a worker needs to run probes; passed explicitly, never a global."""
 
     store: Store
-    runtime: SandboxRuntime | None = None
+    #: Where this worker's runs execute: the real sandbox unless a test passes another
+    #: (docs/ARCHITECTURE.md, "Seams").
+    backend: SandboxBackend = field(default_factory=RuntimeBackend)
     owner: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     lease_ms: int = 30_000
     max_attempts: int = 3
@@ -186,7 +189,7 @@ def _run_claimed(ctx: WorkerContext, run: RunRow, pending: PendingConfirmation |
                 run.plan_id,
                 run.policy_id,
                 policy_file=load_policy_file(policy_file_path()),
-                runtime=ctx.runtime,
+                backend=ctx.backend,
                 reuse=ctx.reuse and run.reuse,
                 run_id=run_id,
                 worker=ctx.owner,

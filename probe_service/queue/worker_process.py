@@ -18,6 +18,7 @@ from pathlib import Path
 import dramatiq
 
 from ..errors import ProbeServiceError, SandboxUnavailable
+from ..plans.execution import RuntimeBackend
 from ..sandbox import SandboxRuntime, locate_runtime
 from ..store import DATABASE_URL_ENV, open_store
 from .broker import DEFAULT_QUEUE, REDIS_URL_ENV, ProbeQueue, configured_namespace
@@ -38,7 +39,7 @@ def _context_from_env(runtime: SandboxRuntime | None, namespace: str) -> WorkerC
     store = open_store(Path(os.environ.get("PROBE_ROOT", ".")), os.environ.get(DATABASE_URL_ENV))
     return WorkerContext(
         store=store,
-        runtime=runtime,
+        backend=RuntimeBackend(runtime),
         lease_ms=_env_int("PROBE_LEASE_MS", 30_000),
         max_attempts=_env_int("PROBE_MAX_ATTEMPTS", 3),
         resend_after_ms=_env_int("PROBE_RESEND_AFTER_MS", 300_000),
@@ -49,7 +50,7 @@ def _context_from_env(runtime: SandboxRuntime | None, namespace: str) -> WorkerC
 def _note_alive(ctx: WorkerContext, queues: Sequence[str]) -> None:
     """Tell the farm this worker can confirm a refutation sent to ``queues``
     (docs/ARCHITECTURE.md, "Confirming a refutation"); without a sandbox it cannot."""
-    if ctx.runtime is not None:
+    if isinstance(ctx.backend, RuntimeBackend) and ctx.backend.runtime is not None:
         note_alive(ctx.store, ctx.owner, ctx.namespace, queues)
 
 

@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # types only: each call imports the part it uses, so a store 
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     from ..plans import Plan, ProbeRunResult
+    from ..plans.backend import SandboxBackend
     from ..plans.signing import VerifiedEnvelope
     from ..queue import ProbeQueue
     from ..sandbox import SandboxRuntime
@@ -155,8 +156,10 @@ def probe_run(
     runtime: SandboxRuntime | None = None,
     run_id: str | None = None,
     worker: str | None = None,
+    backend: SandboxBackend | None = None,
 ) -> ProbeRunResult:
-    """Run a plan under the policy of that exact id from the administrator's policy file.
+    """Run a plan under the policy of that exact id from the administrator's policy file,
+    through ``backend`` (the real sandbox over ``runtime`` by default).
 
     Raises NotFound or PolicyError; sandbox failures end inconclusive, never raise.
     """
@@ -169,6 +172,7 @@ def probe_run(
         policy_id,
         policy_file=policy_file,
         runtime=runtime,
+        backend=backend,
         reuse=reuse,
         run_id=run_id,
         worker=worker,

@@ -26,6 +26,7 @@ from .registry import Face, Operation, Request, lookup
 
 if TYPE_CHECKING:
     from ..claims import ReceiptLookup
+    from ..plans.backend import SandboxBackend
     from ..queue import ProbeQueue
 
 #: Names the Redis URL of the queue (the queue package's ``REDIS_URL_ENV``; repeated here
@@ -52,8 +53,12 @@ class ProbeService:
         queue: ProbeQueue | None = None,
         on_progress: Callable[[dict[str, int]], None] | None = None,
         capture_roots: tuple[str, ...] | None = None,
+        backend: SandboxBackend | None = None,
     ) -> None:
-        """Raises PolicyError when a machine face's ``BYTE_PROBE_CAPTURE_ROOTS`` is bad."""
+        """Raises PolicyError when a machine face's ``BYTE_PROBE_CAPTURE_ROOTS`` is bad.
+
+        Runs in this process execute through ``backend``, the real sandbox unless a test
+        passes another (docs/ARCHITECTURE.md, "Seams")."""
         if store is None and open_store is None:
             raise TypeError("ProbeService needs a store or a way to open one")
         self._store = store
@@ -65,6 +70,7 @@ class ProbeService:
         self.policy_file = policy_file or policy_file_path()
         self._queue = queue
         self._queue_lock = threading.Lock()
+        self._backend = backend
         self._cache: dict[str, Any] = {}
         #: Sees a queued batch's counts at each poll while an operation waits on workers
         #: (``probe_run`` via the queue, ``batch_wait``); the CLI's no-worker notice.
@@ -85,6 +91,7 @@ class ProbeService:
         redis_url: str | None = None,
         interface: Face = "python",
         lazy: bool = False,
+        backend: SandboxBackend | None = None,
     ) -> ProbeService:
         """Open the store under ``root`` (or ``database_url``/``PROBE_DATABASE_URL``) and,
         when ``redis_url``/``PROBE_REDIS_URL`` is set, the queue on first use.
@@ -104,8 +111,15 @@ class ProbeService:
                 interface=interface,
                 redis_url=redis,
                 capture_roots=roots,
+                backend=backend,
             )
-        return cls(open_store(path, url), interface=interface, redis_url=redis, capture_roots=roots)
+        return cls(
+            open_store(path, url),
+            interface=interface,
+            redis_url=redis,
+            capture_roots=roots,
+            backend=backend,
+        )
 
     @property
     def store(self) -> Store:
@@ -125,6 +139,16 @@ class ProbeService:
 
             self._receipts = store_receipts(self.store)
         return self._receipts
+
+    @property
+    def backend(self) -> SandboxBackend:
+        """Where runs in this process execute: the real sandbox unless one was passed."""
+        if self._backend is None:
+            # Imported on first use: a store read never loads the sandbox.
+            from ..plans.execution import RuntimeBackend
+
+            self._backend = RuntimeBackend()
+        return self._backend
 
     @property
     def queue(self) -> ProbeQueue | None:

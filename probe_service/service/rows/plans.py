@@ -87,4 +87,6 @@ def probe_run(svc: ProbeService, req: ProbeRunRequest) -> plans.ProbeRunResult:
             reuse=req.reuse,
             on_progress=svc.on_progress,
         )
-    return functions.probe_run(svc.store, req.plan_id, req.policy_id, reuse=req.reuse)
+    return functions.probe_run(
+        svc.store, req.plan_id, req.policy_id, reuse=req.reuse, backend=svc.backend
+    )

@@ -104,7 +104,7 @@ def batch_submit(svc: ProbeService, req: BatchSubmitRequest) -> BatchSubmitted:
     if queue is None:
         from ...queue.inline import run_inline
 
-        run_inline(svc.store, result.run_ids, req.threads)
+        run_inline(svc.store, result.run_ids, req.threads, svc.backend)
     return BatchSubmitted(
         batch_id=result.batch_id,
         run_ids=result.run_ids,

@@ -1,0 +1,178 @@
+"""The sandbox seam: the stub sandbox cannot be selected outside tests, and the real one
+is every face's default (docs/ARCHITECTURE.md, "Seams"; SECURITY.md)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import probe_service
+from probe_service.plans import probe_run
+from probe_service.plans.execution import RuntimeBackend
+from probe_service.policies import load_policy_file
+from probe_service.queue import WorkerContext
+from probe_service.sandbox import SANDBOX_DIR_ENV
+from probe_service.service import ProbeService, snapshot_capture
+from probe_service.service import probe_plan as create_plan
+from probe_service.service import probe_run as service_probe_run
+from probe_service.store import Store
+
+from .stubsandbox import STUB_SANDBOX_DIGEST, Canned, StubSandbox
+
+PACKAGE = Path(probe_service.__file__).resolve().parent
+POLICY_ID = "seams"
+
+
+def _package_sources() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _policy_file(directory: Path) -> Path:
+    path = directory / "policies.json"
+    policy = {
+        "id": POLICY_ID,
+        "allowed_executables": ["python3"],
+        "timeout_seconds": 20,
+        "max_output_bytes": 10_000,
+        "allowed_domains": [],
+        "environment": [],
+    }
+    path.write_text(json.dumps({"schema": 1, "policies": [policy]}))
+    path.chmod(0o600)
+    return path
+
+
+def _plan(store: Store, repo: Path) -> str:
+    (repo / "data.txt").write_text("data\n")
+    snapshot_id = snapshot_capture(store, repo).snapshot_id
+    doc = {
+        "snapshot_id": snapshot_id,
+        "policy_id": POLICY_ID,
+        "executable": "python3",
+        "args": ["-c", "print('seam')"],
+        "oracle": {
+            "check": {"kind": "exit_code", "equals": 0},
+            "source": "user_requirement",
+            "reference": "issue #25",
+        },
+    }
+    return create_plan(store, doc).plan_id
+
+
+class TestTheStubStaysInTests:
+    def test_no_package_module_names_the_stub(self) -> None:
+        """No source file of the package mentions the stub's module, class or digest."""
+        named = [
+            str(path.relative_to(PACKAGE))
+            for path in _package_sources()
+            if any(
+                word in path.read_text(encoding="utf-8")
+                for word in ("stubsandbox", "StubSandbox", STUB_SANDBOX_DIGEST)
+            )
+        ]
+        assert named == []
+
+    def test_no_package_module_imports_from_tests(self) -> None:
+        """No import statement anywhere in the package reaches the ``tests`` package."""
+        found = []
+        for path in _package_sources():
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                found += [f"{path.name}: {n}" for n in names if n.split(".")[0] == "tests"]
+        assert found == []
+
+    def test_the_installed_package_cannot_import_the_stub(self) -> None:
+        """Outside the checkout, the installed package's interpreter has no ``tests`` to
+        import: the stub exists only where the test suite does."""
+        code = (
+            "import importlib, pkgutil, sys\n"
+            "import probe_service\n"
+            "for m in pkgutil.walk_packages(probe_service.__path__, 'probe_service.'):\n"
+            "    if not m.name.endswith('.__main__'):\n"
+            "        importlib.import_module(m.name)\n"
+            "assert not [n for n in sys.modules if n.split('.')[0] == 'tests'], 'tests loaded'\n"
+            "try:\n"
+            "    import tests.stubsandbox\n"
+            "except ModuleNotFoundError:\n"
+            "    print('absent')\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd="/",
+            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=240,
+        )
+        assert (done.returncode, done.stdout.strip()) == (0, "absent"), done.stderr
+
+    def test_the_stub_digest_is_no_runtime_digest(self) -> None:
+        """A runtime digest is a SHA-256 in hex; the stub's says it is a stub."""
+        assert "stub" in STUB_SANDBOX_DIGEST
+        assert not all(c in "0123456789abcdef" for c in STUB_SANDBOX_DIGEST)
+
+
+class TestTheRealBackendIsTheDefault:
+    def test_a_session_runs_through_the_real_backend(self, sqlite_store: Store) -> None:
+        """``ProbeService`` without a backend executes through the real sandbox."""
+        assert type(ProbeService(sqlite_store).backend) is RuntimeBackend
+
+    def test_an_opened_session_runs_through_the_real_backend(self, tmp_path: Path) -> None:
+        """``ProbeService.open`` (every face's way in) executes through the real sandbox."""
+        with ProbeService.open(tmp_path / "state", lazy=True) as svc:
+            assert type(svc.backend) is RuntimeBackend
+
+    def test_a_worker_runs_through_the_real_backend(self, sqlite_store: Store) -> None:
+        """A ``WorkerContext`` without a backend executes through the real sandbox."""
+        assert type(WorkerContext(store=sqlite_store).backend) is RuntimeBackend
+
+    def test_probe_run_without_a_backend_asks_the_real_runtime(
+        self, sqlite_store: Store, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """``probe_run`` without a backend locates the pinned runtime: with none installed
+        where it looks, the run ends inconclusive with the runtime's own reason."""
+        plan_id = _plan(sqlite_store, repo)
+        empty = tmp_path / "no-runtime"
+        empty.mkdir()
+        monkeypatch.setenv(SANDBOX_DIR_ENV, str(empty))
+        policy_file = load_policy_file(_policy_file(tmp_path))
+        result = probe_run(sqlite_store, plan_id, POLICY_ID, policy_file=policy_file)
+        committed = result.receipt["committed"]
+        assert (result.outcome, committed["sandbox_digest"]) == ("inconclusive", "unverified")
+        assert result.reason.startswith("sandbox_")
+
+
+class TestStubReceiptsAreNoEvidence:
+    def test_a_real_run_never_reuses_a_stub_receipt(
+        self,
+        sqlite_store: Store,
+        repo: Path,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+        runtime: object,
+    ) -> None:
+        """The same plan run by the stub and then by the real sandbox has two action keys:
+        the real run executes, and only its receipt names the runtime's digest."""
+        plan_id = _plan(sqlite_store, repo)
+        monkeypatch.setenv("BYTE_PROBE_POLICY_FILE", str(_policy_file(tmp_path)))
+        stub = StubSandbox(Canned(stdout=b"seam\n"))
+        stubbed = service_probe_run(sqlite_store, plan_id, POLICY_ID, backend=stub)
+        real = service_probe_run(sqlite_store, plan_id, POLICY_ID)
+        assert stubbed.receipt["committed"]["sandbox_digest"] == STUB_SANDBOX_DIGEST
+        assert stubbed.receipt["operational"]["launcher"] == "stub"
+        assert (stubbed.outcome, real.outcome, real.reused) == ("supports", "supports", False)
+        assert real.receipt["committed"]["action_key"] != stubbed.receipt["committed"]["action_key"]
+        assert real.receipt["committed"]["sandbox_digest"] != STUB_SANDBOX_DIGEST
+        assert real.receipt["operational"]["launcher"] in {"helper", "cli"}
+        assert len(stub.executions) == 1
