@@ -53,9 +53,12 @@ class Canned:
     #: False: refused before any probe could start (nothing is judged, like a run slot
     #: or a snapshot the real backend could not have).
     launched: bool = True
-    #: Seconds per phase the result reports (the real runner's canary, launch, execute).
-    phases: Mapping[str, float] = field(default_factory=dict)
-    elapsed_seconds: float = 0.001
+    #: Seconds per phase the result reports; None: the phases the real runner reports
+    #: for a launched probe (canary, launch, execute).
+    phases: Mapping[str, float] | None = None
+    #: The probe's wall time; None: the n-th execution of the stub took n ms, so two
+    #: executions never commit the same receipt (two real ones never do either).
+    elapsed_seconds: float | None = None
 
 
 Answer = Callable[[Plan], Canned]
@@ -95,26 +98,33 @@ class StubSandbox:
         holds only the canned files; nothing of the plan runs."""
         with self._lock:
             self.executions.append(request)
+            count = len(self.executions)
         canned = self.answer(request.plan)
         if not canned.launched:
             yield Execution(refused_result(canned.reason or "sandbox_failed", canned.detail))
             return
         with tempfile.TemporaryDirectory(prefix="stub-sandbox-") as directory:
-            workdir = Path(directory)
-            (workdir / "snapshot").mkdir()
-            scratch = workdir / "scratch"
-            scratch.mkdir()
+            workdir, scratch = Path(directory), Path(directory) / "scratch"
+            # The stub's stand-in for materializing: two directories, no snapshot in them.
+            with request.clock.timing("materialize"):
+                (workdir / "snapshot").mkdir()
+                scratch.mkdir()
             for name, content in canned.scratch_files.items():
                 relative = PurePosixPath(name)
                 if relative.is_absolute() or ".." in relative.parts:
                     raise ValueError(f"stub scratch file {name!r} leaves scratch")
                 (scratch / relative).parent.mkdir(parents=True, exist_ok=True)
                 (scratch / relative).write_bytes(content)
-            yield Execution(_result(canned, request), workdir, scratch)
+            yield Execution(_result(canned, request, count / 1000), workdir, scratch)
 
 
-def _result(canned: Canned, request: ExecutionRequest) -> SandboxResult:
+def _result(canned: Canned, request: ExecutionRequest, elapsed: float) -> SandboxResult:
     launched = canned.status != "inconclusive"
+    if canned.elapsed_seconds is not None:
+        elapsed = canned.elapsed_seconds
+    phases = canned.phases
+    if phases is None:
+        phases = {"canary": 0.0, "launch": 0.0, "execute": elapsed}
     return SandboxResult(
         status=canned.status,
         reason=canned.reason,
@@ -126,9 +136,9 @@ def _result(canned: Canned, request: ExecutionRequest) -> SandboxResult:
         stderr_sha256=hashlib.sha256(canned.stderr).hexdigest() if launched else None,
         executable=_identity(request),
         sandbox_digest=STUB_SANDBOX_DIGEST,
-        elapsed_seconds=canned.elapsed_seconds,
-        probe_elapsed_seconds=canned.elapsed_seconds if launched else None,
-        phases=dict(canned.phases),
+        elapsed_seconds=elapsed,
+        probe_elapsed_seconds=elapsed if launched else None,
+        phases=dict(phases),
         launcher="stub",
     )
 

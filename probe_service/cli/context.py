@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from typer._click.globals import get_current_context
 
 if TYPE_CHECKING:
-    from probe_service.plans.backend import SandboxBackend
+    from probe_service.service import SandboxBackend
 
 __all__ = ["CliContext", "current_cli_context"]
 

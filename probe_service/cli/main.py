@@ -28,7 +28,7 @@ from .context import CliContext
 from .errors import EXIT_INFRASTRUCTURE, EXIT_INPUT, EXIT_INTERNAL, exit_code_for, report_error
 
 if TYPE_CHECKING:
-    from probe_service.plans.backend import SandboxBackend
+    from probe_service.service import SandboxBackend
 
 __all__ = ["COMMANDS", "EXIT_INTERNAL", "app", "entry_point", "load_command", "main"]
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         obligation_list,
         obligation_resolve,
     )
+    from ..plans.backend import SandboxBackend
     from ..snapshot import snapshot_capture
     from ..typescript.boundary import typescript_boundary
     from .functions import (
@@ -59,6 +60,7 @@ __all__ = [
     "PlanCreated",
     "ProbeService",
     "Request",
+    "SandboxBackend",
     "capabilities",
     "change_analyze",
     "claim_check",
