@@ -18,7 +18,7 @@ from rich.console import Console
 from probe_service.errors import InvalidInput, KeyFileError
 
 from .context import current_cli_context
-from .errors import EXIT_INFRASTRUCTURE, EXIT_INPUT, exit_code_for, report_error
+from .errors import EXIT_INFRASTRUCTURE, EXIT_INPUT, report_error
 
 if TYPE_CHECKING:
     from probe_service.service import ProbeService
@@ -30,7 +30,6 @@ __all__ = [
     "RootOption",
     "console",
     "emit_json",
-    "exit_code_for",
     "read_json_arg",
     "read_public_key",
     "report_error",

@@ -19,13 +19,12 @@ import typer
 
 # typer 0.29 vendors click privately; pinned in pyproject so these imports stay valid.
 from typer._click import Command, Context, HelpFormatter
-from typer._click.exceptions import ClickException
 from typer.core import TyperCommand, TyperGroup
 
-from probe_service.errors import ProbeServiceError
+from probe_service.errors import InternalError
 
 from .context import CliContext
-from .errors import EXIT_INFRASTRUCTURE, EXIT_INPUT, EXIT_INTERNAL, exit_code_for, report_error
+from .errors import EXIT_INFRASTRUCTURE, EXIT_INPUT, EXIT_INTERNAL, as_refusal, report_error
 
 if TYPE_CHECKING:
     from probe_service.service import SandboxBackend
@@ -151,28 +150,12 @@ def _reporting(argv: Sequence[str]) -> Iterator[list[int]]:
     code = [0]
     try:
         yield code
-    except ProbeServiceError as exc:
-        report_error(str(exc), exc.code, as_json)
-        code[0] = exit_code_for(exc)
-    except typer.Abort:
-        report_error("aborted", "aborted", as_json)
-        code[0] = 130
-    except ClickException as exc:
-        report_error(exc.format_message(), "usage", as_json)
-        code[0] = EXIT_INPUT
-    except OSError as exc:
-        report_error(f"{exc.filename or ''}: {exc.strerror or exc}", "os_error", as_json)
-        code[0] = EXIT_INPUT
     except Exception as exc:
+        error = as_refusal(exc)
         # A bug, not a refusal: still one line, unless the operator asks for the trace.
-        if os.environ.get("BYTE_PROBE_DEBUG"):
+        if isinstance(error, InternalError) and os.environ.get("BYTE_PROBE_DEBUG"):
             raise
-        report_error(
-            f"internal error ({type(exc).__name__}): {exc}; rerun with BYTE_PROBE_DEBUG=1",
-            "internal",
-            as_json,
-        )
-        code[0] = EXIT_INTERNAL
+        code[0] = report_error(error, as_json)
 
 
 class RootGroup(TyperGroup):

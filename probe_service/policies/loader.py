@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from probe_service.errors import PolicyError
+from probe_service.errors import PolicyError, validation_message
 from probe_service.policies.location import POLICY_FILE_ENV, policy_file_path
 from probe_service.policies.model import RESERVED_POLICY_PREFIX, Policy, PolicyFile
 
@@ -63,12 +63,6 @@ def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def _describe(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    where = ".".join(str(part) for part in first["loc"]) or "<root>"
-    return f"{where}: {first['msg']}"
-
-
 def load_policy_file(path: Path) -> PolicyFile:
     """Read and validate one policy file; raises ``PolicyError`` naming the path and field."""
     raw = _read_checked(path)
@@ -79,7 +73,7 @@ def load_policy_file(path: Path) -> PolicyFile:
     try:
         loaded = PolicyFile.model_validate(document)
     except ValidationError as exc:
-        raise PolicyError(f"{path}: {_describe(exc)}") from exc
+        raise PolicyError(f"{path}: {validation_message(exc, '<root>')}") from exc
     _check_toolchains(path, loaded)
     return loaded
 

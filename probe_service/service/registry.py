@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
-from ..errors import InvalidInput
+from ..errors import InvalidInput, validation_message
 from .rows import INDEX
 
 if TYPE_CHECKING:
@@ -198,7 +198,4 @@ def lookup(name: str, face: Face) -> Operation:
 
 def invalid_input_from(exc: ValidationError, what: str) -> InvalidInput:
     """One refusal naming the first bad field, in the words every face prints."""
-    first = exc.errors()[0]
-    where = ".".join(str(part) for part in first["loc"]) or what
-    message = str(first["msg"]).removeprefix("Value error, ")
-    return InvalidInput(f"{what}: {where}: {message}")
+    return InvalidInput(f"{what}: {validation_message(exc, what)}")

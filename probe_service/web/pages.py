@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
-from ..errors import ProbeServiceError
+from ..errors import NotFound, ProbeServiceError
 from ..safe_text import safe_line, safe_text
 from ..service import ProbeService
 from ..service.rows import READ_ONLY
@@ -72,12 +72,12 @@ class Pages:
         ctx["nav"] = template.split(".")[0]
         return self.templates.TemplateResponse(request, template, ctx, status_code=status)
 
-    def refused(self, request: Request, exc: ProbeServiceError) -> Response:
-        """The page for a refusal: its code and message, as text."""
-        status = 404 if exc.code == "not_found" else 400
-        if exc.code in ("store_unavailable", "infrastructure"):
-            status = 503
-        return self.render(request, "error.html", status, code=exc.code, message=safe_line(exc))
+    async def refused(self, request: Request, exc: Exception) -> Response:
+        """The page for a refusal (the app's handler of ProbeServiceError): its code and
+        message, as text, with the error class's HTTP status."""
+        if not isinstance(exc, ProbeServiceError):  # registered for that class only
+            raise exc
+        return self.render(request, "error.html", exc.status, code=exc.code, message=safe_line(exc))
 
     async def farm(self, request: Request) -> Response:
         """Queue depth, states, throughput and latency charts, outcomes, reasons, workers."""
@@ -131,8 +131,8 @@ class Pages:
         receipt = None
         try:
             receipt = await self.read("receipt_get", receipt_id=run_id)
-        except ProbeServiceError as exc:
-            if exc.code != "not_found" or entry is None:
+        except NotFound:
+            if entry is None:
                 raise
         if receipt is None and entry is not None and entry.get("receipt_sha256"):
             receipt = await self.read("receipt_get", receipt_id=entry["receipt_sha256"])

@@ -156,6 +156,16 @@ def test_one_place_turns_errors_into_exit_codes() -> None:
         for name in _caught(path)
     }
     assert caught <= VERDICTS
-    assert ("main.py", "ProbeServiceError") in {
-        ("main.py", name) for name in _caught(CLI_DIR / "main.py")
-    }
+    # The root app catches every exception once and reports it as its class of the tree
+    # says (cli/errors.as_refusal translates what is not ours).
+    reporting = {path.name for path in CLI_DIR.glob("*.py") if _calls(path, "report_error")}
+    assert reporting == {"main.py"}
+    assert _calls(CLI_DIR / "main.py", "as_refusal")
+
+
+def _calls(path: Path, function: str) -> bool:
+    """Whether ``path`` calls ``function`` by its bare name."""
+    return any(
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == function
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+    )

@@ -156,6 +156,18 @@ class TestContent:
         assert field in str(caught.value)
         assert str(path) in str(caught.value)
 
+    def test_a_validator_refusal_reads_as_every_face_words_it(
+        self, write_policy_file: Writer
+    ) -> None:
+        """A validator's refusal names the path and field, without pydantic's prefix."""
+        path = write_policy_file(document(_with(allowed_executables=["/usr/bin/python3"])))
+        with pytest.raises(PolicyError) as caught:
+            load_policy_file(path)
+        assert str(caught.value) == (
+            f"{path}: policies.0.allowed_executables.0: executable name must be a bare file "
+            "name, got '/usr/bin/python3'"
+        )
+
     def test_schema_1_means_default_ports_and_no_inode_limit(
         self, write_policy_file: Writer
     ) -> None:
