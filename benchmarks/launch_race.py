@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from probe_service import service
-from probe_service.plans import run as plan_run
+from probe_service.plans import execution as plan_execution
 from probe_service.policies import POLICY_FILE_ENV
 from probe_service.sandbox import canary, runner
 from probe_service.sandbox import helper as launcher_helper
@@ -179,7 +179,7 @@ def measure(launches: int, threads: int, cli: bool) -> dict[str, Any]:
         for store, _ in plans:
             store.close()
     finally:
-        plan_run.default_snapshot_cache().close()
+        plan_execution.default_snapshot_cache().close()
         shutil.rmtree(root, ignore_errors=True)
     return {
         "launcher": "cli" if cli else "helper",

@@ -3,13 +3,16 @@
 Run as ``pytest -p tests.sandbox_census [--sandbox-census=FILE]``.
 
 Every launch through the real runtime makes a run directory (``byte-probe-run-…``) or a
-canary directory (``byte-probe-canary-…``) in the temporary directory, in the test's own
-process or in any process it starts (a CLI, a host, a worker farm). An inotify watch on that
-directory sees each one being made, whoever makes it; a test during whose setup, call or
+canary directory (``byte-probe-canary-…``) with ``tempfile.mkdtemp``, in the test's own
+process or in any process it starts (a CLI, a host, a worker farm). In this process the
+census wraps ``mkdtemp`` (a test may point ``tempfile`` elsewhere); for the processes it
+starts, an inotify watch on the temporary directory sees each one being made. A test during
+whose setup, call or
 teardown one appeared launched the real sandbox, and so does every test using a module-
 or session-wide fixture whose setup launched. Tests of the stub sandbox make none.
 The session gets a temporary directory of its own (``TMPDIR``, inherited by the processes
-it starts), so runs of other users of the machine are not counted. At the end of the
+it starts; short, for the runtime's sockets live below it), so runs of other users of the
+machine are not counted. At the end of the
 session one line says how many, and ``--sandbox-census=FILE`` writes their node ids.
 """
 
@@ -66,6 +69,17 @@ class _Watch:
 class _Census:
     def __init__(self, out: str | None) -> None:
         self.watch = _Watch(tempfile.gettempdir())
+        self.made_here = False
+        original = tempfile.mkdtemp
+
+        def mkdtemp(
+            suffix: str | None = None, prefix: str | None = None, dir: str | None = None
+        ) -> str:
+            if prefix is not None and prefix.encode().startswith(_PREFIXES):
+                self.made_here = True
+            return original(suffix, prefix, dir)
+
+        tempfile.mkdtemp = mkdtemp  # type: ignore[assignment]
         self.out = out
         self.launched: list[str] = []
         self.unknown: list[str] = []
@@ -77,6 +91,8 @@ class _Census:
 
     def _drain(self) -> bool | None:
         seen = self.watch.launched()
+        if seen is not None and self.made_here:
+            seen, self.made_here = True, False
         if seen is None or self.seen is None:
             self.seen = None
         else:
@@ -96,7 +112,7 @@ class _Census:
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Iterator[None]:
         self.watch.launched()  # whatever a previous test's leftovers made is not this test's
-        self.seen = False
+        self.seen, self.made_here = False, False
         yield
         self.total += 1
         self._drain()
@@ -125,8 +141,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--sandbox-census", default=None, help="write the launching tests here")
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
-    private = tempfile.mkdtemp(prefix="sandbox-census-")
+    # Tests' own tmp_path stays where pytest puts it: a longer path would push the runtime's
+    # socket paths below a test's directory past their 108-byte limit.
+    config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+    private = tempfile.mkdtemp(prefix="sc-", dir="/tmp")
     # Probe uids pass through it to the directories tests make in it, as through /tmp.
     os.chmod(private, 0o711)  # noqa: S103 - search only, as /tmp gives it
     os.environ["TMPDIR"] = private

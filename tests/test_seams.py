@@ -14,7 +14,7 @@ import pytest
 
 import probe_service
 from probe_service.cli import main as cli_main
-from probe_service.plans import probe_run
+from probe_service.plans import plan_id_of, probe_run
 from probe_service.plans.execution import RuntimeBackend
 from probe_service.policies import load_policy_file
 from probe_service.queue import WorkerContext
@@ -49,19 +49,20 @@ def _policy_file(directory: Path) -> Path:
     return path
 
 
-def _plan(store: Store, repo: Path) -> str:
+def _plan(store: Store, repo: Path, code: str = "print('seam')", **fields: object) -> str:
     (repo / "data.txt").write_text("data\n")
     snapshot_id = snapshot_capture(store, repo).snapshot_id
     doc = {
         "snapshot_id": snapshot_id,
         "policy_id": POLICY_ID,
         "executable": "python3",
-        "args": ["-c", "print('seam')"],
+        "args": ["-c", code],
         "oracle": {
             "check": {"kind": "exit_code", "equals": 0},
             "source": "user_requirement",
             "reference": "issue #25",
         },
+        **fields,
     }
     return create_plan(store, doc).plan_id
 
@@ -175,6 +176,50 @@ class TestTheRealBackendIsTheDefault:
             cli_main([command, "--help"])
             shown = capsys.readouterr().out.lower()
             assert not {"--backend", "--sandbox", "--stub"} & set(shown.split()), command
+
+
+#: A JUnit report with one failed test case, as a probe would leave it in scratch.
+FAILED_REPORT = (
+    b'<testsuite name="s" tests="1" failures="1">'
+    b'<testcase classname="parser" name="trailing_comma"><failure message="x"/></testcase>'
+    b"</testsuite>"
+)
+
+
+class TestTheStub:
+    def test_it_executes_nothing_of_the_plan(
+        self, sqlite_store: Store, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A plan whose probe would write a host file runs through the stub: the file never
+        appears, and the receipt says who answered."""
+        marker = tmp_path / "ran"
+        plan_id = _plan(sqlite_store, repo, f"open({str(marker)!r}, 'w').write('x')")
+        monkeypatch.setenv("BYTE_PROBE_POLICY_FILE", str(_policy_file(tmp_path)))
+        stub = StubSandbox()
+        result = service_probe_run(sqlite_store, plan_id, POLICY_ID, backend=stub)
+        assert not marker.exists()
+        assert (result.outcome, result.receipt["operational"]["launcher"]) == ("supports", "stub")
+        assert [plan_id_of(r.plan) for r in stub.executions] == [plan_id]
+
+    def test_the_real_oracle_and_rules_judge_its_answer(
+        self, sqlite_store: Store, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A JUnit report the stub leaves in scratch is decoded by the real oracle; a failed
+        case refutes once confirmed, by a second execution, like a real run's."""
+        junit = {
+            "check": {"kind": "junit_xml", "path": "out/report.xml"},
+            "source": "historical_regression",
+            "reference": "issue #25",
+        }
+        plan_id = _plan(sqlite_store, repo, oracle=junit, failure_refutes=True)
+        monkeypatch.setenv("BYTE_PROBE_POLICY_FILE", str(_policy_file(tmp_path)))
+        stub = StubSandbox(Canned(exit_code=1, scratch_files={"out/report.xml": FAILED_REPORT}))
+        result = service_probe_run(sqlite_store, plan_id, POLICY_ID, backend=stub)
+        committed = result.receipt["committed"]
+        assert (result.outcome, result.reason) == ("refutes", "oracle_failed")
+        assert committed["check"]["passed"] is False
+        assert committed["confirmation"]["state"] == "confirmed"
+        assert len(stub.executions) == 2
 
 
 class TestStubReceiptsAreNoEvidence:
