@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from probe_service.plans import ProbeRunResult, load_plan, load_receipt, run_configured
+from probe_service.plans.backend import SandboxBackend
 from probe_service.plans.models import Plan
 from probe_service.plans.signature_check import signature_requirement as _signature_requirement
 from probe_service.queue import Queue, run_queued
@@ -76,10 +77,14 @@ def probe_run(
     *,
     runtime: SandboxRuntime | None = None,
     reuse: bool = True,
+    backend: SandboxBackend | None = None,
 ) -> ProbeRunResult:
     """Run a stored plan in this process under the environment's settings, as the
-    embedded ``probe_run`` row does (with the test's verified runtime when given)."""
-    return run_configured(store, read_settings(), plan_id, policy_id, reuse=reuse, runtime=runtime)
+    embedded ``probe_run`` row does (with the test's verified runtime or backend when
+    given)."""
+    return run_configured(
+        store, read_settings(), plan_id, policy_id, reuse=reuse, runtime=runtime, backend=backend
+    )
 
 
 def probe_run_queued(

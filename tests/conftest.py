@@ -30,6 +30,8 @@ from probe_service.snapshot.warm import close_default_snapshot_cache
 from probe_service.store import DB_FILENAME, STATE_DIRNAME, Store, open_store
 from probe_service.store.safety import prepare_state_dir
 
+from .stubsandbox import StubSandbox
+
 # Hypothesis profiles: CI must give the same verdict on every run, so with ``CI`` set the
 # examples come from a fixed seed and no example database; ``make explore`` runs the
 # randomized profile (more examples, fresh randomness) to look for new failures, and a
@@ -161,6 +163,13 @@ def runtime() -> SandboxRuntime:
         return locate_runtime()
     except SandboxUnavailable as exc:
         pytest.fail(f"Sandbox Runtime unavailable ({exc.reason}): {exc} -- run `make setup`")
+
+
+@pytest.fixture
+def stub_sandbox() -> StubSandbox:
+    """The stub sandbox (``tests/stubsandbox.py``) answering exit 0 with no output, for a
+    test that is not about running a probe; pass it as ``backend=``."""
+    return StubSandbox()
 
 
 @pytest.fixture

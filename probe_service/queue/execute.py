@@ -17,8 +17,9 @@ from sqlalchemy import Connection
 
 from ..errors import BrokerUnavailable, InfrastructureError, ProbeServiceError
 from ..plans import probe_abandon, probe_run, run_configuration
+from ..plans.backend import SandboxBackend
 from ..plans.confirm import ConfirmationHandedOff, HandOff, ReceiptDraft
-from ..sandbox import SandboxRuntime
+from ..plans.execution import RuntimeBackend
 from ..settings import Settings, read_settings
 from ..store import Store
 from .confirmations import (
@@ -59,7 +60,9 @@ class WorkerContext:
     """What a worker needs to run probes; passed explicitly, never a global."""
 
     store: Store
-    runtime: SandboxRuntime | None = None
+    #: Where this worker's runs execute: the real sandbox unless a test passes another
+    #: (docs/ARCHITECTURE.md, "Seams").
+    backend: SandboxBackend = field(default_factory=RuntimeBackend)
     #: The settings the worker was started with: its runs' policy file, signing key and
     #: environment come from them (docs/ARCHITECTURE.md, "Settings"). A context built
     #: without them reads them once, here.
@@ -191,7 +194,7 @@ def _run_claimed(ctx: WorkerContext, run: RunRow, pending: PendingConfirmation |
                 run.policy_id,
                 policy_file=setup.policy_file,
                 environ=setup.environ,
-                runtime=ctx.runtime,
+                backend=ctx.backend,
                 sandbox_dir=ctx.settings.sandbox_dir,
                 reuse=ctx.reuse and run.reuse,
                 run_id=run_id,

@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import select
 
 from probe_service.plans import parse_plan
+from probe_service.plans.execution import RuntimeBackend
 from probe_service.queue import ProbeQueue, WorkerContext, execute_run, submit_plans
 from probe_service.queue.tables import runs
 from probe_service.sandbox import SandboxRuntime
@@ -68,7 +69,7 @@ def _run_row(store: Store, run_id: str) -> tuple[str, int, str]:
 @pytest.fixture
 def worker(pg_store: Store, runtime: SandboxRuntime, policy_file: Path) -> WorkerContext:
     """The worker's context over the PostgreSQL store and the attack policy."""
-    return WorkerContext(store=pg_store, runtime=runtime)
+    return WorkerContext(store=pg_store, backend=RuntimeBackend(runtime))
 
 
 def _host_file(tmp_path: Path) -> Path:

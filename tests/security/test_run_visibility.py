@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from probe_service.plans import ProbeRunResult
-from probe_service.plans import run as plan_run
+from probe_service.plans import execution as plan_execution
 from probe_service.policies import POLICY_FILE_ENV
 from probe_service.rundirs import sweep_stale_run_dirs
 from probe_service.sandbox import SandboxRuntime
@@ -237,7 +237,7 @@ def materialized(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
         yield "warm"
         return
     cold = SnapshotCache(max_bytes=0)  # every snapshot is larger: materialized cold
-    monkeypatch.setattr(plan_run, "default_snapshot_cache", lambda: cold)
+    monkeypatch.setattr(plan_execution, "default_snapshot_cache", lambda: cold)
     yield "cold"
     cold.close()
 
