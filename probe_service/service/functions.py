@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # types only: each call imports the part it uses, so a store 
     # "Start-up").
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-    from ..plans import Plan, ProbeRunResult
+    from ..plans import Plan, ProbeRunResult, Receipt
     from ..plans.signing import VerifiedEnvelope
     from ..queue import ProbeQueue
     from ..sandbox import SandboxRuntime
@@ -176,8 +176,9 @@ def probe_run(
     )
 
 
-def receipt_get(store: Store, receipt_or_run_id: str) -> dict[str, Any]:
-    """Return a stored receipt by receipt sha or run id; raises NotFound."""
+def receipt_get(store: Store, receipt_or_run_id: str) -> Receipt:
+    """Return a stored receipt by receipt sha or run id; raises NotFound, or
+    ReceiptInvalid for a stored body this release cannot read."""
     return plans.load_receipt(store, receipt_or_run_id)
 
 

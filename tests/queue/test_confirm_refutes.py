@@ -13,6 +13,7 @@ from sqlalchemy import select
 
 from probe_service.plans import load_receipt, parse_plan
 from probe_service.plans.confirm import ReceiptDraft
+from probe_service.plans.receipt_model import parse_committed, parse_operational
 from probe_service.queue import WorkerContext, execute_run, submit_plans
 from probe_service.queue.confirmations import pending_confirmation, requeue_for_confirmation
 from probe_service.queue.execute import CONFIRM_ELSEWHERE_DELAY_MS
@@ -26,10 +27,14 @@ from probe_service.queue.tables import (
 from probe_service.sandbox import SandboxRuntime
 from probe_service.store import Store
 
+from ..receipt_fields import committed_fields
 from .conftest import POLICY_ID, shell_plan
 from .test_namespaces import _receipt_count, _run_row
 
-DRAFT = ReceiptDraft({"action_key": "1" * 64, "outcome": "refutes"}, {"worker": "a:1"})
+DRAFT = ReceiptDraft(
+    parse_committed({**committed_fields(), "outcome": "refutes"}, "test"),
+    parse_operational({"worker": "a:1"}, "test"),
+)
 
 
 def refuting_plan(snapshot_id: str, script: str = "exit 1") -> dict[str, Any]:
@@ -183,10 +188,10 @@ class TestTwoWorkersInProcess:
         assert _receipt_count(shared_store, run_id) == 1
         assert pending_confirmation(shared_store, run_id) is None
         receipt = load_receipt(shared_store, run_id)
-        confirmation = receipt["committed"]["confirmation"]
+        confirmation = receipt.committed.to_json()["confirmation"]
         assert (confirmation["state"], confirmation["on"]) == ("confirmed", "another_worker")
-        assert receipt["operational"]["worker"] == "host:a"
-        assert receipt["operational"]["confirmation"]["worker"] == "host:b"
+        assert receipt.operational.to_json()["worker"] == "host:a"
+        assert receipt.operational.to_json()["confirmation"]["worker"] == "host:b"
         assert sent_b.messages == []
 
     def test_alone_the_worker_confirms_its_own_refutation_at_once(
@@ -200,6 +205,6 @@ class TestTwoWorkersInProcess:
         assert execute_run(a, run_id) == "refutes"
         assert sent.messages == []
         receipt = load_receipt(shared_store, run_id)
-        confirmation = receipt["committed"]["confirmation"]
+        confirmation = receipt.committed.to_json()["confirmation"]
         assert (confirmation["state"], confirmation["on"]) == ("confirmed", "same_worker")
-        assert receipt["operational"]["confirmation"]["worker"] == "host:a"
+        assert receipt.operational.to_json()["confirmation"]["worker"] == "host:a"

@@ -87,7 +87,7 @@ def test_deep_read_only_chain_in_scratch_leaves_nothing(
     result = run_probe(small_snapshot, "sh", ["-c", DEEP_CHAIN, "sh", str(host)])
     assert (result.status, result.exit_code) == ("ok", 0), (
         result.reason,
-        result.receipt["operational"]["detail"],
+        result.receipt.operational.to_json()["detail"],
     )
     assert result.outcome == "supports"
     assert service.receipt_get(sqlite_store, result.run_id)["receipt_sha256"]
@@ -165,7 +165,7 @@ class TestUnexpectedErrors:
         assert execute_run(worker, run_id) == "internal_error"
         assert execute_run(worker, run_id) == "already_done"
         receipt = service.receipt_get(worker.store, run_id)
-        assert receipt["committed"]["reason"] == "internal_error"
-        assert "KeyError" in receipt["operational"]["detail"]
+        assert receipt.committed.to_json()["reason"] == "internal_error"
+        assert "KeyError" in receipt.operational.to_json()["detail"]
         assert _run_row(worker.store, run_id) == ("done", 1, "internal_error")
         assert leftovers(run_tmp) == []
