@@ -62,6 +62,15 @@ Bool = StrictBool
 JsonObject = dict[str, JsonValue]
 
 
+def _sorted_keys(value: Any) -> Any:
+    """``value`` with every object's keys in sorted order (lists keep theirs)."""
+    if isinstance(value, dict):
+        return {key: _sorted_keys(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted_keys(item) for item in value]
+    return value
+
+
 def _schema_of_present_keys(schema: dict[str, Any], model: type[BaseModel]) -> None:
     """In the published schema a key with a default is one a receipt may not carry, never
     one carried as that default; an ``absent_when_none`` key, when carried, is not null."""
@@ -97,9 +106,10 @@ class ReceiptPart(BaseModel):
         return data
 
     def to_json(self) -> dict[str, Any]:
-        """The part as JSON values with exactly the keys it carries (docs/ARCHITECTURE.md,
-        "Receipts")."""
-        return self.model_dump(mode="json", exclude_unset=True)
+        """The part as JSON values with exactly the keys it carries, keys sorted as in the
+        stored body (docs/ARCHITECTURE.md, "Receipts")."""
+        ordered: dict[str, Any] = _sorted_keys(self.model_dump(mode="json", exclude_unset=True))
+        return ordered
 
 
 class OperationalPart(ReceiptPart):

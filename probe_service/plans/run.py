@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Connection
 
 from ..canonical import sha256_of_json
@@ -102,7 +102,8 @@ class ProbeRunResult(ReceiptSummary):
     stdout: str
     stderr: str
     reused: bool
-    receipt: ReceiptField
+    #: The receipt, typed; in JSON its document, as stored (docs/ARCHITECTURE.md, "Receipts").
+    receipt: ReceiptField = Field(title="Receipt")
 
 
 #: Variables the runner sets per run: they change every run by design, so they are not

@@ -22,9 +22,18 @@ import pytest
 
 from probe_service.canonical import canonical_json, sha256_of_json
 from probe_service.errors import ReceiptInvalid
-from probe_service.plans import parse_receipt, parse_receipt_json, verify_receipt
+from probe_service.plans import (
+    load_receipt,
+    parse_receipt,
+    parse_receipt_json,
+    result_from_receipt,
+    save_receipt,
+    verify_receipt,
+)
 from probe_service.plans.receipt_schema import receipt_schema
 from probe_service.plans.signing import public_key_from_pem, statement_for, verify_envelope
+from probe_service.service import ProbeService
+from probe_service.service.registry import operations
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "receipts"
 RELEASES = sorted(p for p in FIXTURES.iterdir() if (p / "manifest.json").exists())
@@ -32,7 +41,7 @@ RECEIPTS = sorted(
     path
     for release in RELEASES
     for path in release.glob("*.json")
-    if path.name != "manifest.json" and not path.name.endswith(".envelope.json")
+    if path.name not in ("manifest.json", "faces.json") and not path.name.endswith(".envelope.json")
 )
 ENVELOPES = sorted(path for release in RELEASES for path in release.glob("*.envelope.json"))
 
@@ -197,3 +206,38 @@ class TestRefusedWhenNotAReceiptThisReleaseReads:
         document = _fixture()
         document["operational"]["queue_wait_seconds"] = 3.5
         assert parse_receipt(document).to_json() == document
+
+
+MAIN = FIXTURES / "84f3b46-sqlite"
+#: What 84f3b46's operation table dumped for each of its receipts (scripts/release_faces.py).
+FACES: dict[str, dict[str, str]] = json.loads((MAIN / "faces.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def faces_now(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]:
+    """The same dumps made by this release, over the same stored bodies."""
+    ops = {op.name: op for op in operations()}
+    found: dict[str, dict[str, str]] = {}
+    root = tmp_path_factory.mktemp("faces")
+    with ProbeService.open(root) as svc:
+        for name in FACES:
+            receipt = parse_receipt_json((MAIN / f"{name}.json").read_text(encoding="utf-8"))
+            save_receipt(svc.store, f"run-{name}", receipt, False)
+        for name in FACES:
+            sha = json.loads((MAIN / f"{name}.json").read_text())["receipt_sha256"]
+            shown = svc.receipt_get(receipt_id=sha)
+            result = result_from_receipt(f"run-{name}", load_receipt(svc.store, sha))
+            found[name] = {
+                "receipt_get": json.dumps(ops["receipt_get"].dump(shown)),
+                "probe_run": json.dumps(ops["probe_run"].dump(result)),
+            }
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(FACES))
+def test_every_face_returns_the_same_json_text(
+    name: str, faces_now: dict[str, dict[str, str]]
+) -> None:
+    """``receipt_get`` and a run's result carry the receipt exactly as the dict-based
+    release dumped it, byte for byte (values, keys and their order)."""
+    assert faces_now[name] == FACES[name]

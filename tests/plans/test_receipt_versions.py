@@ -5,14 +5,22 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, get_args
 
 import pytest
 
 from probe_service.canonical import sha256_of_json
 from probe_service.errors import ReceiptInvalid
-from probe_service.plans import build_receipt, parse_receipt, verify_receipt
+from probe_service.plans import (
+    build_receipt,
+    find_reusable_receipt,
+    load_receipt,
+    parse_receipt,
+    save_receipt,
+    verify_receipt,
+)
 from probe_service.plans.receipt_model import (
+    RECEIPT_VERSION,
     RECEIPT_VERSIONS,
     Committed,
     CommittedV1,
@@ -22,6 +30,10 @@ from probe_service.plans.receipt_model import (
 )
 from probe_service.plans.receipt_parts import Str
 from probe_service.plans.receipt_schema import main, render_receipt_schema, schema_path
+from probe_service.policies.model import PolicyFile
+from probe_service.service import ProbeService
+from probe_service.store import Store
+from probe_service.store.migrate import schema_head
 
 from ..receipt_fields import committed_fields
 
@@ -85,7 +97,7 @@ class TestALaterVersionIsANewModel:
         assert v2.committed.junit_cases_sha256 == "e" * 64
         assert verify_receipt(v2) == v2.receipt_sha256
         for path in FIXTURE.glob("*.json"):
-            if path.name == "manifest.json" or path.name.endswith(".envelope.json"):
+            if path.name in ("manifest.json", "faces.json") or path.name.endswith(".envelope.json"):
                 continue
             body = path.read_text(encoding="utf-8")
             v1 = parse_receipt(json.loads(body))
@@ -115,3 +127,30 @@ class TestALaterVersionIsANewModel:
         assert issubclass(CommittedV1, Committed)
         assert issubclass(ReceiptV1, Receipt)
         assert RECEIPT_VERSIONS[1] is ReceiptV1
+
+
+def test_capabilities_report_the_versions_this_release_uses(tmp_path: Path) -> None:
+    """capabilities names the receipt version written, the newest policy schema the loader
+    reads (it said 2 after schema 3 landed) and the store's head."""
+    with ProbeService.open(tmp_path, lazy=True) as svc:
+        versions = svc.capabilities().schema_versions
+    read = get_args(PolicyFile.model_fields["schema_version"].annotation)
+    assert versions["receipt"] == RECEIPT_VERSION == max(RECEIPT_VERSIONS)
+    assert versions["policy_file"] == max(read) == 3
+    assert versions["store"] == schema_head()
+
+
+def test_an_older_reader_never_reuses_a_later_version(
+    any_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A version-2 receipt stored reusable (by a newer worker of the farm) answers its
+    action key only where version 2 is read; elsewhere the run executes, and showing the
+    receipt is refused naming its version."""
+    with monkeypatch.context() as newer:
+        newer.setitem(RECEIPT_VERSIONS, 2, ReceiptV2)
+        receipt = parse_receipt(_v2_document())
+        assert save_receipt(any_store, "run-v2", receipt, reusable=True)
+        assert find_reusable_receipt(any_store, receipt.committed.action_key) == receipt
+    assert find_reusable_receipt(any_store, receipt.committed.action_key) is None
+    with pytest.raises(ReceiptInvalid, match=r"committed\.version 2 is not a receipt version"):
+        load_receipt(any_store, "run-v2")
