@@ -3,7 +3,8 @@
 Run by the release's own interpreter over a receipts fixture directory written by
 ``scripts/release_fixtures.py``:
 
-    /tmp/rel-84f3b46/.venv/bin/python scripts/release_faces.py tests/fixtures/receipts/84f3b46-sqlite
+    /tmp/rel-84f3b46/.venv/bin/python scripts/release_faces.py \
+        tests/fixtures/receipts/84f3b46-sqlite
 
 Each receipt body is stored as it is into a fresh embedded store, then ``faces.json`` gets,
 per receipt name, the JSON text the operation table dumps for ``receipt_get`` and for the

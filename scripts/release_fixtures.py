@@ -51,7 +51,7 @@ TOOLED = "fixture-toolchain"
 UNCONFIRMED = "fixture-unconfirmed"
 SCOPE = "fixture"
 #: Where the dumped schema's name stood; a replay puts its own schema's name there.
-SCHEMA_TOKEN = "__release_schema__"
+SCHEMA_TOKEN = "__release_schema__"  # noqa: S105 - a placeholder, not a password
 
 JUNIT_SCRIPT = """\
 import os
@@ -72,7 +72,9 @@ FILES = {
     "ok.py": "print('all good')\n",
     "fail.py": "import sys\nprint('regressed', file=sys.stderr)\nsys.exit(1)\n",
     "denied.py": "open('/root/.ssh/id_ed25519').read()\n",
-    "network.py": "import urllib.request\nurllib.request.urlopen('http://example.com', timeout=5)\n",
+    "network.py": (
+        "import urllib.request\nurllib.request.urlopen('http://example.com', timeout=5)\n"
+    ),
     "slow.py": "import time\ntime.sleep(30)\n",
     "coin.py": "import os, sys\nsys.exit(os.urandom(1)[0] & 1)\n",
     "junit_report.py": JUNIT_SCRIPT,
@@ -303,9 +305,11 @@ def pg_dump(database_url: str) -> str:
     url = make_url(database_url)
     schema = unquote(str(url.query["options"])).removeprefix("-csearch_path=")
     done = subprocess.run(
-        ["pg_dump", "--schema", schema, "--inserts", "--no-owner", "--no-privileges"]
-        + ["--host", url.host or "127.0.0.1", "--port", str(url.port or 5432)]
-        + ["--username", url.username or "postgres", url.database or "postgres"],
+        [
+            *("pg_dump", "--schema", schema, "--inserts", "--no-owner", "--no-privileges"),
+            *("--host", url.host or "127.0.0.1", "--port", str(url.port or 5432)),
+            *("--username", url.username or "postgres", url.database or "postgres"),
+        ],
         env={**os.environ, "PGPASSWORD": url.password or ""},
         capture_output=True,
         text=True,
@@ -342,7 +346,8 @@ def main() -> int:
     store_dir.mkdir(parents=True)
     work = Path(tempfile.mkdtemp(prefix="release-fixtures-"))
     try:
-        os.chmod(work, 0o755)  # the probe uids reach the toolchain below it
+        # The probe uids must reach the toolchain below it (read and search, never write).
+        os.chmod(work, 0o755)  # noqa: S103
         repo, state, toolchain = work / "repo", work / "state", work / "toolchain-plain"
         for rel, body in FILES.items():
             (repo / rel).parent.mkdir(parents=True, exist_ok=True)

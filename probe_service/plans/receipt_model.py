@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BeforeValidator, Field, PlainSerializer, ValidationError
 
@@ -60,6 +60,8 @@ __all__ = [
 
 #: The version this release writes.
 RECEIPT_VERSION = 1
+
+_Part = TypeVar("_Part", bound=ReceiptPart)
 
 Outcome = Literal["supports", "refutes", "inconclusive"]
 
@@ -215,6 +217,25 @@ def _first_difference(read: object, written: object, path: str) -> str:
     return path
 
 
+def _read(model: type[_Part], value: dict[str, Any], where: str, prefix: str) -> _Part:
+    """``value`` read into ``model``, refused unless the reading gives back its canonical
+    JSON exactly (no coerced value, no null for an absent key)."""
+    try:
+        part = model.model_validate(value)
+    except ValidationError as exc:
+        raise _described(exc, where, prefix) from None
+    written = part.to_json()
+    try:
+        same = canonical_json(written) == canonical_json(value)
+    except (ValueError, TypeError) as exc:  # NaN, or a value JSON has no form for
+        named = f"{where}: {prefix}" if prefix else where
+        raise ReceiptInvalid(f"{named}: not JSON ({exc})") from None
+    if not same:
+        path = _first_difference(value, written, prefix).lstrip(".")
+        raise ReceiptInvalid(f"{where}: {path}: not read back as written")
+    return part
+
+
 def parse_receipt(document: object, where: str = "receipt") -> Receipt:
     """Read a receipt (a JSON object) into the model of its version.
 
@@ -228,16 +249,7 @@ def parse_receipt(document: object, where: str = "receipt") -> Receipt:
     committed = doc.get("committed")
     if not isinstance(committed, dict):
         raise ReceiptInvalid(f"{where}: committed: missing or not an object")
-    model = _model_for(committed.get("version"), where)
-    try:
-        receipt = model.model_validate(doc)
-    except ValidationError as exc:
-        raise _described(exc, where, "") from None
-    written = receipt.to_json()
-    if canonical_json(written) != canonical_json(doc):
-        path = _first_difference(doc, written, "")[1:]
-        raise ReceiptInvalid(f"{where}: {path}: not read back as written")
-    return receipt
+    return _read(_model_for(committed.get("version"), where), doc, where, "")
 
 
 def parse_receipt_json(text: str | bytes, where: str = "receipt") -> Receipt:
@@ -256,24 +268,14 @@ def parse_committed(value: object, where: str) -> Committed:
     if not isinstance(value, dict):
         raise ReceiptInvalid(f"{where}: committed: missing or not an object")
     model = _model_for(value.get("version"), where).committed_model
-    try:
-        committed = model.model_validate(value)
-    except ValidationError as exc:
-        raise _described(exc, where, "committed") from None
-    if canonical_json(committed.to_json()) != canonical_json(value):
-        path = _first_difference(value, committed.to_json(), "committed")
-        raise ReceiptInvalid(f"{where}: {path}: not read back as written")
-    return committed
+    return _read(model, value, where, "committed")
 
 
 def parse_operational(value: object, where: str) -> Operational:
     """Read a receipt's operational fields; raises ReceiptInvalid naming the field."""
     if not isinstance(value, dict):
         raise ReceiptInvalid(f"{where}: operational: missing or not an object")
-    try:
-        return Operational.model_validate(value)
-    except ValidationError as exc:
-        raise _described(exc, where, "operational") from None
+    return _read(Operational, value, where, "operational")
 
 
 def _as_receipt(value: object) -> object:

@@ -10,6 +10,7 @@ operational parts, outside the commitment, keep them as they are.
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, ClassVar
 
 from pydantic import (
@@ -48,9 +49,11 @@ __all__ = [
 
 
 def _number(value: object) -> int | float:
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    if isinstance(value, int) and not isinstance(value, bool):
         return value
-    raise ValueError("Input should be a number")
+    if isinstance(value, float) and math.isfinite(value):
+        return value
+    raise ValueError("Input should be a finite number")
 
 
 #: A JSON number as written: an int stays an int and a float a float (their canonical

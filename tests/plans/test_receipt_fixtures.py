@@ -19,6 +19,8 @@ from typing import Any
 
 import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from probe_service.canonical import canonical_json, sha256_of_json
 from probe_service.errors import ReceiptInvalid
@@ -30,6 +32,7 @@ from probe_service.plans import (
     save_receipt,
     verify_receipt,
 )
+from probe_service.plans.receipt_model import CommittedV1
 from probe_service.plans.receipt_schema import receipt_schema
 from probe_service.plans.signing import public_key_from_pem, statement_for, verify_envelope
 from probe_service.service import ProbeService
@@ -241,3 +244,28 @@ def test_every_face_returns_the_same_json_text(
     """``receipt_get`` and a run's result carry the receipt exactly as the dict-based
     release dumped it, byte for byte (values, keys and their order)."""
     assert faces_now[name] == FACES[name]
+
+
+_OPTIONAL = [*sorted(CommittedV1.absent_when_none), "scratch_inodes", "max_open_files"]
+
+
+class TestPresenceProperty:
+    @settings(max_examples=60, deadline=None)
+    @given(
+        path=st.sampled_from(RECEIPTS),
+        dropped=st.sets(st.sampled_from(_OPTIONAL)),
+        extra_op=st.dictionaries(st.sampled_from(["note", "queue_wait_seconds"]), st.integers()),
+    )
+    def test_any_presence_of_optional_fields_reads_back_as_written(
+        self, path: Path, dropped: set[str], extra_op: dict[str, int]
+    ) -> None:
+        """Whichever optional fields a receipt carries, and whatever operational keys a
+        later release added, it reads back to exactly its own JSON."""
+        document = json.loads(path.read_text(encoding="utf-8"))
+        committed = document["committed"]
+        for key in dropped:
+            committed.pop(key, None)
+            if isinstance(committed.get("limits_applied"), dict):
+                committed["limits_applied"].pop(key, None)
+        document["operational"].update(extra_op)
+        assert parse_receipt(document).to_json() == document

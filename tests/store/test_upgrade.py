@@ -18,11 +18,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
 import pytest
 from sqlalchemy import create_engine, select, text
-from sqlalchemy.engine import make_url
 
 from probe_service.plans import find_reusable_receipt, load_plan, load_receipt, verify_receipt
 from probe_service.plans.persist import load_envelope
@@ -33,6 +31,8 @@ from probe_service.service import ProbeService
 from probe_service.store import DB_FILENAME, Store, open_store, read_events
 from probe_service.store.migrate import current_revisions, schema_head
 from probe_service.store.safety import prepare_state_dir
+
+from ..conftest import replay_pg_script
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 RELEASE = "681c6eb"
@@ -52,11 +52,6 @@ class OldStore:
     receipts: Path
 
 
-def _schema_of(url: str) -> str:
-    options = unquote(str(make_url(url).query["options"]))
-    return options.removeprefix("-csearch_path=")
-
-
 def _sqlite(tmp_path: Path) -> OldStore:
     source = FIXTURES / "stores" / f"{RELEASE}-sqlite"
     root = tmp_path / "old"
@@ -73,26 +68,17 @@ def _sqlite(tmp_path: Path) -> OldStore:
 
 def _postgresql(tmp_path: Path, pg_url: str) -> OldStore:
     source = FIXTURES / "stores" / f"{RELEASE}-postgresql"
-    dump = (source / "store.postgresql.sql").read_text(encoding="utf-8")
+    replay_pg_script(pg_url, (source / "store.postgresql.sql").read_text(), SCHEMA_TOKEN)
     engine = create_engine(pg_url)
     try:
-        raw = engine.raw_connection()
-        try:
-            # The driver's own execute: no parameters, so '%' in a trigger body stays '%'.
-            cursor = raw.cursor()
-            cursor.execute(dump.replace(SCHEMA_TOKEN, _schema_of(pg_url)))
-            raw.commit()
-        finally:
-            raw.close()
         with engine.connect() as conn:
             revision = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
     finally:
         engine.dispose()
     assert revision == RELEASE_HEAD
     expected = json.loads((source / "expected.json").read_text())
-    return OldStore(
-        tmp_path / "old", pg_url, expected, FIXTURES / "receipts" / f"{RELEASE}-postgresql"
-    )
+    receipts_dir = FIXTURES / "receipts" / f"{RELEASE}-postgresql"
+    return OldStore(tmp_path / "old", pg_url, expected, receipts_dir)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
