@@ -83,7 +83,10 @@ class ReceiptDraft:
     def to_json(self) -> str:
         """The draft as stored while it waits for its confirmation on another worker."""
         return json.dumps(
-            {"committed": self.committed.to_json(), "operational": self.operational.to_json()},
+            {
+                "committed": self.committed.json_values(),
+                "operational": self.operational.json_values(),
+            },
             sort_keys=True,
         )
 
@@ -163,7 +166,9 @@ def _confirmed_by(first: ReceiptDraft, second: ReceiptDraft) -> ReceiptDraft:
     update: dict[str, object] = {"confirmation": confirmation}
     if not agreed:
         update.update(outcome="inconclusive", reason=FLAKY)
-    kept = {k: v for k, v in second.operational.to_json().items() if k in _OPERATIONAL_OF_SECOND}
+    kept = {
+        k: v for k, v in second.operational.json_values().items() if k in _OPERATIONAL_OF_SECOND
+    }
     operational = first.operational.model_copy(
         update={"confirmation": Operational.model_validate(kept)}
     )

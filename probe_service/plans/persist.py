@@ -105,7 +105,7 @@ def save_receipt(
             reason=committed.reason,
             reusable=reusable,
             # The stored body is the receipt's JSON exactly (docs/ARCHITECTURE.md, "Receipts").
-            body=json.dumps(receipt.to_json(), sort_keys=True),
+            body=json.dumps(receipt.json_values(), sort_keys=True),
             created_at=utc_now(),
         )
         stmt = insert.on_conflict_do_nothing(index_elements=["run_id"]).returning(

@@ -224,7 +224,7 @@ def _read(model: type[_Part], value: dict[str, Any], where: str, prefix: str) ->
         part = model.model_validate(value)
     except ValidationError as exc:
         raise _described(exc, where, prefix) from None
-    written = part.to_json()
+    written = part.json_values()
     try:
         same = canonical_json(written) == canonical_json(value)
     except (ValueError, TypeError) as exc:  # NaN, or a value JSON has no form for

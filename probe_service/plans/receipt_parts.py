@@ -10,6 +10,7 @@ operational parts, outside the commitment, keep them as they are.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Annotated, Any, ClassVar
 
@@ -65,15 +66,6 @@ Bool = StrictBool
 JsonObject = dict[str, JsonValue]
 
 
-def _sorted_keys(value: Any) -> Any:
-    """``value`` with every object's keys in sorted order (lists keep theirs)."""
-    if isinstance(value, dict):
-        return {key: _sorted_keys(value[key]) for key in sorted(value)}
-    if isinstance(value, list):
-        return [_sorted_keys(item) for item in value]
-    return value
-
-
 def _schema_of_present_keys(schema: dict[str, Any], model: type[BaseModel]) -> None:
     """In the published schema a key with a default is one a receipt may not carry, never
     one carried as that default; an ``absent_when_none`` key, when carried, is not null."""
@@ -108,10 +100,16 @@ class ReceiptPart(BaseModel):
             return {k: v for k, v in data.items() if not (k in keys and v is None)}
         return data
 
+    def json_values(self) -> dict[str, Any]:
+        """The part as JSON values with exactly the keys it carries (docs/ARCHITECTURE.md,
+        "Receipts"), in the models' field order."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
     def to_json(self) -> dict[str, Any]:
-        """The part as JSON values with exactly the keys it carries, keys sorted as in the
-        stored body (docs/ARCHITECTURE.md, "Receipts")."""
-        ordered: dict[str, Any] = _sorted_keys(self.model_dump(mode="json", exclude_unset=True))
+        """``json_values`` with every object's keys sorted, as the stored body has them (so
+        a face shows a receipt as the store holds it)."""
+        # The C encoder and decoder sort a receipt several times faster than a Python walk.
+        ordered: dict[str, Any] = json.loads(json.dumps(self.json_values(), sort_keys=True))
         return ordered
 
 

@@ -35,7 +35,7 @@ def build_receipt(committed: Committed, operational: Operational) -> Receipt:
     model = RECEIPT_VERSIONS.get(committed.version)
     if model is None or not isinstance(committed, model.committed_model):
         raise ReceiptInvalid(f"receipt: committed.version {committed.version} is not written here")
-    fields = committed.to_json()
+    fields = committed.json_values()
     return model(
         receipt_sha256=sha256_of_json(fields),
         committed=committed,
@@ -51,7 +51,7 @@ def verify_receipt(receipt: object) -> str:
     Raises ReceiptInvalid naming the field that no longer matches where it can.
     """
     parsed = receipt if isinstance(receipt, Receipt) else parse_receipt(receipt)
-    committed = parsed.committed.to_json()
+    committed = parsed.committed.json_values()
     digests = parsed.field_digests
     if digests is not None:
         changed = sorted(k for k, v in committed.items() if digests.get(k) != sha256_of_json(v))

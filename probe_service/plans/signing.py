@@ -223,7 +223,7 @@ def statement_for(receipt: Receipt) -> dict[str, Any]:
         "predicateType": PREDICATE_TYPE,
         "predicate": {
             "receipt_sha256": receipt.receipt_sha256,
-            "committed": committed.to_json(),
+            "committed": committed.json_values(),
         },
     }
 
