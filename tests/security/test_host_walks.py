@@ -90,7 +90,7 @@ def test_deep_read_only_chain_in_scratch_leaves_nothing(
         result.receipt.operational.to_json()["detail"],
     )
     assert result.outcome == "supports"
-    assert service.receipt_get(sqlite_store, result.run_id)["receipt_sha256"]
+    assert service.receipt_get(sqlite_store, result.run_id).receipt_sha256
     assert leftovers(run_tmp) == []
     assert host.read_text() == "host data\n"
 
@@ -104,7 +104,7 @@ def test_deep_chain_through_the_queue_leaves_nothing(
     _, run_id = _submit(worker.store, repo, ["sh", "-c", DEEP_CHAIN, "sh", str(host)])
     assert execute_run(worker, run_id) == "supports"
     assert _run_row(worker.store, run_id) == ("done", 1, "oracle_passed")
-    assert service.receipt_get(worker.store, run_id)["committed"]["outcome"] == "supports"
+    assert service.receipt_get(worker.store, run_id).committed.outcome == "supports"
     assert leftovers(run_tmp) == []
     assert host.read_text() == "host data\n"
 
@@ -130,7 +130,7 @@ def test_deep_chain_through_a_worker_farm_leaves_nothing(
         queue.close()
     wait_done(pg_store, batch_id, 1)
     assert _run_row(pg_store, run_id) == ("done", 1, "oracle_passed")
-    assert service.receipt_get(pg_store, run_id)["committed"]["outcome"] == "supports"
+    assert service.receipt_get(pg_store, run_id).committed.outcome == "supports"
     assert leftovers(run_tmp) == []
     assert host.read_text() == "host data\n"
 
@@ -148,7 +148,7 @@ class TestUnexpectedErrors:
 
         monkeypatch.setattr("probe_service.plans.run.evaluate_check", broken_check)
         assert execute_run(worker, run_id) == "inconclusive"
-        committed = service.receipt_get(worker.store, run_id)["committed"]
+        committed = service.receipt_get(worker.store, run_id).committed.json_values()
         assert (committed["outcome"], committed["reason"]) == ("inconclusive", "internal_error")
         assert leftovers(run_tmp) == []
 

@@ -60,7 +60,7 @@ def test_escaping_link_ends_inconclusive_naming_it(
     assert (result.outcome, result.reason) == ("inconclusive", "snapshot_link_escapes")
     assert f"'{named}'" in result.receipt.operational.to_json()["detail"]
     assert result.exit_code is None  # the probe never ran
-    assert service.receipt_get(sqlite_store, result.run_id)["receipt_sha256"]
+    assert service.receipt_get(sqlite_store, result.run_id).receipt_sha256
     assert leftovers(run_tmp) == []
 
 
