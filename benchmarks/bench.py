@@ -36,10 +36,18 @@ from standin import patched_sandbox
 
 from probe_service.claims import change_analyze
 from probe_service.policies import Policy
-from probe_service.queue import ProbeQueue, WorkerContext, batch_counts, execute_run, submit_plans
+from probe_service.queue import (
+    InlineQueue,
+    ProbeQueue,
+    WorkerContext,
+    batch_counts,
+    execute_run,
+    submit_plans,
+)
 from probe_service.queue.inline import run_inline
 from probe_service.sandbox import SandboxRuntime, locate_runtime, run_sandboxed
 from probe_service.sandbox.helper import LauncherPool
+from probe_service.settings import read_settings
 from probe_service.snapshot import snapshot_capture, snapshot_materialize
 from probe_service.snapshot.warm import SnapshotCache
 from probe_service.store import Store, open_store
@@ -138,6 +146,7 @@ def overhead_rows(runtime: SandboxRuntime, base: Path, repeat: int) -> list[Row]
             scratch = work / f"scratch{next(counter)}"
             scratch.mkdir()
             result = run_sandboxed(
+                environment=os.environ,
                 policy=TRUE_POLICY,
                 executable="true",
                 args=[],
@@ -415,7 +424,7 @@ def store_rates(
 def _store_rate(store: Store, runtime: SandboxRuntime, src: Path, runs: int, threads: int) -> float:
     snapshot_id = snapshot_capture(store, src).snapshot_id
     items = queue_bench.true_plans(snapshot_id, f"store{threads}", runs)
-    ids = submit_plans(store, None, items, queue_bench.POLICY_ID).run_ids
+    ids = submit_plans(store, InlineQueue(read_settings()), items, queue_bench.POLICY_ID).run_ids
     ctx = WorkerContext(store=store, runtime=runtime)
     with patched_sandbox():
         execute_run(ctx, ids[0])  # warm-up: connections, caches

@@ -35,12 +35,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from probe_service import service
 from probe_service.plans import run as plan_run
+from probe_service.plans import run_configured
 from probe_service.policies import POLICY_FILE_ENV
 from probe_service.sandbox import canary, runner
 from probe_service.sandbox import helper as launcher_helper
 from probe_service.sandbox.process import Bounded
+from probe_service.service import ProbeService
+from probe_service.settings import read_settings
+from probe_service.snapshot import snapshot_capture
 from probe_service.store import open_store
 
 POLICY_ID = "launch-race"
@@ -110,7 +113,7 @@ def _setup(root: Path, threads: int) -> list[tuple[Any, str]]:
             (repo / "src" / f"f{name}.txt").write_text(f"{index}-{name}\n")
         (root / f"state{index}").mkdir()
         store = open_store(root / f"state{index}")
-        snapshot_id = service.snapshot_capture(store, repo).snapshot_id
+        snapshot_id = snapshot_capture(store, repo).snapshot_id
         plan = {
             "snapshot_id": snapshot_id,
             "policy_id": POLICY_ID,
@@ -122,7 +125,7 @@ def _setup(root: Path, threads: int) -> list[tuple[Any, str]]:
                 "reference": "launch race",
             },
         }
-        plans.append((store, service.probe_plan(store, plan).plan_id))
+        plans.append((store, ProbeService(store).probe_plan(plan=plan).plan_id))
     return plans
 
 
@@ -159,7 +162,7 @@ def measure(launches: int, threads: int, cli: bool) -> dict[str, Any]:
                     if tally.launches >= launches or errors:
                         return
                 try:
-                    done = service.probe_run(store, plan_id, POLICY_ID, reuse=False)
+                    done = run_configured(store, read_settings(), plan_id, POLICY_ID, reuse=False)
                 except Exception as exc:  # a benchmark reports, never hides, a failure
                     with lock:
                         errors.append(f"{type(exc).__name__}: {exc}")

@@ -31,9 +31,10 @@ from dramatiq.brokers.redis import RedisBroker
 from sqlalchemy import create_engine, select, text
 
 from probe_service.plans import Plan, parse_plan
-from probe_service.queue import ProbeQueue, batch_counts, submit_plans
+from probe_service.queue import InlineQueue, ProbeQueue, batch_counts, submit_plans
 from probe_service.queue.inline import run_inline
 from probe_service.queue.tables import runs
+from probe_service.settings import read_settings
 from probe_service.snapshot import snapshot_capture
 from probe_service.store import Store, open_store
 
@@ -191,7 +192,7 @@ def bench_inline(store: Store, snapshot_id: str, count: int) -> dict[str, float]
     """The same kind of probes run in this process, one after another."""
     items = true_plans(snapshot_id, "inline", count)
     started = time.perf_counter()
-    run_ids = submit_plans(store, None, items, POLICY_ID).run_ids
+    run_ids = submit_plans(store, InlineQueue(read_settings()), items, POLICY_ID).run_ids
     outcomes = run_inline(store, run_ids, threads=1)
     elapsed = time.perf_counter() - started
     return {

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import tempfile
@@ -66,6 +67,7 @@ def main() -> None:
 
         def ours() -> None:
             result = run_sandboxed(
+                environment=os.environ,
                 policy=POLICY,
                 executable="true",
                 args=[],

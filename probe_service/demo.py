@@ -15,7 +15,6 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from .policies import POLICY_FILE_ENV
 from .safe_text import untrusted
 from .service import ProbeService
 from .store import open_store
@@ -96,10 +95,10 @@ def run_demo(workdir: Path, console: Console) -> int:
     """Run the main job under ``workdir``; return 0 when the three outcomes are as designed."""
     workdir = workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    # The demo is the administrator here: it points this process at its own policy file.
-    os.environ[POLICY_FILE_ENV] = str(write_demo_policy(workdir))
+    # The demo is the administrator here: its session reads the demo's own policy file.
+    policy_file = write_demo_policy(workdir)
     # Through the operation table, as the CLI: one session over the demo's own store.
-    with ProbeService(open_store(workdir), interface="cli") as svc:
+    with ProbeService(open_store(workdir), interface="cli", policy_file=policy_file) as svc:
         capture = svc.snapshot_capture(root=str(EXAMPLE_REPO))
         console.print(
             untrusted(f"snapshot {capture.snapshot_id} ({capture.files} files) of {EXAMPLE_REPO}")

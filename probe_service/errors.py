@@ -1,48 +1,84 @@
 """The one exception tree of the probe service.
 
-Every refusal the service makes is one of these, so an interface needs a single
-``except ProbeServiceError`` to turn it into an exit code or an error frame.
-Branches are grouped by what the caller does next::
+Every refusal the service makes is one of these, so a face needs a single
+``except ProbeServiceError`` to turn it into an exit code, an error frame or a page. Each
+class carries what every face shows (click's ``ClickException.exit_code``, carried
+further): ``code``, machine-readable, stable across releases and the same on every face;
+``exit_code``, the CLI's; ``status``, the web view's HTTP status. A subclass inherits all
+three unless it says otherwise: exit 3 and HTTP 400, but NotFound is 404,
+UnstableWorkingTree exits 4, InfrastructureError exits 4 with 503, Aborted exits 130 and
+InternalError exits 70 with 500 (README, "Errors and exit codes", lists every class).
 
-    ProbeServiceError
-    ├── InvalidInput                  bad input: fix the request, do not retry
-    │   ├── InvalidPlan               a plan field is wrong (names the field)
-    │   ├── InvalidClaim              a claim, dependency or evidence is wrong
-    │   │   └── EvidenceMismatch      a receipt is not evidence for this claim/snapshot
-    │   ├── PolicyError               policy file missing, unsafe or malformed
-    │   ├── UnsafePath                a path escapes, links, or is not a regular file
-    │   │   └── LinkEscapes           a snapshot link points outside its tree (names it)
+Branches are grouped by what the caller does next. Each line names a class and its code;
+a class defined in another module names it (``tests/test_errors.py`` checks this drawing
+against the classes, so it cannot go stale)::
 
+    ProbeServiceError                      error
+    ├── InvalidInput                       invalid_input: fix the request, do not retry
+    │   ├── UsageError                     usage: the CLI's form of a bad flag or argument
+    │   ├── InvalidPlan                    invalid_plan
+    │   ├── InvalidClaim                   invalid_claim
+    │   │   └── EvidenceMismatch           evidence_mismatch
+    │   ├── PolicyError                    policy_error
+    │   │   ├── ExecutableNotAllowed       executable_not_allowed (policies/executables.py)
+    │   │   ├── ToolchainUnsafe            toolchain_unsafe (toolchains/roots.py)
+    │   │   └── ToolchainChanged           toolchain_changed (toolchains/resolve.py)
+    │   ├── SettingsError                  invalid_setting: a bad or twice-set variable
+    │   ├── UnsafePath                     unsafe_path
+    │   │   ├── LinkEscapes                link_escapes
+    │   │   ├── ExecutableUnresolved       executable_unresolved (policies/executables.py)
+    │   │   └── ExecutableChanged          executable_changed (policies/executables.py)
+    │   ├── KeyFileError                   key_file_error
+    │   ├── JunitReportInvalid             junit_report_invalid
+    │   ├── ToolchainBuildFailed           toolchain_build_failed (toolchains/create.py)
+    │   ├── LimitExceeded                  limit_exceeded
+    │   ├── NotFound                       not_found
+    │   │   └── BlobMissing                blob_missing (claims/views.py)
+    │   ├── AmbiguousId                    ambiguous_id
+    │   └── Conflict                       conflict: contradicts stored, immutable state
+    ├── OSFailure                          os_error: the CLI's form of an OSError
+    ├── UnstableWorkingTree                unstable_working_tree: capture again later
+    ├── InfrastructureError                infrastructure: retry later
+    │   ├── StoreUnavailable               store_unavailable
+    │   └── BrokerUnavailable              broker_unavailable
+    ├── SandboxUnavailable                 sandbox_unavailable: fix the host, nothing ran
+    │   ├── LauncherUnavailable            launcher_unavailable (sandbox/helper.py)
+    │   └── Refused                        launch_refused (sandbox/prepare.py)
+    ├── ReceiptInvalid                     receipt_invalid
+    ├── ConfirmationHandedOff              confirmation_handed_off (plans/confirm.py)
+    ├── Aborted                            aborted: the CLI's input ended at a prompt
+    └── InternalError                      internal: a face's form of a bug
 
-    │   ├── KeyFileError              a signing key file is unsafe, misplaced or malformed
-    │   ├── JunitReportInvalid        a probe's JUnit XML report is unsafe, too big or malformed
-    │   ├── LimitExceeded             a size or count limit was crossed (names the limit)
-    │   ├── NotFound                  an id that the store does not hold
-    │   ├── AmbiguousId               an id prefix that matches more than one id
-    │   └── Conflict                  the request contradicts stored, immutable state
-    ├── UnstableWorkingTree           files moved while a snapshot was captured
-    ├── InfrastructureError           retry later: the dependency was unavailable
-    │   ├── StoreUnavailable          the database could not be reached or answered
-    │   └── BrokerUnavailable         the queue broker could not be reached
-    ├── SandboxUnavailable            a sandbox prerequisite is missing or unverified
-    │   └── LauncherUnavailable       the persistent launcher failed: use the CLI path
-    │                                 (sandbox/helper.py; never seen outside the runner)
-    └── ReceiptInvalid                a receipt does not match its commitment or signature
+Three never reach a face: LauncherUnavailable (the runner falls back to the CLI path),
+Refused (the runner ends the run ``inconclusive`` with its reason) and
+ConfirmationHandedOff (control flow, like dramatiq's ``Retry``: the queue's worker takes it).
+UsageError, OSFailure, Aborted and InternalError are made only by a face, from what is not
+a refusal of ours.
 
-Errors from libraries underneath (SQLAlchemy, Redis, subprocess) are translated
-once, at the edge that calls them, with ``raise Mapped(...) from exc``.
+Errors from libraries underneath (SQLAlchemy, Redis and dramatiq, subprocess, pydantic)
+are translated once, at the edge that calls them, with ``raise Mapped(...) from exc``; a
+pydantic ``ValidationError`` becomes a message through ``validation_message``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 __all__ = [
+    "EXIT_INFRASTRUCTURE",
+    "EXIT_INPUT",
+    "EXIT_INTERNAL",
+    "Aborted",
     "AmbiguousId",
     "BrokerUnavailable",
     "Conflict",
     "EvidenceMismatch",
     "InfrastructureError",
+    "InternalError",
     "InvalidClaim",
     "InvalidInput",
     "InvalidPlan",
@@ -51,27 +87,48 @@ __all__ = [
     "LimitExceeded",
     "LinkEscapes",
     "NotFound",
+    "OSFailure",
     "PolicyError",
     "ProbeServiceError",
     "ReceiptInvalid",
     "SandboxUnavailable",
+    "SettingsError",
     "StoreUnavailable",
     "UnsafePath",
     "UnstableWorkingTree",
+    "UsageError",
+    "validation_message",
 ]
+
+#: Exit code of a usage or input error (bad flag, bad file, unknown id, refused path).
+EXIT_INPUT = 3
+#: Exit code when the store, broker or working tree was unavailable; retrying may help.
+EXIT_INFRASTRUCTURE = 4
+#: Exit code of an unexpected internal error (EX_SOFTWARE).
+EXIT_INTERNAL = 70
 
 
 class ProbeServiceError(Exception):
     """Root of every error the probe service raises on purpose."""
 
     #: A short machine-readable code, stable across releases, for JSON error frames.
-    code = "error"
+    code: ClassVar[str] = "error"
+    #: The CLI's exit code for this error.
+    exit_code: ClassVar[int] = EXIT_INPUT
+    #: The web view's HTTP status for this error.
+    status: ClassVar[int] = 400
 
 
 class InvalidInput(ProbeServiceError):
     """The request itself is wrong; retrying it unchanged fails the same way."""
 
     code = "invalid_input"
+
+
+class UsageError(InvalidInput):
+    """The command line is wrong (a bad flag, a missing argument): click's refusal, as ours."""
+
+    code = "usage"
 
 
 class InvalidPlan(InvalidInput):
@@ -96,6 +153,13 @@ class PolicyError(InvalidInput):
     """The policy file is missing, unsafe, malformed, or names no such policy."""
 
     code = "policy_error"
+
+
+class SettingsError(InvalidInput):
+    """An environment setting has a bad value, or is set under two names to different
+    values; the message names the variable (probe_service/settings.py)."""
+
+    code = "invalid_setting"
 
 
 class UnsafePath(InvalidInput):
@@ -137,6 +201,7 @@ class NotFound(InvalidInput):
     """An id names nothing the store holds."""
 
     code = "not_found"
+    status = 404
 
 
 class AmbiguousId(InvalidInput):
@@ -169,16 +234,26 @@ class Conflict(InvalidInput):
     code = "conflict"
 
 
+class OSFailure(ProbeServiceError):
+    """An operating-system call failed (a file that cannot be read, a full disk): the CLI's
+    form of an ``OSError``, naming the file."""
+
+    code = "os_error"
+
+
 class UnstableWorkingTree(ProbeServiceError):
     """The working tree kept changing while a snapshot was being captured."""
 
     code = "unstable_working_tree"
+    exit_code = EXIT_INFRASTRUCTURE
 
 
 class InfrastructureError(ProbeServiceError):
     """A service the probe service depends on failed; the same request may succeed later."""
 
     code = "infrastructure"
+    exit_code = EXIT_INFRASTRUCTURE
+    status = 503
 
 
 class StoreUnavailable(InfrastructureError):
@@ -208,3 +283,27 @@ class ReceiptInvalid(ProbeServiceError):
     """A receipt's content no longer matches its commitment."""
 
     code = "receipt_invalid"
+
+
+class Aborted(ProbeServiceError):
+    """The CLI's input ended while a command was reading it."""
+
+    code = "aborted"
+    exit_code = 130
+
+
+class InternalError(ProbeServiceError):
+    """A bug, not a refusal: the form a face gives an unexpected exception (its message
+    names only the type; the trace goes to stderr)."""
+
+    code = "internal"
+    exit_code = EXIT_INTERNAL
+    status = 500
+
+
+def validation_message(exc: ValidationError, whole: str) -> str:
+    """The first error of ``exc`` as ``field.path: message``, ``whole`` naming the field
+    when the error is about the whole value; the one wording every face prints."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or whole
+    return f"{where}: {str(first['msg']).removeprefix('Value error, ')}"

@@ -2,13 +2,14 @@
 # Install the system tools the sandbox and snapshots need: bubblewrap, socat, ripgrep, git;
 # iproute2's `ip` creates the network test host of tests/security; chromium runs the web
 # view's browser tests (tests/web); stress-ng keeps both cores busy for the suite's
-# under-load run (README, "Development").
+# under-load run (README, "Development"); systemd's `systemd-analyze verify` checks the host
+# units of examples/systemd (tests/deploy).
 # Idempotent: does nothing when every tool is already in a fixed system directory.
 set -euo pipefail
 
 need=()
 for tool in bwrap:bubblewrap socat:socat rg:ripgrep git:git node:nodejs npm:npm ip:iproute2 \
-    chromium:chromium stress-ng:stress-ng; do
+    chromium:chromium stress-ng:stress-ng systemd-analyze:systemd; do
     bin=${tool%%:*}; pkg=${tool##*:}
     found=no
     for dir in /usr/bin /bin /usr/local/bin /usr/sbin /sbin; do

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..errors import InvalidClaim
+from ..errors import InvalidClaim, validation_message
 from .globs import compile_glob
 
 __all__ = [
@@ -198,6 +198,4 @@ def parse_request(model: type[_M], data: Any, what: str = "claim") -> _M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or what
-        raise InvalidClaim(f"{what}: {where}: {first['msg']}") from exc
+        raise InvalidClaim(f"{what}: {validation_message(exc, what)}") from exc

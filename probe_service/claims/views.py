@@ -11,13 +11,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ..errors import NotFound
 from .digests import digest_bytes, digest_json
 
 __all__ = ["BlobMissing", "EntryLike", "MemoryEntry", "TreeView", "entry_fingerprint"]
 
 
-class BlobMissing(Exception):
+class BlobMissing(NotFound):
     """A blob a snapshot names cannot be read; applicability becomes ``unknown``."""
+
+    code = "blob_missing"
 
 
 class EntryLike(Protocol):

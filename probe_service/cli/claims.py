@@ -130,7 +130,9 @@ def claim_check_command(
     Example: byte-probe claim check clm_01... clm_02... --snapshot 3fa4...
     """
     with session(root) as svc:
-        checks = svc.claim_check(claim_ids=claim_ids, target_snapshot=snapshot, scope=scope).checks
+        checks = svc.claim_check(
+            claim_ids=tuple(claim_ids), target_snapshot=snapshot, scope=scope
+        ).checks
         _emit(checks, as_json, "\n".join(_check_line(c) for c in checks))
 
 
@@ -231,7 +233,8 @@ def obligations_resolve_command(
     with session(root) as svc:
         done = svc.obligation_resolve(
             obligation_id=obligation_id,
-            resolution=resolution,
+            # A word the user typed: the request model refuses anything but RESOLUTIONS.
+            resolution=resolution,  # type: ignore[arg-type]
             rationale=rationale,
             receipt=receipt,
             successor_claim_id=successor,
@@ -263,7 +266,7 @@ def knowledge_query_command(
     """
     with session(root) as svc:
         hits = svc.knowledge_query(
-            scope=scope, target_snapshot=snapshot, text=text, paths=path or [], limit=limit
+            scope=scope, target_snapshot=snapshot, text=text, paths=tuple(path or ()), limit=limit
         ).hits
         _emit(
             hits,
@@ -351,7 +354,7 @@ def gate_command(
             snapshot_id=snapshot,
             scope=scope,
             allow_empty=allow_empty,
-            require_signed=[_accepted_key(item) for item in require_signed or []],
+            require_signed=tuple(_accepted_key(item) for item in require_signed or []),
         )
     empty = " (--allow-empty: no live claim in scope)" if result.checked == 0 else ""
     lines = [

@@ -17,10 +17,11 @@ from rich.console import Console
 
 from probe_service.errors import InvalidInput, KeyFileError
 
-from .errors import EXIT_INFRASTRUCTURE, EXIT_INPUT, exit_code_for, report_error
+from .errors import EXIT_INFRASTRUCTURE, EXIT_INPUT, report_error
 
 if TYPE_CHECKING:
     from probe_service.service import ProbeService
+    from probe_service.settings import Settings
 
 __all__ = [
     "EXIT_INFRASTRUCTURE",
@@ -29,7 +30,6 @@ __all__ = [
     "RootOption",
     "console",
     "emit_json",
-    "exit_code_for",
     "read_json_arg",
     "read_public_key",
     "report_error",
@@ -48,15 +48,16 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON documen
 
 
 @contextmanager
-def session(root: Path) -> Iterator[ProbeService]:
+def session(root: Path, settings: Settings | None = None) -> Iterator[ProbeService]:
     """One ``ProbeService`` session for one command, labelled ``cli`` in the audit log: the
     store named by PROBE_DATABASE_URL, else the embedded one under ``root``, and the queue
-    when PROBE_REDIS_URL is set (docs/ARCHITECTURE.md, "The operation table")."""
+    when PROBE_REDIS_URL is set, all from ``settings`` (read from the environment now when
+    None: docs/ARCHITECTURE.md, "Settings"). Raises SettingsError for a bad setting."""
     # Imported here: the service pulls in the store and every part; `--help` needs none.
     from probe_service.service import ProbeService
 
     # Lazy: commands that need no store (verify, policy check) create no state directory.
-    with ProbeService.open(root, interface="cli", lazy=True) as svc:
+    with ProbeService.open(root, settings=settings, interface="cli", lazy=True) as svc:
         yield svc
 
 

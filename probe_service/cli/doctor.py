@@ -21,6 +21,7 @@ import typer
 
 from probe_service.errors import ProbeServiceError
 from probe_service.safe_text import untrusted
+from probe_service.settings import DATABASE_URL_ENV, REDIS_URL_ENV, Settings, read_settings
 
 from .common import JsonOption, RootOption, console, emit_json, session
 
@@ -40,21 +41,21 @@ class Check:
     fix: str = ""
 
 
-def _runtime() -> list[Check]:
+def _runtime(settings: Settings) -> list[Check]:
     from probe_service.sandbox import PINNED_VERSION, locate_runtime
 
     try:
-        runtime = locate_runtime()
+        runtime = locate_runtime(settings.sandbox_dir)
     except ProbeServiceError as exc:
         return [Check("runtime digest", False, str(exc), "run `make setup`")]
     return [Check("runtime digest", True, f"sandbox runtime {PINNED_VERSION}, {runtime.digest}")]
 
 
-def _typescript_worker() -> list[Check]:
+def _typescript_worker(settings: Settings) -> list[Check]:
     from ..typescript.install import PINNED_TYPESCRIPT, locate_worker
 
     try:
-        worker = locate_worker()
+        worker = locate_worker(settings.tsboundary_dir)
     except ProbeServiceError as exc:
         return [Check("typescript worker", False, str(exc), "run `make setup`")]
     detail = f"typescript {PINNED_TYPESCRIPT}, {worker.digest}"
@@ -69,6 +70,11 @@ def _tools() -> list[Check]:
         ("bubblewrap", "bwrap", "bubblewrap"),
         ("socat", "socat", "socat"),
         ("ripgrep", "rg", "ripgrep"),
+        # util-linux: every launch is nsenter + unshare + setpriv, every probe under prlimit.
+        ("setpriv", "setpriv", "util-linux"),
+        ("unshare", "unshare", "util-linux"),
+        ("nsenter", "nsenter", "util-linux"),
+        ("prlimit", "prlimit", "util-linux"),
     ):
         found = find_system_tool(tool)
         fix = f"install it: apt-get install {package} (or `make setup`)"
@@ -76,34 +82,62 @@ def _tools() -> list[Check]:
     return checks
 
 
+def _privileges() -> list[Check]:
+    from probe_service.sandbox.requirements import REQUIRED_CAPABILITIES, missing_capabilities
+
+    uid = os.geteuid()
+    root = Check(
+        "root",
+        uid == 0,
+        "running as root" if uid == 0 else f"running as uid {uid}",
+        "run the worker as root: it starts each probe as its own unprivileged slot uid",
+    )
+    missing = missing_capabilities()
+    if missing:
+        detail = "missing " + "; ".join(f"{name} ({why})" for name, why in missing.items())
+    else:
+        detail = f"the {len(REQUIRED_CAPABILITIES)} the containment uses are held"
+    fix = "grant them: cap_add in compose.yaml, CapabilityBoundingSet in the systemd unit"
+    return [root, Check("capabilities", not missing, detail, fix)]
+
+
 def _cgroups() -> list[Check]:
-    base = Path("/sys/fs/cgroup")
-    try:
-        controllers = set((base / "cgroup.controllers").read_text(encoding="ascii").split())
-        version = "v2"
-    except OSError:  # cgroup v1: one hierarchy per controller
-        controllers = {c for c in ("memory", "pids") if (base / c).is_dir()}
-        version = "v1"
-    missing = sorted({"memory", "pids"} - controllers)
-    detail = f"cgroup {version}: memory {'ok' if 'memory' not in missing else 'missing'}, "
-    detail += f"pids {'ok' if 'pids' not in missing else 'missing'}"
-    fix = "mount cgroups with the memory and pids controllers available to the worker"
-    return [Check("cgroups", not missing, detail, fix)]
+    from probe_service.sandbox.requirements import cgroup_support
+
+    support = cgroup_support()
+    fix = (
+        "run workers on a host with cgroup v1 memory and pids hierarchies, e.g. booted with "
+        'systemd.unified_cgroup_hierarchy=0 (README, "A farm on several hosts")'
+    )
+    return [Check("cgroups", support.supported, support.detail, fix)]
 
 
 def _identity() -> list[Check]:
     from probe_service.sandbox.selfcheck import describe_mechanism
 
-    fix = "run the worker as root on Linux with cgroup v2 (see SECURITY.md)"
+    fix = "run the worker as root on Linux with cgroup v1 (SECURITY.md, Deployment requirements)"
     return [
         Check("mechanism", "NOT verified" not in line, line, fix) for line in describe_mechanism()
     ]
 
 
-def _policy() -> list[Check]:
-    from probe_service.policies import check_policy_file, policy_file_path
+def _launch(settings: Settings) -> list[Check]:
+    from probe_service.sandbox import locate_runtime
+    from probe_service.sandbox.requirements import check_sandboxed_launch
 
-    path = policy_file_path()
+    try:
+        detail = check_sandboxed_launch(locate_runtime(settings.sandbox_dir))
+    except ProbeServiceError as exc:
+        reason = getattr(exc, "reason", type(exc).__name__)
+        fix = 'the reason names what is missing (README, "What doctor must say")'
+        return [Check("sandboxed launch", False, f"{reason}: {exc}", fix)]
+    return [Check("sandboxed launch", True, detail)]
+
+
+def _policy(settings: Settings) -> list[Check]:
+    from probe_service.policies import check_policy_file
+
+    path = settings.policy_file
     try:
         info = path.lstat()
     except OSError:
@@ -119,12 +153,10 @@ def _policy() -> list[Check]:
     return [Check("policy file", True, f"{path}: mode {mode:o}, {len(policies)} policies")]
 
 
-def _store(root: Path) -> list[Check]:
-    from probe_service.store import DATABASE_URL_ENV
-
-    kind = "postgresql" if os.environ.get(DATABASE_URL_ENV) else "embedded"
+def _store(root: Path, settings: Settings) -> list[Check]:
+    kind = "postgresql" if settings.database_url else "embedded"
     try:
-        with session(root) as svc:
+        with session(root, settings) as svc:
             svc.store  # noqa: B018 (opening the store is the check)
     except ProbeServiceError as exc:
         fix = f"check {DATABASE_URL_ENV} or --root; `byte-probe store migrate`"
@@ -132,10 +164,8 @@ def _store(root: Path) -> list[Check]:
     return [Check(f"store ({kind})", True, "reachable")]
 
 
-def _redis() -> list[Check]:
-    from probe_service.queue import REDIS_URL_ENV
-
-    url = os.environ.get(REDIS_URL_ENV)
+def _redis(settings: Settings) -> list[Check]:
+    url = settings.redis_url
     if not url:
         return []
     import redis
@@ -147,33 +177,41 @@ def _redis() -> list[Check]:
     return [Check("redis", True, "answers PING")]
 
 
-def _signing_key() -> list[Check]:
-    from probe_service.plans.signing import configured_signing_key, signing_key_path
+def _signing_key(settings: Settings) -> list[Check]:
+    from probe_service.plans.signing import configured_signing_key
 
     try:
-        key = configured_signing_key()
+        key = configured_signing_key(settings)
     except ProbeServiceError as exc:
         fix = "chmod 600 the key file, or create one with `byte-probe key create`"
         return [Check("signing key", False, str(exc), fix)]
     if key is None:
-        detail = f"none at {signing_key_path(os.environ)}: receipts are unsigned"
+        detail = f"none at {settings.signing_key}: receipts are unsigned"
         return [Check("signing key", True, detail)]
     return [Check("signing key", True, f"fingerprint {key.fingerprint}")]
 
 
 def run_checks(root: Path) -> list[Check]:
-    """Every check, in order; a check that crashes is reported as failing, never raised."""
+    """Every check, in order; a check that crashes is reported as failing, never raised.
+
+    The settings are read first; when they are refused that is the one failing line."""
+    try:
+        settings = read_settings()
+    except ProbeServiceError as exc:
+        return [Check("settings", False, str(exc), "correct or unset the variable it names")]
     checks: list[Check] = []
     groups: list[tuple[str, Callable[[], list[Check]]]] = [
-        ("runtime digest", _runtime),
-        ("typescript worker", _typescript_worker),
+        ("runtime digest", lambda: _runtime(settings)),
+        ("typescript worker", lambda: _typescript_worker(settings)),
         ("tools", _tools),
+        ("privileges", _privileges),
         ("cgroups", _cgroups),
         ("probe identity", _identity),
-        ("policy file", _policy),
-        ("signing key", _signing_key),
-        ("store", lambda: _store(root)),
-        ("redis", _redis),
+        ("sandboxed launch", lambda: _launch(settings)),
+        ("policy file", lambda: _policy(settings)),
+        ("signing key", lambda: _signing_key(settings)),
+        ("store", lambda: _store(root, settings)),
+        ("redis", lambda: _redis(settings)),
     ]
     for name, group in groups:
         try:

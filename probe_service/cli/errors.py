@@ -1,6 +1,9 @@
-"""Exit codes and the one-line error report every CLI failure ends in.
+"""The one-line error report every CLI failure ends in, with the error class's exit code.
 
-Kept free of heavy imports: the root app needs it before any command group is loaded.
+What is not a refusal of ours is translated here, once, into the tree
+(``probe_service.errors``): click's usage errors, an ``OSError``, input that ended at a
+prompt, and a bug. Kept free of heavy imports: the root app needs it before any command
+group is loaded.
 """
 
 from __future__ import annotations
@@ -8,32 +11,47 @@ from __future__ import annotations
 import json
 import sys
 
-from probe_service.errors import InfrastructureError, ProbeServiceError, UnstableWorkingTree
+import typer
+from typer._click.exceptions import ClickException
 
-__all__ = ["EXIT_INFRASTRUCTURE", "EXIT_INPUT", "EXIT_INTERNAL", "exit_code_for", "report_error"]
+from probe_service.errors import (
+    EXIT_INFRASTRUCTURE,
+    EXIT_INPUT,
+    EXIT_INTERNAL,
+    Aborted,
+    InternalError,
+    OSFailure,
+    ProbeServiceError,
+    UsageError,
+)
 
-#: Exit code of a usage or input error (bad flag, bad file, unknown id, refused path).
-EXIT_INPUT = 3
-#: Exit code when the store, broker or working tree was unavailable; retrying may help.
-EXIT_INFRASTRUCTURE = 4
-#: Exit code of an unexpected internal error (EX_SOFTWARE).
-EXIT_INTERNAL = 70
-
-
-def exit_code_for(exc: ProbeServiceError) -> int:
-    """The exit code of a refusal: 4 when retrying may help, else 3."""
-    if isinstance(exc, InfrastructureError | UnstableWorkingTree):
-        return EXIT_INFRASTRUCTURE
-    return EXIT_INPUT
+__all__ = ["EXIT_INFRASTRUCTURE", "EXIT_INPUT", "EXIT_INTERNAL", "as_refusal", "report_error"]
 
 
-def report_error(message: str, code: str, as_json: bool) -> None:
-    """Print one line on stderr, and an error frame on stdout when JSON was asked for."""
+def as_refusal(exc: Exception) -> ProbeServiceError:
+    """``exc`` as an error of the tree: itself, or its translation (InternalError for a bug)."""
+    if isinstance(exc, ProbeServiceError):
+        return exc
+    if isinstance(exc, typer.Abort):
+        return Aborted("aborted")
+    if isinstance(exc, ClickException):
+        return UsageError(exc.format_message())
+    if isinstance(exc, OSError):
+        return OSFailure(f"{exc.filename or ''}: {exc.strerror or exc}")
+    return InternalError(
+        f"internal error ({type(exc).__name__}): {exc}; rerun with BYTE_PROBE_DEBUG=1"
+    )
+
+
+def report_error(error: ProbeServiceError, as_json: bool) -> int:
+    """Print one line on stderr, and an error frame on stdout when JSON was asked for;
+    return the error's exit code."""
     # Imported here: safe_text loads rich, which `--help` does not need.
     from probe_service.safe_text import safe_line
 
     # Messages may quote untrusted text (a plan field, a path): one visible line.
-    line = safe_line(" ".join(message.split()))
+    line = safe_line(" ".join(str(error).split()))
     sys.stderr.write(f"byte-probe: error: {line}\n")
     if as_json:
-        sys.stdout.write(json.dumps({"error": code, "message": line}) + "\n")
+        sys.stdout.write(json.dumps({"error": error.code, "message": line}) + "\n")
+    return error.exit_code

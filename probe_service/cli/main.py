@@ -8,7 +8,6 @@ the queue or the sandbox (docs/ARCHITECTURE.md, "The operation table").
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -19,12 +18,11 @@ import typer
 
 # typer 0.29 vendors click privately; pinned in pyproject so these imports stay valid.
 from typer._click import Command, Context, HelpFormatter
-from typer._click.exceptions import ClickException
 from typer.core import TyperCommand, TyperGroup
 
-from probe_service.errors import ProbeServiceError
+from probe_service.errors import InternalError, ProbeServiceError
 
-from .errors import EXIT_INFRASTRUCTURE, EXIT_INPUT, EXIT_INTERNAL, exit_code_for, report_error
+from .errors import EXIT_INFRASTRUCTURE, EXIT_INPUT, EXIT_INTERNAL, as_refusal, report_error
 
 __all__ = ["COMMANDS", "EXIT_INTERNAL", "app", "entry_point", "load_command", "main"]
 
@@ -147,28 +145,23 @@ def _reporting(argv: Sequence[str]) -> Iterator[list[int]]:
     code = [0]
     try:
         yield code
-    except ProbeServiceError as exc:
-        report_error(str(exc), exc.code, as_json)
-        code[0] = exit_code_for(exc)
-    except typer.Abort:
-        report_error("aborted", "aborted", as_json)
-        code[0] = 130
-    except ClickException as exc:
-        report_error(exc.format_message(), "usage", as_json)
-        code[0] = EXIT_INPUT
-    except OSError as exc:
-        report_error(f"{exc.filename or ''}: {exc.strerror or exc}", "os_error", as_json)
-        code[0] = EXIT_INPUT
     except Exception as exc:
+        error = as_refusal(exc)
         # A bug, not a refusal: still one line, unless the operator asks for the trace.
-        if os.environ.get("BYTE_PROBE_DEBUG"):
+        if isinstance(error, InternalError) and _debugging():
             raise
-        report_error(
-            f"internal error ({type(exc).__name__}): {exc}; rerun with BYTE_PROBE_DEBUG=1",
-            "internal",
-            as_json,
-        )
-        code[0] = EXIT_INTERNAL
+        code[0] = report_error(error, as_json)
+
+
+def _debugging() -> bool:
+    """Whether ``BYTE_PROBE_DEBUG`` asks for a bug's traceback (never when the settings
+    themselves are refused: that error is reported instead)."""
+    from probe_service.settings import read_settings
+
+    try:
+        return read_settings().debug
+    except ProbeServiceError:
+        return False
 
 
 class RootGroup(TyperGroup):

@@ -207,7 +207,7 @@ def receipt_verify(
         # Offline: the session opens no store for this row (it reads only the policy
         # file's revoked keys).
         with session(Path(".")) as svc:
-            verified = svc.receipt_verify(document=document, public_keys=keys)
+            verified = svc.receipt_verify(document=document, public_keys=tuple(keys))
         sha, signer = verified.receipt_sha256, verified.signer
     except ReceiptInvalid as exc:  # a verdict on the receipt, not a usage error: exit 1
         message = safe_line(" ".join(str(exc).split()))  # may quote the receipt's fields

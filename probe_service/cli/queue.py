@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 from enum import StrEnum
@@ -18,15 +17,13 @@ from probe_service.errors import InvalidInput
 from probe_service.safe_text import untrusted
 from probe_service.service import ProbeService
 from probe_service.service.adapters import Receipt, RunSummary, parse_receipt, summary_json
+from probe_service.settings import REDIS_URL_ENV, read_settings
 
 from .common import EXIT_INFRASTRUCTURE, JsonOption, RootOption, console, emit_json, session
 from .waiting import NoticeOption, NoWorkerNotice, TimeoutOption
 
-#: Names the queue's Redis URL (``probe_service.queue.REDIS_URL_ENV``; the options below are
-#: declared without importing the queue, so `--help` stays quick).
-REDIS_URL_ENV = "PROBE_REDIS_URL"
-#: ``probe_service.queue.METRICS_PORT_ENV``.
-METRICS_PORT_ENV = "PROBE_METRICS_PORT"
+#: The worker command's refusal without a broker.
+_NO_BROKER = f"{REDIS_URL_ENV}: not set; a worker needs a Redis broker"
 
 
 class FailOn(StrEnum):
@@ -42,9 +39,13 @@ def worker(
     threads: Annotated[int, typer.Option("--threads", min=1, help="Threads per process.")] = 2,
     queues: Annotated[list[str] | None, typer.Option("--queues", help="Queues to consume.")] = None,
     metrics_port: Annotated[
-        int,
-        typer.Option("--metrics-port", envvar=METRICS_PORT_ENV, help="Prometheus port; 0 = off."),
-    ] = 9191,
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            help="Prometheus port; 0 = off.",
+            show_default="$PROBE_METRICS_PORT, else 9191",
+        ),
+    ] = None,
     metrics_host: Annotated[
         str, typer.Option("--metrics-host", help="Address the metrics endpoint binds.")
     ] = "127.0.0.1",
@@ -59,17 +60,24 @@ def worker(
     from probe_service.queue import DEFAULT_QUEUE, run_supervisor, serve_metrics
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    if not os.environ.get(REDIS_URL_ENV):
-        raise InvalidInput(f"{REDIS_URL_ENV}: not set; a worker needs a Redis broker")
-    os.environ.setdefault("PROBE_ROOT", str(root.resolve()))
-    with session(root) as svc:
-        if metrics_port:
-            queue = svc.queue
-            if queue is None:  # excluded above; for the type checker
-                raise InvalidInput(f"{REDIS_URL_ENV}: not set; a worker needs a Redis broker")
-            serve_metrics(metrics_port, svc.store, queue, host=metrics_host)
-            console.print(untrusted(f"metrics on http://{metrics_host}:{metrics_port}/metrics"))
-        code = run_supervisor(processes, threads, queues or [DEFAULT_QUEUE], threading.Event())
+    settings = read_settings()
+    port = settings.metrics_port if metrics_port is None else metrics_port
+    # A lazy session: refusing for want of a broker opens no store.
+    with session(root, settings) as svc:
+        queue = svc.queue.require_broker(_NO_BROKER)
+        if port:
+            serve_metrics(port, svc.store, queue, host=metrics_host)
+            console.print(untrusted(f"metrics on http://{metrics_host}:{port}/metrics"))
+        code = run_supervisor(
+            processes,
+            threads,
+            queues or [DEFAULT_QUEUE],
+            threading.Event(),
+            # The workers get the state directory as an argument, and the settings' copy of
+            # the environment (docs/ARCHITECTURE.md, "Settings").
+            root=root.resolve(),
+            env=settings.environment,
+        )
     raise typer.Exit(code)
 
 
@@ -181,8 +189,7 @@ def _submit(
     waiting: tuple[float, float] = (3600.0, 10.0),
 ) -> None:
     if resume:
-        if not os.environ.get(REDIS_URL_ENV):
-            raise InvalidInput(f"--resume needs {REDIS_URL_ENV}")
+        svc.queue.require_broker(f"--resume needs {REDIS_URL_ENV}")
         batch_id, sent, total = resume, svc.batch_resume(batch_id=resume).enqueued, 0
     else:
         if plans_file is None or not policy:
@@ -194,7 +201,9 @@ def _submit(
         items, skipped = read_plans_file(plans_file, policy, skip_invalid)
         for line in skipped:
             sys.stderr.write(f"byte-probe: skipped {line}\n")
-        result = svc.batch_submit(items=items, policy_id=policy, reuse=reuse, threads=threads)
+        result = svc.batch_submit(
+            items=tuple(items), policy_id=policy, reuse=reuse, threads=threads
+        )
         batch_id, sent, total = result.batch_id, result.enqueued, len(result.run_ids)
         wait = wait or result.embedded
     if not json_out:

@@ -24,13 +24,14 @@ from typing import Annotated, Any
 import typer
 
 from probe_service.errors import InvalidInput
+from probe_service.settings import COMPATIBILITY_PREFIX, Settings, read_settings
 
 __all__ = ["CACHE_SECONDS", "cache_path", "capabilities", "capabilities_document", "schema"]
 
 #: How long a cached capabilities document is served before it is rebuilt.
 CACHE_SECONDS = 600
 #: Environment names that change what ``capabilities`` reports (besides ``PROBE_*``).
-_ENV_PREFIXES = ("PROBE_", "BYTE_PROBE_")
+_ENV_PREFIXES = ("PROBE_", "BYTE_PROBE_", COMPATIBILITY_PREFIX)
 _ENV_NAMES = ("HOME", "PATH", "XDG_CACHE_HOME")
 _PACKAGE = Path(__file__).resolve().parent.parent
 
@@ -39,7 +40,7 @@ FreshOption = Annotated[
 ]
 
 
-def _cache_key() -> str:
+def _cache_key(settings: Settings) -> str:
     """A digest of everything the document is computed from, except the machine's state."""
     digest = hashlib.sha256()
     for path in sorted(_PACKAGE.rglob("*.py")):
@@ -49,16 +50,19 @@ def _cache_key() -> str:
         digest.update(Path(spec.origin).with_name("version.py").read_bytes())
     digest.update(sys.version.encode() + sys.executable.encode())
     env = sorted(
-        (k, v) for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES) or k in _ENV_NAMES
+        (k, v)
+        for k, v in settings.environment.items()
+        if k.startswith(_ENV_PREFIXES) or k in _ENV_NAMES
     )
     digest.update(json.dumps(env).encode())
     return digest.hexdigest()
 
 
-def cache_path() -> Path:
-    """Where this engine's cached capabilities document lives for this environment."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "byte-probe" / f"capabilities-{_cache_key()[:32]}.json"
+def cache_path(settings: Settings | None = None) -> Path:
+    """Where this engine's cached capabilities document lives for these settings (the
+    environment's when None); raises SettingsError."""
+    settings = settings or read_settings()
+    return settings.cache_dir / "byte-probe" / f"capabilities-{_cache_key(settings)[:32]}.json"
 
 
 def _read_cache(path: Path) -> dict[str, Any] | None:
@@ -96,12 +100,13 @@ def _write_cache(path: Path, document: dict[str, Any]) -> None:
 
 def capabilities_document(fresh: bool = False) -> dict[str, Any]:
     """The ``capabilities`` row's JSON for the CLI face, from the cache when it is current."""
-    path = cache_path()
+    settings = read_settings()
+    path = cache_path(settings)
     document = None if fresh else _read_cache(path)
     if document is None:
         from .common import session
 
-        with session(Path(".")) as svc:  # the row opens no store
+        with session(Path("."), settings) as svc:  # the row opens no store
             document = svc.call("capabilities")
         _write_cache(path, document)
     return document

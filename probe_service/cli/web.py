@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from ..web import require_token, serve_web, token_from_environment
+from ..settings import read_settings
+from ..web import require_token, serve_web
 from .common import RootOption, console
 
 
@@ -25,11 +26,11 @@ def web(
 
     Example: byte-probe web --root .demo --port 8470
     """
-    token = token_from_environment()
-
+    settings = read_settings()
+    token = settings.web_token
     require_token(host, token)  # refuse before the store opens
     from probe_service.service import ProbeService
 
-    # One session for the server's life, labelled like the other long-lived faces.
-    with ProbeService.open(root, interface="host") as svc:
+    # One session for the server's life, on the web face: it may call only read-only rows.
+    with ProbeService.open(root, settings=settings, interface="web") as svc:
         serve_web(svc, host=host, port=port, token=token, say=console.print)

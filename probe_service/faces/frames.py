@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InvalidInput, LimitExceeded, ProbeServiceError
+from ..errors import InternalError, InvalidInput, LimitExceeded, ProbeServiceError
 
 __all__ = [
     "FRAME_FIELDS",
@@ -115,9 +115,10 @@ def error_frame(request_id: RequestId, error: ProbeServiceError) -> dict[str, An
 
 
 def internal_frame(request_id: RequestId, exc: BaseException) -> dict[str, Any]:
-    """The response to a bug: code ``internal``, the type only (the trace goes to stderr)."""
+    """The response to a bug: an InternalError naming the type only (the trace goes to
+    stderr)."""
     message = f"internal error ({type(exc).__name__}); the host's stderr has the details"
-    return {"id": request_id, "ok": False, "error": {"code": "internal", "message": message}}
+    return error_frame(request_id, InternalError(message))
 
 
 def encode_frame(frame: dict[str, Any]) -> bytes:

@@ -25,7 +25,7 @@ from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 
 from .. import ENGINE_VERSION
-from ..errors import InvalidInput, ProbeServiceError
+from ..errors import InternalError, InvalidInput, ProbeServiceError
 from ..service import Operation, ProbeService, operations
 
 __all__ = [
@@ -65,8 +65,8 @@ def tools() -> list[types.Tool]:
     ]
 
 
-def _error_result(code: str, message: str) -> types.CallToolResult:
-    error = {"code": code, "message": message}
+def _error_result(exc: ProbeServiceError) -> types.CallToolResult:
+    error = {"code": exc.code, "message": str(exc)}
     return types.CallToolResult(
         content=[types.TextContent(text=json.dumps({"error": error}, ensure_ascii=True))],
         structured_content={"error": error},
@@ -85,10 +85,10 @@ def tool_result(
             raise InvalidInput(f"name: unknown tool {tool[:200]!r}")
         result = svc.call(name, arguments)
     except ProbeServiceError as exc:
-        return _error_result(exc.code, str(exc))
+        return _error_result(exc)
     except Exception as exc:
         log.exception("internal error in tool %s", tool[:200])
-        return _error_result("internal", f"internal error ({type(exc).__name__})")
+        return _error_result(InternalError(f"internal error ({type(exc).__name__})"))
     return types.CallToolResult(
         content=[types.TextContent(text=json.dumps(result, ensure_ascii=True))],
         structured_content=result if isinstance(result, dict) else None,

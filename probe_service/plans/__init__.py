@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from .configured import RunConfiguration, run_configuration, run_configured
     from .models import (
         LIMITS,
         Fixture,
@@ -44,6 +45,7 @@ __all__ = [
     "PlanLimits",
     "ProbeRunResult",
     "Receipt",
+    "RunConfiguration",
     "action_key_for",
     "build_receipt",
     "decide_outcome",
@@ -58,6 +60,8 @@ __all__ = [
     "probe_abandon",
     "probe_run",
     "result_from_receipt",
+    "run_configuration",
+    "run_configured",
     "save_plan",
     "save_receipt",
     "verify_receipt",

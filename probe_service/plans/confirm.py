@@ -20,7 +20,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..errors import ReceiptInvalid
+from ..errors import ProbeServiceError, ReceiptInvalid
 from ..policies import Policy
 from .receipt_model import Committed, Operational, parse_committed, parse_operational
 from .receipt_parts import CommittedConfirmation
@@ -111,10 +111,12 @@ class ReceiptDraft:
 HandOff = Callable[[ReceiptDraft], bool]
 
 
-class ConfirmationHandedOff(Exception):
+class ConfirmationHandedOff(ProbeServiceError):
     """Control flow, like dramatiq's ``Retry``: the run's first refutation went to another
     worker for its confirmation, so this call writes no receipt. Raised by ``probe_run``
     only to a caller that passed ``hand_off``."""
+
+    code = "confirmation_handed_off"
 
     def __init__(self, run_id: str) -> None:
         super().__init__(f"run {run_id}: confirmation handed to another worker")

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..canonical import canonical_json, sha256_hex
-from ..errors import InvalidPlan, UnsafePath
+from ..errors import InvalidPlan, UnsafePath, validation_message
 from ..relpaths import check_relative_path
 from ..sandbox.argsize import MAX_LAUNCH_ARG_BYTES, launch_arg_bytes
 
@@ -244,9 +244,7 @@ def parse_plan(value: object, limits: PlanLimits = LIMITS) -> Plan:
     except (ValidationError, TypeError, ValueError, RecursionError) as exc:
         if not isinstance(exc, ValidationError):
             raise InvalidPlan(f"plan: not JSON ({exc})") from exc
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "plan"
-        raise InvalidPlan(f"{where}: {first['msg']}") from exc
+        raise InvalidPlan(validation_message(exc, "plan")) from exc
     _check_limits(plan, limits)
     _check_paths(plan)
     return plan

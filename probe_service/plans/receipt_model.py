@@ -22,7 +22,7 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar
 from pydantic import BeforeValidator, Field, PlainSerializer, ValidationError
 
 from ..canonical import canonical_json
-from ..errors import ReceiptInvalid
+from ..errors import ReceiptInvalid, validation_message
 from .receipt_parts import (
     Check,
     CommittedConfirmation,
@@ -194,16 +194,14 @@ def _model_for(version: object, where: str) -> type[Receipt]:
 
 
 def _described(exc: ValidationError, where: str, prefix: str) -> ReceiptInvalid:
-    """The first problem pydantic found, naming the field by its dotted path."""
-    error = exc.errors(include_url=False)[0]
-    path = ".".join(str(part) for part in (prefix, *error["loc"]) if part != "")
-    if error["type"] == "missing":
-        problem = "missing"
-    elif error["type"] == "extra_forbidden":
-        problem = "not a field of this receipt version"
-    else:
-        problem = error["msg"].removeprefix("Value error, ")
-    return ReceiptInvalid(f"{where}: {path}: {problem}")
+    """The first problem pydantic found, naming the field by its dotted path (the one
+    wording of ``validation_message``)."""
+    message = validation_message(exc, prefix or "receipt")
+    if exc.errors()[0]["loc"] and prefix:
+        message = f"{prefix}.{message}"
+    if exc.errors()[0]["type"] == "extra_forbidden":
+        message += " (not a field of this receipt version)"
+    return ReceiptInvalid(f"{where}: {message}")
 
 
 def _first_difference(read: object, written: object, path: str) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import os
 import socket
 import time
 import uuid
@@ -148,12 +147,13 @@ def action_inputs(
     plan: Plan,
     policy: Policy,
     sandbox_digest: str,
-    environ: Mapping[str, str] | None = None,
+    environ: Mapping[str, str],
     toolchains: Sequence[ResolvedToolchain] = (),
 ) -> ActionInputs:
     """The inputs of running ``plan`` under ``policy`` on this worker, now, with the
-    digests of ``toolchains`` as resolved for this run."""
-    passed = passed_environment(policy, os.environ if environ is None else environ)
+    values ``environ`` (the settings' frozen copy) gives the policy's names and the digests
+    of ``toolchains`` as resolved for this run."""
+    passed = passed_environment(policy, environ)
     kept = sorted(
         (name, value)
         for name, value in passed.items()
@@ -179,7 +179,9 @@ def probe_run(
     policy_id: str,
     *,
     policy_file: PolicyFile,
+    environ: Mapping[str, str],
     runtime: SandboxRuntime | None = None,
+    sandbox_dir: Path | None = None,
     reuse: bool = True,
     run_id: str | None = None,
     worker: str | None = None,
@@ -190,7 +192,11 @@ def probe_run(
     first: ReceiptDraft | None = None,
 ) -> ProbeRunResult:
     """Run a stored plan under the exactly named policy and return its receipt, signed by
-    ``signing_key`` when one is given (docs/ARCHITECTURE.md, "Signed receipts").
+    ``signing_key`` when one is given (docs/ARCHITECTURE.md, "Signed receipts"). The
+    policy's environment names take their values from ``environ`` (the settings' frozen
+    copy of the environment, docs/ARCHITECTURE.md, "Settings"), for the action key and the
+    probe alike. Without ``runtime`` the one installed in ``sandbox_dir`` (the settings')
+    is verified here.
     ``queued_seconds`` (submission to claim) goes into the receipt's phase timings;
     ``on_written(conn, receipt)`` runs inside the receipt's own transaction when this run
     wrote a new receipt (the queue finishes its run there: one transaction, not two).
@@ -216,9 +222,9 @@ def probe_run(
         plan_id, plan, policy, run_id, worker or socket.gethostname(), signing_key
     )
     context.clock = PhaseClock(queued_seconds)  # the run's own clock starts at its claim
-    context.on_written, context.first = on_written, first
+    context.on_written, context.first, context.environ = on_written, first, environ
     try:
-        runtime = runtime or locate_runtime()
+        runtime = runtime or locate_runtime(sandbox_dir)
     except SandboxUnavailable as exc:
         return context.finish(store, _refused(exc.reason, str(exc)), None, "unverified", "")
     try:
@@ -229,7 +235,7 @@ def probe_run(
         return context.finish(
             store, _refused("toolchain_unavailable", str(exc)), None, runtime.digest, ""
         )
-    inputs = action_inputs(plan_id, plan, policy, runtime.digest, toolchains=context.toolchains)
+    inputs = action_inputs(plan_id, plan, policy, runtime.digest, environ, context.toolchains)
     key = action_key_for(inputs)
     if first is not None and first.committed.action_key != key:
         # Not the same action on this worker: it cannot reproduce that refutation, so the
@@ -293,7 +299,9 @@ def _execute_draft(
     """Execute the run's plan once and assemble that execution's receipt fields."""
     plan, policy = context.plan, context.policy
     try:
-        executed = _execute(store, plan, policy, runtime, context.toolchains, context.clock)
+        executed = _execute(
+            store, plan, policy, runtime, context.toolchains, context.clock, context.environ
+        )
     except InfrastructureError:
         raise  # the store may answer on a retry; that is not the probe's outcome
     except Exception as exc:  # any defect still ends in a receipt
@@ -318,6 +326,7 @@ def _execute(
     runtime: SandboxRuntime,
     toolchains: Sequence[ResolvedToolchain],
     clock: PhaseClock,
+    environ: Mapping[str, str],
 ) -> _Executed:
     """Run the probe in disposable directories, removed whatever happens.
 
@@ -355,6 +364,7 @@ def _execute(
             toolchains=toolchains,
             preflight=plan.preflight,
             slot=slot,
+            environment=environ,
         )
         full_tables = tables.stop()
         clock.merge(result.phases)
@@ -423,6 +433,7 @@ class _RunContext:
         self.clock = PhaseClock()
         self.on_written: ReceiptHook | None = None
         self.toolchains: tuple[ResolvedToolchain, ...] = ()
+        self.environ: Mapping[str, str] = {}
         self.refused = RunRefusals()
         #: The first refutation this run's execution confirms (docs/ARCHITECTURE.md,
         #: "Confirming a refutation"); None for an ordinary execution.
@@ -433,7 +444,7 @@ class _RunContext:
         context = _RunContext(
             self.plan_id, self.plan, self.policy, self.run_id, self.worker, self.signing_key
         )
-        context.toolchains = self.toolchains
+        context.toolchains, context.environ = self.toolchains, self.environ
         return context
 
     def finish(

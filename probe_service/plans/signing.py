@@ -14,7 +14,7 @@ import binascii
 import json
 import os
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from ..canonical import canonical_json, sha256_hex, sha256_of_json
 from ..errors import KeyFileError, ReceiptInvalid
-from ..policies import policy_file_path
+from ..settings import SIGNING_KEY_ENV, Settings
 from .receipt_model import Receipt, parse_committed
 
 __all__ = [
@@ -45,12 +45,10 @@ __all__ = [
     "public_key_from_pem",
     "receipt_signer",
     "sign_receipt",
-    "signing_key_path",
     "statement_for",
     "verify_envelope",
 ]
 
-SIGNING_KEY_ENV = "BYTE_PROBE_SIGNING_KEY"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 PREDICATE_TYPE = "https://byte-probe.dev/attestations/probe-receipt/v1"
@@ -179,27 +177,17 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
     return key
 
 
-def signing_key_path(environ: Mapping[str, str] | None = None) -> Path:
-    """The one place the signing key is read from: the env override, else beside the
-    default policy file (``~/.zyte/agent/signing-key.pem``)."""
-    env = os.environ if environ is None else environ
-    override = env.get(SIGNING_KEY_ENV)
-    if override:
-        return Path(override)
-    default_policies = policy_file_path({})
-    return default_policies.parent / PRIVATE_KEY_NAME
-
-
 def configured_signing_key(
-    forbidden_roots: Iterable[Path] = (), environ: Mapping[str, str] | None = None
+    settings: Settings, forbidden_roots: Iterable[Path] = ()
 ) -> SigningKey | None:
-    """The configured signing key, or None when none is configured.
+    """The signing key the settings name (``BYTE_PROBE_SIGNING_KEY``, else
+    ``~/.zyte/agent/signing-key.pem``), or None when none is configured.
 
-    A key named by the environment must load; the default file may be absent.
+    A key named by the environment must load; the default file may be absent. Raises
+    KeyFileError for a key that is unsafe, misplaced or malformed.
     """
-    env = os.environ if environ is None else environ
-    path = signing_key_path(env)
-    if not env.get(SIGNING_KEY_ENV) and not os.path.lexists(path):
+    path = settings.signing_key
+    if not settings.signing_key_named and not os.path.lexists(path):
         return None
     return load_signing_key(path, forbidden_roots)
 

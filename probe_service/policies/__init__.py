@@ -18,9 +18,14 @@ if TYPE_CHECKING:
         recheck_identity,
         resolve_executable,
     )
-    from probe_service.policies.loader import check_policy_file, find_policy, load_policy_file
-    from probe_service.policies.location import POLICY_FILE_ENV, policy_file_path
+    from probe_service.policies.loader import (
+        check_policy_file,
+        find_policy,
+        load_policy_file,
+        revoked_signing_keys,
+    )
     from probe_service.policies.model import Policy, PolicyFile, passed_environment
+    from probe_service.settings import POLICY_FILE_ENV
 
 __all__ = [
     "POLICY_FILE_ENV",
@@ -38,9 +43,9 @@ __all__ = [
     "load_policy_file",
     "passed_environment",
     "policy_digest",
-    "policy_file_path",
     "recheck_identity",
     "resolve_executable",
+    "revoked_signing_keys",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, __file__)

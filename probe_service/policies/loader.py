@@ -15,17 +15,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from probe_service.errors import PolicyError
-from probe_service.policies.location import POLICY_FILE_ENV, policy_file_path
+from probe_service.errors import PolicyError, validation_message
 from probe_service.policies.model import RESERVED_POLICY_PREFIX, Policy, PolicyFile
 
 __all__ = [
     "MAX_POLICY_FILE_BYTES",
-    "POLICY_FILE_ENV",
     "check_policy_file",
     "find_policy",
     "load_policy_file",
-    "policy_file_path",
+    "revoked_signing_keys",
 ]
 
 #: A policy file larger than this is refused before it is parsed.
@@ -63,12 +61,6 @@ def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def _describe(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    where = ".".join(str(part) for part in first["loc"]) or "<root>"
-    return f"{where}: {first['msg']}"
-
-
 def load_policy_file(path: Path) -> PolicyFile:
     """Read and validate one policy file; raises ``PolicyError`` naming the path and field."""
     raw = _read_checked(path)
@@ -79,7 +71,7 @@ def load_policy_file(path: Path) -> PolicyFile:
     try:
         loaded = PolicyFile.model_validate(document)
     except ValidationError as exc:
-        raise PolicyError(f"{path}: {_describe(exc)}") from exc
+        raise PolicyError(f"{path}: {validation_message(exc, '<root>')}") from exc
     _check_toolchains(path, loaded)
     return loaded
 
@@ -105,9 +97,20 @@ def _check_toolchains(path: Path, loaded: PolicyFile) -> None:
             raise PolicyError(f"{path}: policy {policy.id!r}: {exc}") from exc
 
 
-def check_policy_file(path: Path | None = None) -> list[Policy]:
-    """Validate the policy file (default location if ``path`` is None); raises ``PolicyError``."""
-    return list(load_policy_file(path or policy_file_path()).policies)
+def check_policy_file(path: Path) -> list[Policy]:
+    """Validate the policy file at ``path`` (the settings' ``policy_file``); raises
+    ``PolicyError``."""
+    return list(load_policy_file(path).policies)
+
+
+def revoked_signing_keys(path: Path) -> tuple[str, ...]:
+    """Fingerprints the policy file at ``path`` revokes; none when there is no file.
+
+    Raises PolicyError when the file exists but is unsafe or malformed.
+    """
+    if not path.exists():
+        return ()
+    return load_policy_file(path).revoked_signing_keys
 
 
 def find_policy(policy_file: PolicyFile, policy_id: str) -> Policy:

@@ -14,9 +14,12 @@ from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .broker import DEFAULT_QUEUE, REDIS_URL_ENV, ProbeQueue
+    from .dispatch import Queue, open_queue
     from .execute import WorkerContext, execute_run, reap_runs
+    from .inline import InlineQueue, run_inline
     from .junit import write_junit
     from .metrics import METRICS_PORT_ENV, serve_metrics
+    from .queued_run import run_queued
     from .runs import batch_counts, create_runs
     from .submit import (
         RunSummary,
@@ -33,7 +36,9 @@ __all__ = [
     "DEFAULT_QUEUE",
     "METRICS_PORT_ENV",
     "REDIS_URL_ENV",
+    "InlineQueue",
     "ProbeQueue",
+    "Queue",
     "RunSummary",
     "SubmitResult",
     "WorkerContext",
@@ -41,9 +46,12 @@ __all__ = [
     "batch_results",
     "create_runs",
     "execute_run",
+    "open_queue",
     "read_plans_file",
     "reap_runs",
     "resume_batch",
+    "run_inline",
+    "run_queued",
     "run_supervisor",
     "serve_metrics",
     "submit_plans",

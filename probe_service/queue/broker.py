@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dramatiq
 import redis
@@ -19,7 +19,14 @@ from dramatiq.brokers.redis import RedisBroker
 from dramatiq.errors import BrokerConnectionError as DramatiqConnectionError
 
 from ..errors import BrokerUnavailable, InfrastructureError
-from .runs import NAMESPACE_ENV, configured_namespace
+from ..settings import NAMESPACE_ENV, REDIS_URL_ENV
+from ..store import Store
+from .runs import mark_enqueued
+from .submit import BATCH_SIZE
+from .tables import DEFAULT_NAMESPACE
+
+if TYPE_CHECKING:
+    from ..plans import ProbeRunResult
 
 __all__ = [
     "ACTOR_NAME",
@@ -27,11 +34,9 @@ __all__ = [
     "NAMESPACE_ENV",
     "REDIS_URL_ENV",
     "ProbeQueue",
-    "configured_namespace",
     "map_broker_errors",
 ]
 
-REDIS_URL_ENV = "PROBE_REDIS_URL"
 DEFAULT_QUEUE = "probes"
 ACTOR_NAME = "run_probe"
 #: Retries are for infrastructure errors only; a probe outcome is never retried.
@@ -57,13 +62,17 @@ def _retry_infrastructure(retries: int, exc: BaseException) -> bool:
 
 
 class ProbeQueue:
-    """A Redis broker plus the ``run_probe`` actor bound to ``handler`` (if any)."""
+    """A Redis broker plus the ``run_probe`` actor bound to ``handler`` (if any): the
+    ``Queue`` (queue/dispatch.py) of a session with ``PROBE_REDIS_URL``."""
+
+    #: Runs execute on the farm's workers, never in this process.
+    embedded = False
 
     def __init__(
         self,
         url: str,
         *,
-        namespace: str | None = None,
+        namespace: str = DEFAULT_NAMESPACE,
         queue_name: str = DEFAULT_QUEUE,
         handler: Callable[[str], None] | None = None,
         broker: RedisBroker | None = None,
@@ -71,7 +80,7 @@ class ProbeQueue:
         self.url = url
         self.queue_name = queue_name
         self.broker = broker or RedisBroker(  # type: ignore[no-untyped-call]
-            url=url, namespace=namespace or configured_namespace()
+            url=url, namespace=namespace
         )
         # One actor per queue on a broker; the default queue keeps the plain name.
         name = ACTOR_NAME if queue_name == DEFAULT_QUEUE else f"{ACTOR_NAME}_{queue_name}"
@@ -89,6 +98,57 @@ class ProbeQueue:
     def namespace(self) -> str:
         """The Redis key namespace this queue sends to (and its runs are stored under)."""
         return str(self.broker.namespace)
+
+    def send(self, store: Store, batch_id: str, run_ids: Sequence[str]) -> int:
+        """Send a persisted batch's runs, marking each sent one enqueued; return how many
+        were sent.
+
+        Raises BrokerUnavailable naming how many are stored and sent and the command
+        that resumes the batch.
+        """
+        sent = 0
+        for start in range(0, len(run_ids), BATCH_SIZE):
+            chunk = run_ids[start : start + BATCH_SIZE]
+            try:
+                done = self.enqueue(chunk)
+            except BrokerUnavailable as exc:
+                raise BrokerUnavailable(
+                    f"{exc}; {len(run_ids)} runs are stored and {sent} were enqueued. "
+                    f"Resume with: byte-probe submit --resume {batch_id}"
+                ) from exc
+            mark_enqueued(store, chunk[:done])
+            sent += done
+        return sent
+
+    def execute_submitted(self, store: Store, run_ids: Sequence[str], threads: int) -> None:
+        """Nothing: the farm's workers execute them."""
+
+    def require_broker(self, refusal: str) -> ProbeQueue:
+        """This queue: it has a broker."""
+        return self
+
+    def run_plan(
+        self,
+        store: Store,
+        plan_id: str,
+        policy_id: str,
+        *,
+        reuse: bool,
+        timeout_s: float,
+        on_progress: Callable[[dict[str, int]], None] | None,
+    ) -> ProbeRunResult:
+        """Run one stored plan on any worker and wait for its receipt (``run_queued``)."""
+        from .queued_run import run_queued
+
+        return run_queued(
+            store,
+            self,
+            plan_id,
+            policy_id,
+            timeout_s=timeout_s,
+            reuse=reuse,
+            on_progress=on_progress,
+        )
 
     def enqueue(self, run_ids: Sequence[str], delay_ms: int = 0) -> int:
         """Send one message per run id, each delivered after ``delay_ms`` (dramatiq's

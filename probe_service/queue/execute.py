@@ -16,11 +16,10 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection
 
 from ..errors import BrokerUnavailable, InfrastructureError, ProbeServiceError
-from ..plans import probe_abandon, probe_run
+from ..plans import probe_abandon, probe_run, run_configuration
 from ..plans.confirm import ConfirmationHandedOff, HandOff, ReceiptDraft
-from ..plans.signing import configured_signing_key
-from ..policies import load_policy_file, policy_file_path
 from ..sandbox import SandboxRuntime
+from ..settings import Settings, read_settings
 from ..store import Store
 from .confirmations import (
     PendingConfirmation,
@@ -62,6 +61,10 @@ class WorkerContext:
 
     store: Store
     runtime: SandboxRuntime | None = None
+    #: The settings the worker was started with: its runs' policy file, signing key and
+    #: environment come from them (docs/ARCHITECTURE.md, "Settings"). A context built
+    #: without them reads them once, here.
+    settings: Settings = field(default_factory=read_settings)
     owner: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     lease_ms: int = 30_000
     max_attempts: int = 3
@@ -182,16 +185,19 @@ def _run_claimed(ctx: WorkerContext, run: RunRow, pending: PendingConfirmation |
 
     with ctx.leases.holding(run_id):
         try:
+            setup = run_configuration(ctx.settings, ctx.store)
             result = probe_run(
                 ctx.store,
                 run.plan_id,
                 run.policy_id,
-                policy_file=load_policy_file(policy_file_path()),
+                policy_file=setup.policy_file,
+                environ=setup.environ,
                 runtime=ctx.runtime,
+                sandbox_dir=ctx.settings.sandbox_dir,
                 reuse=ctx.reuse and run.reuse,
                 run_id=run_id,
                 worker=ctx.owner,
-                signing_key=configured_signing_key(forbidden_roots=(ctx.store.root,)),
+                signing_key=setup.signing_key,
                 queued_seconds=queued_seconds,
                 on_written=finish_in_receipt_transaction,
                 hand_off=_hand_off(ctx, run_id),
@@ -236,16 +242,17 @@ def _abandon(
     """End a run that never completed with an inconclusive receipt (``worker_lost`` by default)."""
     detail = detail or f"worker lost {ctx.max_attempts} times"
     try:
+        setup = run_configuration(ctx.settings, ctx.store)
         result = probe_abandon(
             ctx.store,
             plan_id,
             policy_id,
-            policy_file=load_policy_file(policy_file_path()),
+            policy_file=setup.policy_file,
             run_id=run_id,
             reason=reason,
             detail=detail,
             worker=ctx.owner,
-            signing_key=configured_signing_key(forbidden_roots=(ctx.store.root,)),
+            signing_key=setup.signing_key,
         )
     except InfrastructureError:
         raise

@@ -23,13 +23,13 @@ from ..errors import ProbeServiceError, ReceiptInvalid
 from ..plans.phases import PHASES, phase_seconds
 from ..plans.receipt_model import parse_receipt_json
 from ..plans.tables import receipts
+from ..settings import METRICS_PORT_ENV
 from ..store import Store
 from .broker import ProbeQueue
 from .tables import runs
 
 __all__ = ["METRICS_PORT_ENV", "StoreCollector", "serve_metrics"]
 
-METRICS_PORT_ENV = "PROBE_METRICS_PORT"
 #: Histograms are computed over this many of the newest runs and receipts.
 HISTOGRAM_WINDOW = 10_000
 BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)

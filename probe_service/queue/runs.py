@@ -6,7 +6,6 @@ number of machines can race on the same row and exactly one wins.
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Sequence
@@ -18,13 +17,11 @@ from ..store import Store
 from .tables import DEFAULT_NAMESPACE, pending_confirmations, runs
 
 __all__ = [
-    "NAMESPACE_ENV",
     "Claim",
     "RunRow",
     "batch_counts",
     "cancel_run",
     "claim_run",
-    "configured_namespace",
     "create_runs",
     "expired_runs",
     "finish_run",
@@ -36,14 +33,6 @@ __all__ = [
     "requeue_run",
     "stale_queued_runs",
 ]
-
-
-NAMESPACE_ENV = "PROBE_REDIS_NAMESPACE"
-
-
-def configured_namespace() -> str:
-    """The queue namespace: ``PROBE_REDIS_NAMESPACE``, or ``byte-probe`` when unset or empty."""
-    return os.environ.get(NAMESPACE_ENV) or DEFAULT_NAMESPACE
 
 
 def now_ms() -> int:

@@ -19,17 +19,19 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, select
 
-from ..errors import BrokerUnavailable, InvalidInput, InvalidPlan, ProbeServiceError
+from ..errors import InvalidInput, InvalidPlan, ProbeServiceError
 from ..plans import Plan, parse_plan, plan_id_of
 from ..plans.persist import insert_plans, plan_row
 from ..plans.tables import plans
+from ..settings import NAMESPACE_ENV
 from ..store import Store, append_event
 from ..store.schema import snapshots
-from .runs import batch_counts, configured_namespace, mark_enqueued, new_run_rows
+from .runs import batch_counts, new_run_rows
 from .tables import runs
 
 if TYPE_CHECKING:
     from .broker import ProbeQueue
+    from .dispatch import Queue
 
 __all__ = [
     "BATCH_SIZE",
@@ -164,22 +166,23 @@ def _require_known(conn: Connection, chunk: Sequence[Plan | str]) -> None:
 
 def submit_plans(
     store: Store,
-    queue: ProbeQueue | None,
+    queue: Queue,
     items: Sequence[Plan | str],
     policy_id: str,
     batch_id: str | None = None,
     *,
     reuse: bool = True,
 ) -> SubmitResult:
-    """Persist every item as a queued run, then enqueue them (when a broker is given);
-    with ``reuse=False`` every run executes even when a reusable receipt exists. Each run
-    belongs to the broker's namespace (``PROBE_REDIS_NAMESPACE`` when no broker is given).
+    """Persist every item as a queued run, then hand them to ``queue`` (a broker sends
+    them; the embedded queue leaves them in the store); with ``reuse=False`` every run
+    executes even when a reusable receipt exists. Each run belongs to the queue's
+    namespace (``PROBE_REDIS_NAMESPACE``).
 
     Raises InvalidPlan (nothing persisted) when a plan id or snapshot is not stored,
     BrokerUnavailable after persisting, naming the batch to resume.
     """
     batch_id = batch_id or uuid.uuid4().hex
-    namespace = queue.namespace if queue is not None else configured_namespace()
+    namespace = queue.namespace
     # Check every chunk before persisting any: a refused submission must leave no queued
     # run behind, or the janitor would later send runs the caller was told were refused.
     with store.reading() as conn:
@@ -198,26 +201,8 @@ def submit_plans(
                 namespace,
             )
         )
-    enqueued = 0
-    if queue is not None:
-        enqueued = _enqueue(store, queue, batch_id, run_ids)
+    enqueued = queue.send(store, batch_id, run_ids)
     return SubmitResult(batch_id=batch_id, run_ids=run_ids, enqueued=enqueued)
-
-
-def _enqueue(store: Store, queue: ProbeQueue, batch_id: str, run_ids: Sequence[str]) -> int:
-    sent = 0
-    for start in range(0, len(run_ids), BATCH_SIZE):
-        chunk = run_ids[start : start + BATCH_SIZE]
-        try:
-            done = queue.enqueue(chunk)
-        except BrokerUnavailable as exc:
-            raise BrokerUnavailable(
-                f"{exc}; {len(run_ids)} runs are stored and {sent} were enqueued. "
-                f"Resume with: byte-probe submit --resume {batch_id}"
-            ) from exc
-        mark_enqueued(store, chunk[:done])
-        sent += done
-    return sent
 
 
 def resume_batch(store: Store, queue: ProbeQueue, batch_id: str) -> int:
@@ -244,9 +229,9 @@ def resume_batch(store: Store, queue: ProbeQueue, batch_id: str) -> int:
     if known.namespace != queue.namespace:
         raise InvalidInput(
             f"batch {batch_id}: submitted to queue namespace {known.namespace!r}, not "
-            f"{queue.namespace!r}; resume it with PROBE_REDIS_NAMESPACE={known.namespace}"
+            f"{queue.namespace!r}; resume it with {NAMESPACE_ENV}={known.namespace}"
         )
-    return _enqueue(store, queue, batch_id, queued)
+    return queue.send(store, batch_id, queued)
 
 
 def wait_batch(

@@ -12,7 +12,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 __all__ = ["run_supervisor"]
 
@@ -23,20 +24,34 @@ STOP_GRACE_S = 30.0
 RESTART_BACKOFF_S = 1.0
 
 
-def _spawn(threads: int, queues: Sequence[str]) -> subprocess.Popen[bytes]:
+def _spawn(
+    threads: int, queues: Sequence[str], root: Path, env: Mapping[str, str]
+) -> subprocess.Popen[bytes]:
+    # The state directory is an argument and the environment the settings' copy: nothing
+    # passes from this process to a worker through the environment but the settings.
     argv = [sys.executable, "-m", "probe_service.queue.worker_process", "--threads", str(threads)]
-    return subprocess.Popen([*argv, "--queues", *queues])
+    argv += ["--root", str(root)]
+    return subprocess.Popen([*argv, "--queues", *queues], env=dict(env))
 
 
 def run_supervisor(
-    processes: int, threads: int, queues: Sequence[str], stop: threading.Event | None = None
+    processes: int,
+    threads: int,
+    queues: Sequence[str],
+    stop: threading.Event | None = None,
+    *,
+    root: Path,
+    env: Mapping[str, str],
 ) -> int:
-    """Keep ``processes`` workers alive until SIGTERM/SIGINT (or ``stop``); return 0."""
+    """Keep ``processes`` workers alive until SIGTERM/SIGINT (or ``stop``); return 0.
+
+    Each worker process serves the store under ``root`` (``--root``; ``PROBE_DATABASE_URL``
+    in ``env`` wins) and starts with exactly ``env`` (the settings' frozen copy)."""
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
-    children = [_spawn(threads, queues) for _ in range(processes)]
+    children = [_spawn(threads, queues, root, env) for _ in range(processes)]
     log.info("started %d worker processes: %s", processes, [c.pid for c in children])
     while not stop.wait(0.5):
         for i, child in enumerate(children):
@@ -44,7 +59,7 @@ def run_supervisor(
             if code is not None:
                 log.warning("worker %d exited with %s; restarting", child.pid, code)
                 time.sleep(RESTART_BACKOFF_S)
-                children[i] = _spawn(threads, queues)
+                children[i] = _spawn(threads, queues, root, env)
     for child in children:
         if child.poll() is None:
             child.send_signal(signal.SIGTERM)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 import threading
@@ -19,8 +18,9 @@ import dramatiq
 
 from ..errors import ProbeServiceError, SandboxUnavailable
 from ..sandbox import SandboxRuntime, locate_runtime
-from ..store import DATABASE_URL_ENV, open_store
-from .broker import DEFAULT_QUEUE, REDIS_URL_ENV, ProbeQueue, configured_namespace
+from ..settings import REDIS_URL_ENV, Settings, read_settings
+from ..store import open_store
+from .broker import DEFAULT_QUEUE, ProbeQueue
 from .execute import WorkerContext, execute_run, reap_runs
 from .heartbeats import note_alive, note_gone
 
@@ -29,20 +29,17 @@ __all__ = ["main"]
 log = logging.getLogger("byte-probe.worker")
 
 
-def _env_int(name: str, default: int) -> int:
-    value = os.environ.get(name)
-    return int(value) if value else default
-
-
-def _context_from_env(runtime: SandboxRuntime | None, namespace: str) -> WorkerContext:
-    store = open_store(Path(os.environ.get("PROBE_ROOT", ".")), os.environ.get(DATABASE_URL_ENV))
+def _context(settings: Settings, root: Path, runtime: SandboxRuntime | None) -> WorkerContext:
+    """The worker's context over the store under ``root`` (or ``PROBE_DATABASE_URL``), with
+    its leases, attempts, re-send delay and namespace from the settings."""
     return WorkerContext(
-        store=store,
+        store=open_store(root, settings.database_url),
         runtime=runtime,
-        lease_ms=_env_int("PROBE_LEASE_MS", 30_000),
-        max_attempts=_env_int("PROBE_MAX_ATTEMPTS", 3),
-        resend_after_ms=_env_int("PROBE_RESEND_AFTER_MS", 300_000),
-        namespace=namespace,
+        settings=settings,
+        lease_ms=settings.lease_ms,
+        max_attempts=settings.max_attempts,
+        resend_after_ms=settings.resend_after_ms,
+        namespace=settings.redis_namespace,
     )
 
 
@@ -76,22 +73,29 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="byte-probe-worker")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--queues", nargs="*", default=[DEFAULT_QUEUE])
+    # The state directory comes as an argument, never through the environment.
+    parser.add_argument("--root", type=Path, default=Path("."))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s[%(process)d] %(message)s")
-    url = os.environ.get(REDIS_URL_ENV)
+    try:
+        settings = read_settings()
+    except ProbeServiceError as exc:
+        log.error("%s", exc)
+        return 3
+    url = settings.redis_url
     if not url:
         log.error("%s is not set; a worker needs a Redis broker", REDIS_URL_ENV)
         return 3
     try:
-        runtime: SandboxRuntime | None = locate_runtime()
+        runtime: SandboxRuntime | None = locate_runtime(settings.sandbox_dir)
     except SandboxUnavailable as exc:
         # Runs still end, inconclusive with this reason, instead of waiting forever.
         log.error("sandbox unavailable (%s): %s", exc.reason, exc)
         runtime = None
-    # The context and the broker read the namespace once, from the same place, so this
+    # The context and the broker take the namespace from the same settings, so this
     # worker executes and re-sends only the runs submitted to the queue it consumes.
-    namespace = configured_namespace()
-    ctx = _context_from_env(runtime, namespace)
+    namespace = settings.redis_namespace
+    ctx = _context(settings, args.root, runtime)
 
     def handle(run_id: str) -> None:
         outcome = execute_run(ctx, run_id)
@@ -108,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, lambda *_: stop.set())
     _note_alive(ctx, args.queues)
     worker.start()
-    janitor_every = _env_int("PROBE_JANITOR_INTERVAL_MS", 5_000) / 1000
+    janitor_every = settings.janitor_interval_ms / 1000
     janitor = threading.Thread(
         target=_janitor, args=(ctx, queue, args.queues, stop, janitor_every), daemon=True
     )

@@ -59,6 +59,8 @@ _MAX_REPLY = 4 * 1024 * 1024
 class LauncherUnavailable(SandboxUnavailable):
     """The persistent launcher could not wrap a command; the runner uses the CLI path."""
 
+    code = "launcher_unavailable"
+
     def __init__(self, message: str) -> None:
         super().__init__(f"persistent launcher: {message}", reason="sandbox_failed")
 

@@ -120,7 +120,13 @@ class SlotNamespace:
             raise _failed(self.slot, f"propagates mounts to the host ({shared[:3]})")
         # The very prefix every launch uses must land in this namespace.
         argv = [*self.enter_argv(Path("/")), "/bin/readlink", "/proc/self/ns/mnt"]
-        done = subprocess.run(argv, capture_output=True, timeout=START_SECONDS, check=False)
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            timeout=START_SECONDS,
+            check=False,
+            env={"PATH": "/usr/bin:/bin"},
+        )
         if done.stdout.strip() != f"mnt:[{inode}]".encode():
             detail = (done.stderr or done.stdout)[-200:].decode("utf-8", "replace").strip()
             raise _failed(self.slot, f"cannot be entered ({detail or done.returncode})")

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from probe_service.errors import ProbeServiceError
+from probe_service.errors import ProbeServiceError, SandboxUnavailable
 from probe_service.policies.executables import (
     ExecutableIdentity,
     ExecutableNotAllowed,
@@ -40,12 +40,14 @@ __all__ = [
 ]
 
 
-class Refused(ProbeServiceError):
-    """Internal signal: stop before launch with an ``inconclusive`` reason."""
+class Refused(SandboxUnavailable):
+    """Internal signal: stop before launch with an ``inconclusive`` reason; the runner ends
+    the run with it and nothing else sees it."""
+
+    code = "launch_refused"
 
     def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
+        super().__init__(detail, reason=reason)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import secrets
 import signal
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,13 +77,16 @@ __all__ = ["Refused", "run_canary", "run_sandboxed"]
 log = logging.getLogger(__name__)
 
 
-def _probe_env(policy: Policy, scratch: Path, slot: RunSlot) -> dict[str, str]:
+def _probe_env(
+    policy: Policy, scratch: Path, slot: RunSlot, environ: Mapping[str, str]
+) -> dict[str, str]:
     # docs/ARCHITECTURE.md, "Probe environment": exactly the names the policy
-    # lists, with the worker's values, plus our scratch-pointing names. The source is
+    # lists, with the worker's values (``environ``: the settings' frozen copy, never the
+    # live environment), plus our scratch-pointing names. The source is
     # read-only, so home, temporary files and the caches tools keep by default in the
     # home, the XDG directories or the project itself all go to scratch; these names
     # win over a value the policy passes (the plan runner's RUNNER_GENERATED lists them).
-    env = passed_environment(policy, os.environ)
+    env = passed_environment(policy, environ)
     for sub in ("home", "tmp"):
         (slot.view(scratch) / sub).mkdir(exist_ok=True)
     home = scratch / "home"
@@ -125,7 +128,11 @@ class _Resources:
 
 
 def _make_launch(
-    policy: Policy, runtime: SandboxRuntime, prepared: Prepared, res: _Resources
+    policy: Policy,
+    runtime: SandboxRuntime,
+    prepared: Prepared,
+    res: _Resources,
+    environ: Mapping[str, str],
 ) -> tuple[Launch, str, dict[str, Any]]:
     settings = build_settings(
         policy,
@@ -139,7 +146,7 @@ def _make_launch(
     settings_path = res.run_dir / "settings.json"
     digest = write_settings(settings, settings_path)
     os.chown(settings_path, res.identity.uid, res.identity.gid)
-    probe_env = _probe_env(policy, prepared.paths.scratch, res.slot)
+    probe_env = _probe_env(policy, prepared.paths.scratch, res.slot, environ)
     unsafe = unsafe_search_path(probe_env)
     if unsafe is not None:
         raise Refused("unsafe_search_path", unsafe)
@@ -315,13 +322,16 @@ def _execute(
     phases: dict[str, float],
     launchers: LauncherPool,
     slot: RunSlot | None,
+    environ: Mapping[str, str],
 ) -> SandboxResult:
     with _run_resources(policy, request.scratch_dir, runtime, slot) as res:
         base["limits"] = res.limits
         dirs = (request.snapshot_dir, res.scratch, res.run_dir)
         prepared = prepare_run(policy, request, dirs, res.slot.namespace)
         base["executable"] = prepared.executable
-        launch, base["settings_digest"], settings = _make_launch(policy, runtime, prepared, res)
+        launch, base["settings_digest"], settings = _make_launch(
+            policy, runtime, prepared, res, environ
+        )
         _chown_tree(res.slot.view(res.scratch), res.identity.uid, res.identity.gid)
         _check_reachable(prepared, res, [Path(t.path) for t in request.toolchains])
         gate = create_gate(res.run_dir / "tmp", res.cgroup, res.identity.uid, res.identity.gid)
@@ -415,6 +425,7 @@ def run_sandboxed(
     args: Sequence[str],
     snapshot_dir: Path,
     scratch_dir: Path,
+    environment: Mapping[str, str],
     cwd: str = ".",
     runtime: SandboxRuntime,
     extra_forbidden_roots: Sequence[Path] = (),
@@ -425,6 +436,10 @@ def run_sandboxed(
     slot: RunSlot | None = None,
 ) -> SandboxResult:
     """Run ``executable args`` under ``policy`` in the sandbox; never raises for refusals.
+
+    The policy's environment names take their values from ``environment`` (the settings'
+    frozen copy: docs/ARCHITECTURE.md, "Probe environment"); nothing else of it reaches
+    the probe.
 
     ``toolchains`` are the policy's toolchains as resolved (with digests) by the caller;
     each is rechecked before launch. ``preflight`` commands (argument arrays) run first,
@@ -460,7 +475,7 @@ def run_sandboxed(
         if sorted(policy.toolchains.items()) != sorted((t.name, t.path) for t in toolchains):
             raise Refused("toolchain_unavailable", "the policy's toolchains were not resolved")
         pool = launchers if launchers is not None else default_launchers()
-        result = _execute(policy, runtime, request, base, phases, pool, slot)
+        result = _execute(policy, runtime, request, base, phases, pool, slot, environment)
     except Refused as exc:
         result = SandboxResult.model_validate(
             {**base, "status": "inconclusive", "reason": exc.reason, "detail": str(exc)}

@@ -24,10 +24,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import probe_service
 from probe_service.errors import SandboxUnavailable
 from probe_service.policies.executables import SYSTEM_EXECUTABLE_DIRS
 from probe_service.sandbox.identity import PROBE_UID_BASE, check_reachable
+from probe_service.settings import SANDBOX_DIR_ENV, read_settings
 
 __all__ = [
     "BWRAP_GUARD",
@@ -47,7 +47,6 @@ __all__ = [
 ]
 
 PINNED_VERSION = "0.0.55"
-SANDBOX_DIR_ENV = "BYTE_PROBE_SANDBOX_DIR"
 PACKAGE = "@anthropic-ai/sandbox-runtime"
 DIGEST_FILE = "runtime.sha256"
 #: Our network guard, preloaded into the runtime's Node process (docs/ARCHITECTURE.md, "Network").
@@ -85,11 +84,13 @@ class SandboxRuntime:
 
 
 def default_install_dir() -> Path:
-    """Return ``$BYTE_PROBE_SANDBOX_DIR`` or ``<repo>/sandbox`` beside the package."""
-    override = os.environ.get(SANDBOX_DIR_ENV)
-    if override:
-        return Path(override)
-    return Path(probe_service.__file__).resolve().parent.parent / "sandbox"
+    """Return ``$BYTE_PROBE_SANDBOX_DIR`` or ``<repo>/sandbox`` beside the package.
+
+    Read through the one reader of the environment each time a runtime is located without
+    a directory: a run below the service (the claims engine's TypeScript checks) has no
+    settings object to hand (docs/ARCHITECTURE.md, "Settings"). Raises SettingsError.
+    """
+    return read_settings().sandbox_dir
 
 
 def find_system_tool(name: str) -> Path | None:

@@ -61,6 +61,7 @@ def _run_in_probe_group(cgroup: RunCgroup, argv: list[str]) -> int:
     # No pipes: the forked sleepers would hold them open long after the shell exits.
     done = subprocess.run(
         argv,
+        env={"PATH": "/usr/bin:/bin"},  # nothing of the worker's environment
         preexec_fn=join,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,

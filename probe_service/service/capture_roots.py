@@ -17,37 +17,26 @@ home directory (SSH keys, ``.pgpass``).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
 
-from ..errors import PolicyError, UnsafePath
+from ..errors import UnsafePath
+from ..settings import CAPTURE_ROOTS_ENV
 from ..store.safety import STATE_DIRNAME
 
 __all__ = ["CAPTURE_ROOTS_ENV", "allowed_capture_roots", "confine_capture_root"]
 
-CAPTURE_ROOTS_ENV = "BYTE_PROBE_CAPTURE_ROOTS"
-
 
 def allowed_capture_roots(
-    session_root: Path | None, environ: Mapping[str, str] | None = None
+    configured: tuple[str, ...], session_root: Path | None
 ) -> tuple[str, ...]:
-    """The resolved directories a machine face may capture inside: the setting's, else
-    ``session_root`` (none without one: every capture is refused).
-
-    Raises PolicyError naming ``BYTE_PROBE_CAPTURE_ROOTS`` and the entry when an entry
-    is not an absolute path.
-    """
-    env = os.environ if environ is None else environ
-    raw = env.get(CAPTURE_ROOTS_ENV, "")
-    entries = [entry for entry in raw.split(os.pathsep) if entry]
+    """The resolved directories a machine face may capture inside: the ``configured``
+    ones (the settings' ``capture_roots``, absolute: ``read_settings`` refuses a relative
+    entry naming ``BYTE_PROBE_CAPTURE_ROOTS``), else ``session_root`` (none without one:
+    every capture is refused)."""
+    entries = list(configured)
     if not entries and session_root is not None:
         entries = [os.path.abspath(session_root)]
-    roots: list[str] = []
-    for entry in entries:
-        if not os.path.isabs(entry):
-            raise PolicyError(f"{CAPTURE_ROOTS_ENV}: {entry!r} is not an absolute path")
-        roots.append(os.path.realpath(entry))
-    return tuple(roots)
+    return tuple(os.path.realpath(entry) for entry in entries)
 
 
 def _within(path: str, root: str) -> bool:
@@ -64,14 +53,15 @@ def _captured_by(secret: str, root: str) -> bool:
 
 
 def confine_capture_root(
-    requested: str, roots: tuple[str, ...], protected: tuple[Path, ...] = ()
+    requested: str, roots: tuple[str, ...], protected: tuple[Path, ...], home: Path
 ) -> Path:
     """The resolved ``requested`` when it lies inside one of ``roots`` and its capture
     would read none of the ``protected`` files (the signing key, the policy file).
 
     Raises UnsafePath naming the request, what it resolves to and the rule: a NUL byte,
     outside every allowed root (naming the setting), inside a ``.zyte`` directory,
-    holding a protected file, or holding the service user's home directory.
+    holding a protected file, or holding the service user's home directory (``home``, the
+    settings' ``home``).
     """
     if "\0" in requested:
         raise UnsafePath(f"root: {requested!r} holds a NUL byte")
@@ -88,7 +78,7 @@ def confine_capture_root(
         raise UnsafePath(f"{where} holds the service's signing key or policy file")
     # SSH keys, .pgpass, cloud credentials: a project inside the home may be captured,
     # the home itself (or a directory holding it, such as /) may not.
-    home = os.path.realpath(os.path.expanduser("~"))
-    if _within(home, resolved):
-        raise UnsafePath(f"{where} holds the service user's home directory ({home})")
+    real_home = os.path.realpath(home)
+    if _within(real_home, resolved):
+        raise UnsafePath(f"{where} holds the service user's home directory ({real_home})")
     return Path(resolved)

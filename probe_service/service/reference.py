@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInput
-from .registry import ADMIN, AGENT, HOST, Operation, operations
+from .registry import ADMIN, AGENT, HOST, WEB, Operation, operations
 
 __all__ = ["BEGIN", "END", "faces_label", "field_rows", "render", "replace_between_markers"]
 
@@ -24,9 +24,12 @@ END = "<!-- operation-reference:end -->"
 
 
 def faces_label(op: Operation) -> str:
-    """``agent``, ``host`` or ``admin`` for the table's face sets, else the faces listed."""
+    """``agent``, ``host`` or ``admin`` for the table's face sets, else the faces listed;
+    `` + web`` when the read-only web view may call it too."""
     named = {AGENT: "agent", HOST: "host", ADMIN: "admin"}
-    return named.get(op.faces) or ", ".join(sorted(op.faces))
+    faces = op.faces - WEB
+    label = named.get(faces) or ", ".join(sorted(faces))
+    return f"{label} + web" if op.faces >= WEB else label
 
 
 def _type_of(schema: dict[str, Any], defs: dict[str, Any]) -> str:
@@ -67,7 +70,8 @@ def render() -> str:
     lines = [
         "Every operation of the table (`byte-probe schema OPERATION` prints its JSON Schemas). "
         "Faces: **agent** = Python API, CLI, NDJSON host and MCP (`byte_<name>`); **host** = "
-        "Python API, CLI and host; **admin** = Python API and CLI only.",
+        "Python API, CLI and host; **admin** = Python API and CLI only; **+ web** = the "
+        "read-only web view calls it too.",
         "",
     ]
     for op in operations():

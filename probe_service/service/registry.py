@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
-from ..errors import InvalidInput
+from ..errors import InvalidInput, validation_message
 from .rows import INDEX
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ __all__ = [
     "ADMIN",
     "AGENT",
     "HOST",
+    "WEB",
     "Face",
     "Operation",
     "Request",
@@ -37,7 +38,7 @@ __all__ = [
     "operations",
 ]
 
-Face = Literal["python", "cli", "host", "mcp"]
+Face = Literal["python", "cli", "host", "mcp", "web"]
 
 #: Every face: the specification's ``byte_*`` tools and other agent operations.
 AGENT: frozenset[Face] = frozenset({"python", "cli", "host", "mcp"})
@@ -45,6 +46,9 @@ AGENT: frozenset[Face] = frozenset({"python", "cli", "host", "mcp"})
 HOST: frozenset[Face] = frozenset({"python", "cli", "host"})
 #: Administrator operations: they may take a file path, so they stay off the host and MCP.
 ADMIN: frozenset[Face] = frozenset({"python", "cli"})
+#: The read-only web view: added to the faces of the rows it may call, each of which only
+#: reads (docs/ARCHITECTURE.md, "Web view"; tests/web/test_reads.py walks them).
+WEB: frozenset[Face] = frozenset({"web"})
 
 
 class Request(BaseModel):
@@ -198,7 +202,4 @@ def lookup(name: str, face: Face) -> Operation:
 
 def invalid_input_from(exc: ValidationError, what: str) -> InvalidInput:
     """One refusal naming the first bad field, in the words every face prints."""
-    first = exc.errors()[0]
-    where = ".".join(str(part) for part in first["loc"]) or what
-    message = str(first["msg"]).removeprefix("Value error, ")
-    return InvalidInput(f"{what}: {where}: {message}")
+    return InvalidInput(f"{what}: {validation_message(exc, what)}")

@@ -1,36 +1,34 @@
 """``ProbeService``: what every call needs, opened once, and the one way to call the table.
 
-A session holds the store, the queue when ``PROBE_REDIS_URL`` (or ``redis_url``) names one,
-the receipt lookup over the store, the administrator's policy file path and the caller's
-interface label (written to the audit log), and on a machine face the directories
-``snapshot_capture`` may read (docs/ARCHITECTURE.md, "Faces": capture roots). The
-long-lived faces open one session and serve every request through it
-(docs/ARCHITECTURE.md, "The operation table").
+A session holds the settings (read once from the environment at start, or given:
+docs/ARCHITECTURE.md, "Settings"), the store, the queue they choose (a broker when
+``PROBE_REDIS_URL`` names one, else the embedded queue), the receipt lookup over the store,
+the caller's interface label (written to the audit log), and on a machine face the
+directories ``snapshot_capture`` may read (docs/ARCHITECTURE.md, "Faces": capture roots).
+The long-lived faces open one session and serve every request through it
+(docs/ARCHITECTURE.md, "The operation table"). Every operation is a typed method
+(``methods.pyi``, generated from the table).
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from ..policies import policy_file_path
-from ..store import DATABASE_URL_ENV, Store, open_store
+from ..settings import Settings, read_settings
+from ..store import Store, open_store
 from .capture_roots import allowed_capture_roots
 from .ids import resolve_request
+from .methods import OperationMethods
 from .registry import Face, Operation, Request, lookup
 
 if TYPE_CHECKING:
     from ..claims import ReceiptLookup
-    from ..queue import ProbeQueue
-
-#: Names the Redis URL of the queue (the queue package's ``REDIS_URL_ENV``; repeated here
-#: so that opening a session does not import the broker before a run needs it).
-_REDIS_URL_ENV = "PROBE_REDIS_URL"
+    from ..queue import Queue
 
 __all__ = ["MACHINE_FACES", "ProbeService"]
 
@@ -38,7 +36,7 @@ __all__ = ["MACHINE_FACES", "ProbeService"]
 MACHINE_FACES: frozenset[Face] = frozenset({"host", "mcp"})
 
 
-class ProbeService:
+class ProbeService(OperationMethods):
     """A session over one store; call operations as methods or through ``call``."""
 
     def __init__(
@@ -47,22 +45,25 @@ class ProbeService:
         *,
         open_store: Callable[[], Store] | None = None,
         interface: Face = "python",
-        redis_url: str | None = None,
+        settings: Settings | None = None,
         policy_file: Path | None = None,
-        queue: ProbeQueue | None = None,
+        queue: Queue | None = None,
         on_progress: Callable[[dict[str, int]], None] | None = None,
         capture_roots: tuple[str, ...] | None = None,
     ) -> None:
-        """Raises PolicyError when a machine face's ``BYTE_PROBE_CAPTURE_ROOTS`` is bad."""
+        """``settings`` default to the environment's, read now; ``policy_file`` replaces
+        theirs for every operation of the session. Raises SettingsError (a bad setting)."""
         if store is None and open_store is None:
             raise TypeError("ProbeService needs a store or a way to open one")
+        settings = settings or read_settings()
+        if policy_file is not None:
+            settings = settings.replace(policy_file=Path(policy_file))
+        self.settings = settings
         self._store = store
         self._open_store = open_store
         self._store_lock = threading.Lock()
         self._receipts: ReceiptLookup | None = None
         self.interface: Face = interface
-        self.redis_url = redis_url
-        self.policy_file = policy_file or policy_file_path()
         self._queue = queue
         self._queue_lock = threading.Lock()
         self._cache: dict[str, Any] = {}
@@ -73,7 +74,8 @@ class ProbeService:
         # local user of the Python API and the CLI is not confined (None). A lazy session
         # without them has no root to default to: only the setting's directories, if any.
         if capture_roots is None and interface in MACHINE_FACES:
-            capture_roots = allowed_capture_roots(store.root if store is not None else None)
+            root = store.root if store is not None else None
+            capture_roots = allowed_capture_roots(settings.capture_roots, root)
         self.capture_roots = capture_roots
 
     @classmethod
@@ -81,31 +83,46 @@ class ProbeService:
         cls,
         root: str | Path = ".",
         *,
+        settings: Settings | None = None,
         database_url: str | None = None,
         redis_url: str | None = None,
+        policy_file: Path | None = None,
         interface: Face = "python",
         lazy: bool = False,
     ) -> ProbeService:
-        """Open the store under ``root`` (or ``database_url``/``PROBE_DATABASE_URL``) and,
-        when ``redis_url``/``PROBE_REDIS_URL`` is set, the queue on first use.
+        """Open the store under ``root`` (or the settings' ``PROBE_DATABASE_URL``) and, when
+        they name ``PROBE_REDIS_URL``, the queue on first use. ``database_url``,
+        ``redis_url`` and ``policy_file`` replace the settings' own.
 
         With ``lazy`` the store too is opened on first use, so an operation that needs none
         (``capabilities``, ``receipt_verify``, ``policy_check``) creates no state directory.
-        Raises PolicyError (a machine face's ``BYTE_PROBE_CAPTURE_ROOTS``) before anything
-        opens; UnsafePath or StoreUnavailable when the store is opened.
+        Raises SettingsError (a bad setting) before anything opens; UnsafePath or
+        StoreUnavailable when the store is opened.
         """
-        url = database_url or os.environ.get(DATABASE_URL_ENV) or None
+        settings = settings or read_settings()
+        changes = {"database_url": database_url, "redis_url": redis_url}
+        settings = settings.replace(**{k: v for k, v in changes.items() if v})
         path = Path(root)
-        redis = redis_url or os.environ.get(_REDIS_URL_ENV) or None
-        roots = allowed_capture_roots(path) if interface in MACHINE_FACES else None
+        roots = (
+            allowed_capture_roots(settings.capture_roots, path)
+            if interface in MACHINE_FACES
+            else None
+        )
+        opener = functools.partial(open_store, path, settings.database_url)
+        options: dict[str, Any] = {
+            "interface": interface,
+            "settings": settings,
+            "policy_file": policy_file,
+            "capture_roots": roots,
+        }
         if lazy:
-            return cls(
-                open_store=functools.partial(open_store, path, url),
-                interface=interface,
-                redis_url=redis,
-                capture_roots=roots,
-            )
-        return cls(open_store(path, url), interface=interface, redis_url=redis, capture_roots=roots)
+            return cls(open_store=opener, **options)
+        return cls(opener(), **options)
+
+    @property
+    def policy_file(self) -> Path:
+        """The administrator's policy file every operation of this session reads."""
+        return self.settings.policy_file
 
     @property
     def store(self) -> Store:
@@ -127,13 +144,14 @@ class ProbeService:
         return self._receipts
 
     @property
-    def queue(self) -> ProbeQueue | None:
-        """The session's queue, connected on first use; None without a Redis URL."""
+    def queue(self) -> Queue:
+        """The session's queue, chosen once from the settings: a broker (connected on first
+        use) or the embedded queue (docs/ARCHITECTURE.md, "Queue")."""
         with self._queue_lock:
-            if self._queue is None and self.redis_url:
-                from ..queue import ProbeQueue
+            if self._queue is None:
+                from ..queue import open_queue
 
-                self._queue = ProbeQueue(self.redis_url)
+                self._queue = open_queue(self.settings)
             return self._queue
 
     def cached(self, key: str, compute: Callable[[], Any]) -> Any:
@@ -143,7 +161,10 @@ class ProbeService:
         return self._cache[key]
 
     def operation(self, name: str) -> Operation:
-        """The operation ``name`` as this session's interface may call it."""
+        """The operation ``name`` as this session's interface may call it.
+
+        Raises InvalidInput for an unknown operation; a row module that fails to import
+        raises its own error (never a missing attribute)."""
         return lookup(name, self.interface)
 
     def call(self, name: str, params: object = None) -> Any:
@@ -171,16 +192,6 @@ class ProbeService:
         Raises InvalidInput naming the field (the model), NotFound or AmbiguousId (an id);
         nothing has been written when it raises."""
         return resolve_request(op.parse(params), lambda: self.store)
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        # ``svc.probe_run(plan_id=…, policy_id=…)``: every operation is a method.
-        if name.startswith("_"):
-            raise AttributeError(name)
-        try:
-            self.operation(name)
-        except Exception:
-            raise AttributeError(f"ProbeService has no operation {name!r}") from None
-        return functools.partial(self.invoke, name)
 
     def close(self) -> None:
         """Close the queue connection and the store."""

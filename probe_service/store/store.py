@@ -9,14 +9,12 @@ from pathlib import Path
 
 from sqlalchemy import Connection, Engine
 
+from ..settings import DATABASE_URL_ENV
 from .engine import create_store_engine, map_store_errors
 from .migrate import upgrade_to_head
 from .safety import DB_FILENAME, check_database_files, prepare_state_dir
 
 __all__ = ["DATABASE_URL_ENV", "Store", "open_store"]
-
-#: Environment variable that selects a shared (PostgreSQL) store instead of SQLite.
-DATABASE_URL_ENV = "PROBE_DATABASE_URL"
 
 
 class Store:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import InvalidInput
@@ -30,11 +31,17 @@ class ToolchainBuildFailed(InvalidInput):
     code = "toolchain_build_failed"
 
 
-def _run(step: str, argv: list[str], timeout: float) -> None:
+def _run(step: str, argv: list[str], timeout: float, env: Mapping[str, str]) -> None:
     try:
-        # The administrator's own interpreter and pip, on the administrator's requirements.
+        # The administrator's own interpreter and pip, on the administrator's requirements,
+        # with the administrator's environment (a proxy, pip's own configuration).
         done = subprocess.run(
-            argv, capture_output=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL
+            argv,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+            stdin=subprocess.DEVNULL,
+            env=dict(env),
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ToolchainBuildFailed(f"{step}: {exc}") from exc
@@ -82,21 +89,23 @@ def create_python_toolchain(
     requirements: Path,
     dest: Path,
     *,
+    environ: Mapping[str, str],
     index_url: str | None = None,
     timeout_seconds: float = 1800,
 ) -> ToolchainDigest:
-    """Create a virtualenv at ``dest`` with ``python`` and pip-install ``requirements``.
+    """Create a virtualenv at ``dest`` with ``python`` and pip-install ``requirements``,
+    both run with ``environ`` (the settings' frozen copy of the environment).
 
     Raises ``InvalidInput`` (bad arguments, ``dest`` exists), ``ToolchainUnsafe`` (``dest``
     inside a repository) or ``ToolchainBuildFailed`` naming the step that failed.
     """
     _check_inputs(python, requirements, dest)
     dest.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
-    _run(f"{python} -m venv", [str(python), "-m", "venv", str(dest)], timeout_seconds)
+    _run(f"{python} -m venv", [str(python), "-m", "venv", str(dest)], timeout_seconds, environ)
     pip = [str(dest / "bin" / "python"), "-m", "pip", "install", "--no-input"]
     pip += ["--disable-pip-version-check", "--no-cache-dir", "-r", str(requirements)]
     if index_url:
         pip += ["--index-url", index_url]
-    _run("pip install", pip, timeout_seconds)
+    _run("pip install", pip, timeout_seconds, environ)
     publish_modes(dest)
     return digest_toolchain(Path(os.path.realpath(dest)))

@@ -15,13 +15,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import probe_service
 from probe_service.errors import SandboxUnavailable
 from probe_service.sandbox.runtime import (
     runtime_tree_digest,
     verified_install,
     verify_fingerprints,
 )
+from probe_service.settings import WORKER_DIR_ENV, read_settings
 
 __all__ = [
     "PINNED_TYPESCRIPT",
@@ -35,7 +35,6 @@ __all__ = [
 ]
 
 PINNED_TYPESCRIPT = "5.9.3"
-WORKER_DIR_ENV = "BYTE_PROBE_TSBOUNDARY_DIR"
 WORKER_FILE = "boundary.cjs"
 DIGEST_FILE = "worker.sha256"
 #: The worker's own files beside ``node_modules`` (the entry point first).
@@ -56,11 +55,10 @@ class WorkerInstall:
 
 
 def default_worker_dir() -> Path:
-    """Return ``$BYTE_PROBE_TSBOUNDARY_DIR`` or ``<repo>/tsboundary`` beside the package."""
-    override = os.environ.get(WORKER_DIR_ENV)
-    if override:
-        return Path(override)
-    return Path(probe_service.__file__).resolve().parent.parent / "tsboundary"
+    """Return ``$BYTE_PROBE_TSBOUNDARY_DIR`` or ``<repo>/tsboundary`` beside the package,
+    read like ``default_install_dir`` (docs/ARCHITECTURE.md, "Settings"). Raises
+    SettingsError."""
+    return read_settings().tsboundary_dir
 
 
 def worker_tree_digest(install_dir: Path) -> tuple[str, tuple[_Fingerprint, ...]]:

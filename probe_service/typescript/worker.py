@@ -195,6 +195,7 @@ def run_worker(
             extra_forbidden_roots=tuple(forbidden_roots),
             extra_read_paths=(worker.install_dir,),
             slot=slot,
+            environment={},  # the profile passes no environment name
         )
     if result.status != "ok":
         outcome = _sandbox_answer(result.status, result.reason, result.detail)

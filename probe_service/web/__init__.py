@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .app import TOKEN_ENV, create_app, is_loopback, require_token, token_from_environment
+    from .app import TOKEN_ENV, create_app, is_loopback, require_token
     from .server import serve_web
 
 __all__ = [
@@ -16,7 +16,6 @@ __all__ = [
     "is_loopback",
     "require_token",
     "serve_web",
-    "token_from_environment",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, __file__)

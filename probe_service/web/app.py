@@ -8,32 +8,26 @@ view"). Loopback by default; any other address needs a token from
 from __future__ import annotations
 
 import ipaddress
-import os
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.requests import Request
-from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from ..errors import InvalidInput, ProbeServiceError
 from ..service import ProbeService
+from ..settings import TOKEN_ENV
 from .guard import Guard
 from .pages import Pages
 
 __all__ = ["TOKEN_ENV", "create_app", "is_loopback", "require_token"]
 
-TOKEN_ENV = "BYTE_PROBE_WEB_TOKEN"  # noqa: S105 (the variable's name, not a secret)
 #: A token shorter than this is refused: it would be guessable.
 MIN_TOKEN_CHARS = 16
 _HERE = Path(__file__).resolve().parent
-
-Handler = Callable[[Request], Awaitable[Response]]
 
 
 def is_loopback(host: str) -> bool:
@@ -68,16 +62,6 @@ def _templates() -> Jinja2Templates:
     return Jinja2Templates(env=env)
 
 
-def _guarded(pages: Pages, handler: Handler) -> Handler:
-    async def respond(request: Request) -> Response:
-        try:
-            return await handler(request)
-        except ProbeServiceError as exc:
-            return pages.refused(request, exc)
-
-    return respond
-
-
 def create_app(
     svc: ProbeService,
     *,
@@ -88,27 +72,24 @@ def create_app(
     empty), ``token`` the one every request must carry (none when None)."""
     pages = Pages(svc, _templates())
     routes = [
-        Route("/", _guarded(pages, pages.farm), name="farm"),
-        Route("/runs", _guarded(pages, pages.runs), name="runs"),
-        Route("/runs/{run_id:str}", _guarded(pages, pages.run), name="run"),
-        Route("/plans/{plan_id:str}", _guarded(pages, pages.plan), name="plan"),
-        Route("/snapshots/{snapshot_id:str}", _guarded(pages, pages.snapshot), name="snapshot"),
+        Route("/", pages.farm, name="farm"),
+        Route("/runs", pages.runs, name="runs"),
+        Route("/runs/{run_id:str}", pages.run, name="run"),
+        Route("/plans/{plan_id:str}", pages.plan, name="plan"),
+        Route("/snapshots/{snapshot_id:str}", pages.snapshot, name="snapshot"),
         Route(
             "/snapshots/{snapshot_id:str}/file",
-            _guarded(pages, pages.snapshot_file),
+            pages.snapshot_file,
             name="snapshot_file",
         ),
-        Route("/gate/{snapshot_id:str}", _guarded(pages, pages.gate), name="gate"),
-        Route("/claims", _guarded(pages, pages.claims), name="claims"),
-        Route("/claims/{claim_id:str}", _guarded(pages, pages.claim), name="claim"),
+        Route("/gate/{snapshot_id:str}", pages.gate, name="gate"),
+        Route("/claims", pages.claims, name="claims"),
+        Route("/claims/{claim_id:str}", pages.claim, name="claim"),
         Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
     ]
+    # A refusal is a page with its error class's status, mapped once for the whole app.
     return Starlette(
         routes=routes,
         middleware=[Middleware(Guard, token=token, hosts=hosts)],
+        exception_handlers={ProbeServiceError: pages.refused},
     )
-
-
-def token_from_environment() -> str | None:
-    """The configured token, or None."""
-    return os.environ.get(TOKEN_ENV) or None

@@ -20,11 +20,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
-from ..errors import ProbeServiceError
+from ..errors import NotFound, ProbeServiceError
 from ..safe_text import safe_line, safe_text
 from ..service import ProbeService
 from ..service.adapters import parse_receipt, phase_seconds
-from ..service.rows import READ_ONLY
 from .charts import column_chart, row_chart, waterfall
 
 if TYPE_CHECKING:
@@ -65,9 +64,8 @@ class Pages:
         self.templates = templates
 
     async def read(self, name: str, **params: Any) -> Any:
-        """Call read-only operation ``name`` (JSON in, JSON out) off the event loop."""
-        if name not in READ_ONLY:
-            raise ValueError(f"{name}: not a read-only operation")
+        """Call read-only operation ``name`` (JSON in, JSON out) off the event loop; the
+        session's ``web`` face refuses any other (docs/ARCHITECTURE.md, "Web view")."""
         clean = {k: v for k, v in params.items() if v is not None}
         return await run_in_threadpool(self.svc.call, name, clean)
 
@@ -76,12 +74,12 @@ class Pages:
         ctx["nav"] = template.split(".")[0]
         return self.templates.TemplateResponse(request, template, ctx, status_code=status)
 
-    def refused(self, request: Request, exc: ProbeServiceError) -> Response:
-        """The page for a refusal: its code and message, as text."""
-        status = 404 if exc.code == "not_found" else 400
-        if exc.code in ("store_unavailable", "infrastructure"):
-            status = 503
-        return self.render(request, "error.html", status, code=exc.code, message=safe_line(exc))
+    async def refused(self, request: Request, exc: Exception) -> Response:
+        """The page for a refusal (the app's handler of ProbeServiceError): its code and
+        message, as text, with the error class's HTTP status."""
+        if not isinstance(exc, ProbeServiceError):  # registered for that class only
+            raise exc
+        return self.render(request, "error.html", exc.status, code=exc.code, message=safe_line(exc))
 
     async def farm(self, request: Request) -> Response:
         """Queue depth, states, throughput and latency charts, outcomes, reasons, workers."""
@@ -135,8 +133,8 @@ class Pages:
         receipt = None
         try:
             receipt = await self.read("receipt_get", receipt_id=run_id)
-        except ProbeServiceError as exc:
-            if exc.code != "not_found" or entry is None:
+        except NotFound:
+            if entry is None:
                 raise
         if receipt is None and entry is not None and entry.get("receipt_sha256"):
             receipt = await self.read("receipt_get", receipt_id=entry["receipt_sha256"])

@@ -1,8 +1,8 @@
 """Serving the web view with uvicorn: the address rule, the start message, the session.
 
 Loopback by default; any other address needs ``BYTE_PROBE_WEB_TOKEN`` (docs/ARCHITECTURE.md,
-"Web view"). The one session is opened with the ``host`` interface label: the view calls
-only read-only rows, so nothing it does reaches the audit log.
+"Web view"). The one session is opened with the ``web`` interface label, which may call
+only the read-only rows, so nothing it does reaches the audit log.
 """
 
 from __future__ import annotations

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from probe_service import service
-from probe_service.claims import ReceiptLookup, change_analyze, claim_create
+from probe_service.claims import ReceiptLookup, change_analyze, claim_create, knowledge_brief
 from probe_service.errors import Conflict, InvalidInput, NotFound
 from probe_service.store import Store
 
+from .. import calls as service
 from .helpers import PARSE_PY, WorkTree, claim_request
 
 
@@ -56,9 +56,9 @@ def test_brief_lists_related_claims_and_open_obligations(
     record = claim_create(tree.store, claim_request(start), receipts=receipts)
     end = tree.write("src/parse.py", "changed\n").capture()
     (opened,) = change_analyze(tree.store, start, end).opened
-    brief = service.knowledge_brief(tree.store, end, "payments", "trailing comma")
+    brief = knowledge_brief(tree.store, end, "payments", "trailing comma")
     assert [(h.claim.claim_id, h.applicability.state) for h in brief.claims] == [
         (record.claim_id, "needs_recheck")
     ]
     assert [o.obligation_id for o in brief.open_obligations] == [opened.obligation_id]
-    assert service.knowledge_brief(tree.store, end, "other", "trailing comma").claims == ()
+    assert knowledge_brief(tree.store, end, "other", "trailing comma").claims == ()

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from sqlalchemy import insert, select
 
-from probe_service import service
 from probe_service.claims import (
     change_analyze,
     claim_create,
@@ -24,6 +23,7 @@ from probe_service.plans.signing import SigningKey, create_key_pair, load_signin
 from probe_service.plans.tables import receipt_signatures, receipts
 from probe_service.store import Store
 
+from .. import calls as service
 from .helpers import PARSE_PY, WorkTree, claim_request, stored_receipt
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from probe_service import service
 from probe_service.claims import (
     ReceiptLookup,
     change_analyze,
@@ -24,6 +23,7 @@ from probe_service.claims.records import DependencyCheck, Obligation
 from probe_service.errors import EvidenceMismatch, InvalidClaim
 from probe_service.store import Store
 
+from .. import calls as service
 from .helpers import PARSE_PY, WorkTree, claim_request, stored_receipt
 
 

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from probe_service.sandbox import requirements
+
 from .conftest import CliRunner
+
+BYTE_PROBE = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "byte-probe"
 
 
 class TestDoctor:
@@ -18,6 +25,8 @@ class TestDoctor:
         names = {c["name"] for c in doc["checks"]}
         expected = {"runtime digest", "bubblewrap", "socat", "ripgrep", "cgroups", "policy file"}
         assert expected | {"mechanism", "store (embedded)", "typescript worker"} <= names
+        worker_host = {"root", "capabilities", "sandboxed launch", "setpriv", "nsenter"}
+        assert worker_host | {"unshare", "prlimit"} <= names
         assert code == (0 if doc["ok"] else 1)
         assert all(c["fix"] for c in doc["checks"] if not c["ok"])
 
@@ -47,3 +56,51 @@ class TestDoctor:
         _, out, _ = cli("doctor", "--json")
         (line,) = [c for c in json.loads(out)["checks"] if c["name"] == "signing key"]
         assert line["ok"] is False
+
+    def test_a_worker_host_passes_as_root(self, cli: CliRunner) -> None:
+        """On this root machine the worker-host lines hold: root, every capability, cgroup
+        v1 named, a real sandboxed launch."""
+        _, out, _ = cli("doctor", "--json")
+        checks = {c["name"]: c for c in json.loads(out)["checks"]}
+        for name in ("root", "capabilities", "cgroups", "sandboxed launch"):
+            assert checks[name]["ok"], checks[name]
+        assert checks["cgroups"]["detail"].startswith("cgroup v1")
+        assert "slot uid" in checks["sandboxed launch"]["detail"]
+
+    def test_cgroup_v2_is_named_and_fails_plainly(
+        self, cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """On a cgroup v2 layout the cgroups line fails, saying limits are not supported
+        there yet and how to run on v1; doctor exits 1."""
+        unified = tmp_path / "unified-root"
+        unified.mkdir()
+        (unified / "cgroup.controllers").write_text("cpu memory pids\n")
+        monkeypatch.setattr(requirements, "_CGROUP_ROOT", unified)
+        code, out, _ = cli("doctor")
+        (line,) = [x for x in out.splitlines() if x.startswith(("ok   cgroups", "FAIL cgroups"))]
+        assert code == 1
+        assert line.startswith("FAIL cgroups: cgroup v2 (unified): run limits are not supported")
+        assert "systemd.unified_cgroup_hierarchy=0" in line
+
+
+@pytest.mark.sandbox
+class TestDoctorAsAnotherUser:
+    def test_a_non_root_worker_is_named(self) -> None:
+        """Run as an unprivileged uid, doctor fails the root line (and the capabilities it
+        lacks) and exits 1."""
+        with tempfile.TemporaryDirectory(prefix="byte-probe-doctor-") as work:
+            os.chmod(work, 0o777)  # noqa: S103 - the unprivileged uid's store root
+            argv = ["setpriv", "--reuid=10001", "--regid=10001", "--clear-groups", "--"]
+            done = subprocess.run(
+                [*argv, str(BYTE_PROBE), "doctor", "--json", "--root", work],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+                env={**os.environ, "HOME": work},
+            )
+        assert done.returncode == 1, done.stderr
+        checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+        assert (checks["root"]["ok"], checks["root"]["detail"]) == (False, "running as uid 10001")
+        assert "CAP_SYS_ADMIN" in checks["capabilities"]["detail"]
+        assert checks["sandboxed launch"]["ok"] is False

@@ -13,13 +13,18 @@ import pytest
 
 import probe_service.cli
 from probe_service import errors
-from probe_service.cli import queue as queue_cli
-from probe_service.queue import METRICS_PORT_ENV, REDIS_URL_ENV
 
 CLI_DIR = Path(probe_service.cli.__file__).parent
 
-#: What every CLI module may import from this package.
-ALLOWED = ("probe_service.service", "probe_service.errors", "probe_service.safe_text")
+#: What every CLI module may import from this package: the service, the error tree, the
+#: text guard, and the settings (the one reader of the environment, which a command reads
+#: at start: docs/ARCHITECTURE.md, "Settings").
+ALLOWED = (
+    "probe_service.service",
+    "probe_service.errors",
+    "probe_service.safe_text",
+    "probe_service.settings",
+)
 
 #: The exceptions, each with its reason (docs/ARCHITECTURE.md, "The operation table").
 EXCEPTIONS: dict[str, dict[str, str]] = {
@@ -35,10 +40,9 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
         "probe_service.sandbox": "public __init__ API: the pinned runtime's digest",
         "probe_service.sandbox.runtime": "find_system_tool (bwrap, socat, rg)",
         "probe_service.sandbox.selfcheck": "the containment mechanism's self-description",
+        "probe_service.sandbox.requirements": "root, capabilities, cgroup version, a launch",
         "probe_service.policies": "public __init__ API: the policy file check",
-        "probe_service.plans.signing": "the configured signing key and its path",
-        "probe_service.store": "public __init__ API: the database URL variable",
-        "probe_service.queue": "public __init__ API: the Redis URL variable",
+        "probe_service.plans.signing": "the configured signing key",
         "probe_service.typescript.install": "the pinned TypeScript worker's install",
     },
     "faces.py": {
@@ -115,13 +119,6 @@ def test_every_exception_is_still_used() -> None:
     assert unused == []
 
 
-def test_names_repeated_to_stay_light_match_the_queue() -> None:
-    """The CLI declares the queue's environment names without importing the queue; they
-    are the queue's own."""
-    assert queue_cli.REDIS_URL_ENV == REDIS_URL_ENV
-    assert queue_cli.METRICS_PORT_ENV == METRICS_PORT_ENV
-
-
 #: Refusals a command reports itself because they are its verdict, not an error.
 VERDICTS = {
     ("plans.py", "ReceiptInvalid"),  # `receipt verify`: exit 1, "receipt invalid"
@@ -156,6 +153,16 @@ def test_one_place_turns_errors_into_exit_codes() -> None:
         for name in _caught(path)
     }
     assert caught <= VERDICTS
-    assert ("main.py", "ProbeServiceError") in {
-        ("main.py", name) for name in _caught(CLI_DIR / "main.py")
-    }
+    # The root app catches every exception once and reports it as its class of the tree
+    # says (cli/errors.as_refusal translates what is not ours).
+    reporting = {path.name for path in CLI_DIR.glob("*.py") if _calls(path, "report_error")}
+    assert reporting == {"main.py"}
+    assert _calls(CLI_DIR / "main.py", "as_refusal")
+
+
+def _calls(path: Path, function: str) -> bool:
+    """Whether ``path`` calls ``function`` by its bare name."""
+    return any(
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == function
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+    )

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from probe_service.errors import PolicyError, UnsafePath
+from probe_service.errors import SettingsError, UnsafePath
 from probe_service.plans.signing import SIGNING_KEY_ENV
 from probe_service.policies import POLICY_FILE_ENV
 from probe_service.service import ProbeService
@@ -26,6 +26,7 @@ from probe_service.service.capture_roots import (
     allowed_capture_roots,
     confine_capture_root,
 )
+from probe_service.settings import read_settings
 from probe_service.store import open_store
 from probe_service.store.schema import snapshots
 
@@ -183,14 +184,16 @@ class TestRules:
 
     def test_resolved_path_is_what_gets_captured(self, layout: dict[str, Path]) -> None:
         """``..`` inside the root resolves before the comparison and is returned resolved."""
-        roots = allowed_capture_roots(layout["state"], {})
+        roots = allowed_capture_roots((), layout["state"])
         spelled = f"{layout['repo']}/../repo"
-        assert confine_capture_root(spelled, roots) == layout["repo"].resolve()
+        home = Path("/nonexistent-home")
+        assert confine_capture_root(spelled, roots, (), home) == layout["repo"].resolve()
 
     def test_relative_entry_is_refused(self, layout: dict[str, Path]) -> None:
-        """A relative entry in the setting is a PolicyError naming it."""
-        with pytest.raises(PolicyError, match="'rel' is not an absolute path"):
-            allowed_capture_roots(layout["state"], {CAPTURE_ROOTS_ENV: "/srv:rel"})
+        """A relative entry in the setting is a SettingsError naming it, when the settings
+        are read (before any face serves)."""
+        with pytest.raises(SettingsError, match="BYTE_PROBE_CAPTURE_ROOTS: 'rel' is not an"):
+            read_settings({CAPTURE_ROOTS_ENV: "/srv:rel"})
 
 
 class TestAdministratorFiles:

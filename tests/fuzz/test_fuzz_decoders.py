@@ -32,10 +32,10 @@ from probe_service.plans import parse_plan
 from probe_service.plans.receipts import verify_receipt
 from probe_service.policies.loader import load_policy_file
 from probe_service.queue.submit import read_plans_file
-from probe_service.service import probe_plan
 from probe_service.snapshot.manifest import decode_manifest, file_record
 from probe_service.store import Store, open_store
 
+from ..calls import probe_plan
 from ..claims.helpers import PARSE_PY, STUB_RECEIPTS, WorkTree, claim_request
 from ..plans.conftest import plan_doc
 from ..policies.conftest import document

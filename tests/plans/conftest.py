@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from probe_service import service
 from probe_service.plans import ProbeRunResult
 from probe_service.policies import POLICY_FILE_ENV
 from probe_service.sandbox import SandboxRuntime
 from probe_service.store import Store
+
+from .. import calls as service
 
 SNAPSHOT_ID = "a" * 64
 

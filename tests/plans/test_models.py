@@ -32,6 +32,12 @@ def scratch_oracle(path: str) -> dict[str, Any]:
     return oracle_doc({"kind": "scratch_file_equals", "path": path, "text": ""})
 
 
+def test_a_validator_refusal_reads_as_every_face_words_it() -> None:
+    """A validator's refusal names the field and says why, without pydantic's prefix."""
+    message = refused(plan_doc(executable="/bin/sh"))
+    assert message == "executable: must be a bare executable name the policy allows, not a path"
+
+
 class TestRefusedPaths:
     @pytest.mark.parametrize(
         ("overrides", "field"),

@@ -174,7 +174,7 @@ class TestRefusedWhenNotAReceiptThisReleaseReads:
         """A committed field removed is refused, naming it."""
         document = _fixture()
         del document["committed"][field]
-        with pytest.raises(ReceiptInvalid, match=rf"committed\.{field}: missing"):
+        with pytest.raises(ReceiptInvalid, match=rf"committed\.{field}: Field required"):
             parse_receipt(document)
 
     @pytest.mark.parametrize(
@@ -189,7 +189,7 @@ class TestRefusedWhenNotAReceiptThisReleaseReads:
             part = part[step]
         part[key] = True
         path = ".".join(("committed", *where, key))
-        with pytest.raises(ReceiptInvalid, match=rf"{path}: not a field"):
+        with pytest.raises(ReceiptInvalid, match=rf"{path}: .*not a field"):
             parse_receipt(document)
 
     @pytest.mark.parametrize(

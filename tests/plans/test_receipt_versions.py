@@ -111,7 +111,7 @@ class TestALaterVersionIsANewModel:
         monkeypatch.setitem(RECEIPT_VERSIONS, 2, ReceiptV2)
         document = _v2_document()
         document["committed"] = {**document["committed"], "version": 1}
-        with pytest.raises(ReceiptInvalid, match=r"committed\.junit_cases_sha256: not a field"):
+        with pytest.raises(ReceiptInvalid, match=r"committed\.junit_cases_sha256: .*not a field"):
             parse_receipt(document)
 
     def test_build_refuses_a_version_it_does_not_write(self) -> None:

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from probe_service import service
 from probe_service.errors import NotFound, PolicyError
 from probe_service.plans import ProbeRunResult, find_reusable_receipt, verify_receipt
 from probe_service.plans.tables import receipts
@@ -24,6 +23,7 @@ from probe_service.policies import POLICY_FILE_ENV
 from probe_service.sandbox import SANDBOX_DIR_ENV, SandboxRuntime
 from probe_service.store import Store, open_store, read_events
 
+from .. import calls as service
 from .conftest import oracle_doc, plan_doc
 
 POLICY_ID = "test-run"

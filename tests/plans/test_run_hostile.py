@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from probe_service import service
 from probe_service.policies import POLICY_FILE_ENV
 from probe_service.sandbox import SandboxRuntime
 from probe_service.store import Store
 
+from .. import calls as service
 from .conftest import oracle_doc, plan_doc
 
 SECRET = b"host-secret-7f3a9c"

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from probe_service import service
 from probe_service.canonical import sha256_of_json
 from probe_service.plans import ProbeRunResult, find_reusable_receipt, verify_receipt
 from probe_service.plans.persist import load_plan, load_receipt, save_receipt
@@ -24,6 +23,7 @@ from probe_service.policies import POLICY_FILE_ENV, find_policy, load_policy_fil
 from probe_service.sandbox import SandboxRuntime
 from probe_service.store import Store
 
+from .. import calls as service
 from ..receipt_fields import receipt_of
 from .conftest import REFUSAL_POLICY_ID as POLICY_ID
 from .conftest import RefusalProbe
@@ -159,8 +159,8 @@ class TestOlderRulesAreNotReused:
         plan = load_plan(sqlite_store, plan_id)
         policy_file = load_policy_file(Path(os.environ[POLICY_FILE_ENV]))
         policy = find_policy(policy_file, POLICY_ID)
-        inputs = action_inputs(plan_id, plan, policy, runtime.digest)
-        assert first.receipt.committed.to_json()["action_key"] == action_key_for(inputs)
+        inputs = action_inputs(plan_id, plan, policy, runtime.digest, os.environ)
+        assert first.receipt.committed.action_key == action_key_for(inputs)
         # The receipt the rules-1 service wrote: refutes, reproduced, reusable, under the
         # rules-1 key.
         committed = {

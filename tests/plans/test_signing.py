@@ -15,7 +15,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import DBAPIError
 
-from probe_service import service
 from probe_service.canonical import canonical_json
 from probe_service.errors import KeyFileError, NotFound, PolicyError, ReceiptInvalid
 from probe_service.plans import Receipt, parse_plan, probe_abandon, save_plan
@@ -34,12 +33,24 @@ from probe_service.plans.signing import (
 )
 from probe_service.plans.tables import receipt_signatures, receipts
 from probe_service.policies import PolicyFile, load_policy_file, policy_digest
+from probe_service.service import ProbeService
+from probe_service.settings import read_settings
 from probe_service.store import Store
 
+from .. import calls as service
 from .conftest import TEST_POLICY as POLICY
 from .conftest import plan_doc
 
 POLICY_FILE = PolicyFile.model_validate({"schema": 1, "policies": [POLICY]})
+
+
+def _capabilities() -> dict[str, Any]:
+    """The ``capabilities`` row's JSON from a session that opens no store."""
+    return dict(ProbeService(open_store=_no_store).call("capabilities"))
+
+
+def _no_store() -> Store:
+    raise AssertionError("capabilities opened the store")
 
 
 @pytest.fixture
@@ -121,21 +132,20 @@ class TestKeys:
         with pytest.raises(KeyFileError, match="inside a repository"):
             load_signing_key(private)
 
-    def test_configured_key_env_or_default(
-        self, key_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-    ) -> None:
+    def test_configured_key_env_or_default(self, key_dir: Path, tmp_path: Path) -> None:
         """No env and no default file: unsigned (None); the env var names the key; a key
         beside the default policy file is found."""
-        monkeypatch.setenv("HOME", str(tmp_path))
-        assert configured_signing_key(environ={}) is None
+        home = {"HOME": str(tmp_path)}
+        assert configured_signing_key(read_settings(home)) is None
         private, _, fingerprint = create_key_pair(key_dir)
-        found = configured_signing_key(environ={"BYTE_PROBE_SIGNING_KEY": str(private)})
+        named = read_settings({**home, "BYTE_PROBE_SIGNING_KEY": str(private)})
+        found = configured_signing_key(named)
         assert found is not None
         assert found.fingerprint == fingerprint
         agent = tmp_path / ".zyte" / "agent"
         agent.mkdir(parents=True)
         os.link(private, agent / "signing-key.pem")
-        found = configured_signing_key(environ={})
+        found = configured_signing_key(read_settings(home))
         assert found is not None
         assert found.fingerprint == fingerprint
 
@@ -407,7 +417,7 @@ class TestConfiguredKeyAtRunStart:
         """`capabilities` carries the configured key's fingerprint, or "unsigned"."""
         monkeypatch.setenv("HOME", str(tmp_path))
         monkeypatch.delenv("BYTE_PROBE_SIGNING_KEY", raising=False)
-        assert service.capabilities()["signing_key"] == "unsigned"
+        assert _capabilities()["signing_key"] == "unsigned"
         private, _, fingerprint = create_key_pair(key_dir)
         monkeypatch.setenv("BYTE_PROBE_SIGNING_KEY", str(private))
-        assert service.capabilities()["signing_key"] == fingerprint
+        assert _capabilities()["signing_key"] == fingerprint

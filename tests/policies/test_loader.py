@@ -9,12 +9,8 @@ from typing import Any
 import pytest
 
 from probe_service.errors import PolicyError
-from probe_service.policies import (
-    check_policy_file,
-    find_policy,
-    load_policy_file,
-    policy_file_path,
-)
+from probe_service.policies import check_policy_file, find_policy, load_policy_file
+from probe_service.settings import read_settings
 
 from .conftest import VALID_POLICY, Writer, document
 
@@ -28,19 +24,21 @@ def _with(**changes: Any) -> dict[str, Any]:
 class TestLocation:
     def test_env_override_is_used(self) -> None:
         """BYTE_PROBE_POLICY_FILE names the policy file when set."""
-        assert policy_file_path({"BYTE_PROBE_POLICY_FILE": "/etc/p.json"}) == Path("/etc/p.json")
+        settings = read_settings({"BYTE_PROBE_POLICY_FILE": "/etc/p.json"})
+        assert settings.policy_file == Path("/etc/p.json")
 
-    def test_default_is_under_home(self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def test_default_is_under_home(self, tmp_path: Path) -> None:
         """Without the override the file is ~/.zyte/agent/probe-policies.json."""
-        monkeypatch.setenv("HOME", str(tmp_path))
-        assert policy_file_path({}) == tmp_path / ".zyte" / "agent" / "probe-policies.json"
+        settings = read_settings({"HOME": str(tmp_path)})
+        assert settings.policy_file == tmp_path / ".zyte" / "agent" / "probe-policies.json"
 
-    def test_check_uses_the_default_location(
+    def test_check_reads_the_configured_file(
         self, monkeypatch: pytest.MonkeyPatch, write_policy_file: Writer
     ) -> None:
-        """check_policy_file() with no path reads the env-named file."""
+        """check_policy_file reads the file the environment's settings name."""
         monkeypatch.setenv("BYTE_PROBE_POLICY_FILE", str(write_policy_file(document())))
-        assert [p.id for p in check_policy_file()] == ["local-python-no-network"]
+        policies = check_policy_file(read_settings().policy_file)
+        assert [p.id for p in policies] == ["local-python-no-network"]
 
 
 class TestExample:
@@ -155,6 +153,18 @@ class TestContent:
             load_policy_file(path)
         assert field in str(caught.value)
         assert str(path) in str(caught.value)
+
+    def test_a_validator_refusal_reads_as_every_face_words_it(
+        self, write_policy_file: Writer
+    ) -> None:
+        """A validator's refusal names the path and field, without pydantic's prefix."""
+        path = write_policy_file(document(_with(allowed_executables=["/usr/bin/python3"])))
+        with pytest.raises(PolicyError) as caught:
+            load_policy_file(path)
+        assert str(caught.value) == (
+            f"{path}: policies.0.allowed_executables.0: executable name must be a bare file "
+            "name, got '/usr/bin/python3'"
+        )
 
     def test_schema_1_means_default_ports_and_no_inode_limit(
         self, write_policy_file: Writer

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from probe_service.plans import load_receipt, parse_plan
 from probe_service.plans.confirm import ReceiptDraft
 from probe_service.plans.receipt_model import parse_committed, parse_operational
-from probe_service.queue import WorkerContext, execute_run, submit_plans
+from probe_service.queue import InlineQueue, WorkerContext, execute_run, submit_plans
 from probe_service.queue.confirmations import pending_confirmation, requeue_for_confirmation
 from probe_service.queue.execute import CONFIRM_ELSEWHERE_DELAY_MS
 from probe_service.queue.heartbeats import another_worker_alive, note_alive, note_gone
@@ -25,6 +25,7 @@ from probe_service.queue.tables import (
     worker_heartbeats,
 )
 from probe_service.sandbox import SandboxRuntime
+from probe_service.settings import read_settings
 from probe_service.store import Store
 
 from ..receipt_fields import committed_fields
@@ -156,7 +157,9 @@ def submit_refuting(shared_store: Store, snapshot_id: str, policy_file: Path) ->
 
     def submit(script: str = "exit 1") -> str:
         plan = parse_plan(refuting_plan(snapshot_id, script))
-        return submit_plans(shared_store, None, [plan], POLICY_ID).run_ids[0]
+        return submit_plans(shared_store, InlineQueue(read_settings()), [plan], POLICY_ID).run_ids[
+            0
+        ]
 
     return submit
 

@@ -22,6 +22,7 @@ from probe_service.errors import (
 from probe_service.plans import parse_plan
 from probe_service.plans.tables import receipts
 from probe_service.queue import (
+    InlineQueue,
     ProbeQueue,
     WorkerContext,
     execute_run,
@@ -33,6 +34,7 @@ from probe_service.queue.broker import _retry_infrastructure
 from probe_service.queue.runs import claim_run, expired_runs
 from probe_service.queue.tables import DEFAULT_NAMESPACE, runs
 from probe_service.sandbox import locate_runtime
+from probe_service.settings import read_settings
 from probe_service.store import Store
 from probe_service.store.schema import events
 
@@ -41,7 +43,7 @@ from .conftest import POLICY_ID, shell_plan
 
 def _submit_one(store: Store, snapshot_id: str, script: str = "exit 0") -> str:
     plan = parse_plan(shell_plan(snapshot_id, script, f"execute {script}"))
-    return submit_plans(store, None, [plan], POLICY_ID).run_ids[0]
+    return submit_plans(store, InlineQueue(read_settings()), [plan], POLICY_ID).run_ids[0]
 
 
 def _run_row(store: Store, run_id: str) -> Any:
@@ -155,12 +157,11 @@ class TestWorkerProcess:
         monkeypatch.setenv("PROBE_REDIS_URL", redis_url)
         monkeypatch.setenv("PROBE_REDIS_NAMESPACE", redis_namespace)
         monkeypatch.setenv("PROBE_DATABASE_URL", pg_url)
-        monkeypatch.setenv("PROBE_ROOT", str(tmp_path))
         monkeypatch.setattr(worker_process.dramatiq, "Worker", _StartThenStop)
         saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
         _StartThenStop.started.clear()
         try:
-            assert worker_process.main(["--threads", "3"]) == 0
+            assert worker_process.main(["--threads", "3", "--root", str(tmp_path)]) == 0
         finally:
             for sig, handler in saved.items():
                 signal.signal(sig, handler)

@@ -10,10 +10,11 @@ import pytest
 from prometheus_client import Metric
 
 from probe_service.plans import parse_plan
-from probe_service.queue import ProbeQueue, WorkerContext, execute_run, submit_plans
+from probe_service.queue import InlineQueue, ProbeQueue, WorkerContext, execute_run, submit_plans
 from probe_service.queue.metrics import StoreCollector
 from probe_service.queue.runs import claim_run, finish_run
 from probe_service.sandbox import locate_runtime
+from probe_service.settings import read_settings
 from probe_service.store import Store, open_store
 from probe_service.store.engine import create_store_engine
 
@@ -42,7 +43,7 @@ def scraped(
         stack.callback(queue.close)
         snapshot_id = capture_hello(store, root)
         plans = [parse_plan(shell_plan(snapshot_id, f"exit 0 # m{i}", f"m{i}")) for i in range(4)]
-        first = submit_plans(store, None, plans[:2], POLICY_ID).run_ids
+        first = submit_plans(store, InlineQueue(read_settings()), plans[:2], POLICY_ID).run_ids
         submit_plans(store, queue, plans[2:], POLICY_ID)
         execute_run(WorkerContext(store=store, runtime=locate_runtime()), first[0])
         claim_run(store, first[1], "worker-a", 60_000)

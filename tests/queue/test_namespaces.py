@@ -15,12 +15,13 @@ import redis
 from alembic import command
 from sqlalchemy import func, select, text
 
-from probe_service import service
 from probe_service.errors import InfrastructureError, InvalidInput
 from probe_service.plans import parse_plan
 from probe_service.plans.tables import receipts
 from probe_service.queue import (
+    InlineQueue,
     ProbeQueue,
+    Queue,
     WorkerContext,
     execute_run,
     reap_runs,
@@ -29,10 +30,12 @@ from probe_service.queue import (
 )
 from probe_service.queue.runs import claim_run, expired_runs
 from probe_service.queue.tables import runs
+from probe_service.settings import read_settings
 from probe_service.store import Store
 from probe_service.store.engine import create_store_engine
 from probe_service.store.migrate import _config, upgrade_to_head
 
+from .. import calls as service
 from .conftest import POLICY_ID, Farm, shell_plan
 
 
@@ -71,7 +74,7 @@ def _receipt_count(store: Store, run_id: str) -> int:
         return int(conn.execute(query).scalar_one())
 
 
-def _submit(store: Store, snapshot_id: str, queue: ProbeQueue | None) -> str:
+def _submit(store: Store, snapshot_id: str, queue: Queue) -> str:
     plan = parse_plan(shell_plan(snapshot_id, "exit 0", f"ns {uuid.uuid4().hex}"))
     return submit_plans(store, queue, [plan], POLICY_ID).run_ids[0]
 
@@ -94,7 +97,8 @@ class TestSubmit:
     ) -> None:
         """With no broker, the run belongs to PROBE_REDIS_NAMESPACE (the janitor's)."""
         monkeypatch.setenv("PROBE_REDIS_NAMESPACE", "deployment-x")
-        assert _run_row(shared_store, _submit(shared_store, snapshot_id, None)).namespace == (
+        queue = InlineQueue(read_settings())
+        assert _run_row(shared_store, _submit(shared_store, snapshot_id, queue)).namespace == (
             "deployment-x"
         )
 
@@ -206,7 +210,7 @@ def test_resume_refuses_a_batch_of_another_namespace(
     """`submit --resume` on namespace B refuses A's batch, naming A; on A it re-sends."""
     a, b = queues
     plan = parse_plan(shell_plan(snapshot_id, "exit 0", "resume"))
-    batch_id = submit_plans(shared_store, None, [plan], POLICY_ID).batch_id
+    batch_id = submit_plans(shared_store, InlineQueue(read_settings()), [plan], POLICY_ID).batch_id
     with shared_store.transaction() as conn:  # as if submitted on A while Redis was down
         conn.execute(runs.update().where(runs.c.batch_id == batch_id).values(namespace=a.namespace))
     with pytest.raises(InvalidInput, match=f"PROBE_REDIS_NAMESPACE={a.namespace}"):

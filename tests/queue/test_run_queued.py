@@ -6,12 +6,12 @@ from collections.abc import Callable
 
 import pytest
 
-from probe_service import service
 from probe_service.errors import PolicyError
 from probe_service.plans import verify_receipt
 from probe_service.queue import ProbeQueue
 from probe_service.store import Store
 
+from .. import calls as service
 from .conftest import POLICY_ID, Farm, shell_plan
 
 

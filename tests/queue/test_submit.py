@@ -14,6 +14,7 @@ from sqlalchemy import func, select
 from probe_service.errors import InvalidPlan
 from probe_service.plans import Plan, parse_plan, save_plan
 from probe_service.queue import (
+    InlineQueue,
     ProbeQueue,
     RunSummary,
     read_plans_file,
@@ -24,6 +25,7 @@ from probe_service.queue.junit import write_junit
 from probe_service.queue.runs import claim_run, finish_run
 from probe_service.queue.submit import BATCH_SIZE
 from probe_service.queue.tables import runs
+from probe_service.settings import read_settings
 from probe_service.store import Store
 
 from .conftest import POLICY_ID, shell_plan
@@ -91,7 +93,7 @@ class TestSubmitPlans:
         """A plan referenced by id runs as that plan."""
         plan = parse_plan(shell_plan(snapshot_id, "exit 0", "by id"))
         plan_id, _ = save_plan(shared_store, plan)
-        result = submit_plans(shared_store, None, [plan_id], POLICY_ID)
+        result = submit_plans(shared_store, InlineQueue(read_settings()), [plan_id], POLICY_ID)
         with shared_store.reading() as conn:
             stored = conn.execute(select(runs.c.plan_id)).scalars().all()
         assert stored == [plan_id]
@@ -144,7 +146,7 @@ class TestResumeBatch:
         ]
         # Stored with no broker, by this deployment (the queue's namespace).
         monkeypatch.setenv("PROBE_REDIS_NAMESPACE", queue.namespace)
-        result = submit_plans(shared_store, None, items, POLICY_ID)
+        result = submit_plans(shared_store, InlineQueue(read_settings()), items, POLICY_ID)
         running, done, queued = result.run_ids
         claim_run(shared_store, running, "worker-a", 60_000, namespace=queue.namespace)
         claim_run(shared_store, done, "worker-a", 60_000, namespace=queue.namespace)

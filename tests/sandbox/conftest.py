@@ -92,6 +92,7 @@ def run(runtime: SandboxRuntime, snapshot: Path, scratch: Path, slot: RunSlot) -
         kw.setdefault("scratch_dir", scratch)
         kw.setdefault("slot", slot)
         return run_sandboxed(
+            environment=os.environ,
             policy=policy or make_policy(),
             executable=executable,
             args=list(args),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -68,6 +69,7 @@ def test_arguments_survive_quoting(runtime: SandboxRuntime, args: list[str]) -> 
         (Path(root) / "snap").mkdir()
         (Path(root) / "scratch").mkdir()
         result = run_sandboxed(
+            environment=os.environ,
             policy=make_policy(),
             executable="printf",
             args=["%s\\0", *args],
@@ -82,6 +84,7 @@ def test_arguments_survive_quoting(runtime: SandboxRuntime, args: list[str]) -> 
 def test_nul_in_an_argument_is_refused(runtime: SandboxRuntime, tmp_path: Path) -> None:
     """An argument with a NUL byte cannot be passed to exec and is refused."""
     result = run_sandboxed(
+        environment=os.environ,
         policy=make_policy(),
         executable="printf",
         args=["a\0b"],

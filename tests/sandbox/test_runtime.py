@@ -91,6 +91,7 @@ def test_change_after_verification_ends_inconclusive(
     (tmp_path / "snap").mkdir()
     (tmp_path / "scratch").mkdir()
     result = run_sandboxed(
+        environment=os.environ,
         policy=make_policy(),
         executable="true",
         args=[],

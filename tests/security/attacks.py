@@ -17,12 +17,13 @@ from typing import Any
 
 import pytest
 
-from probe_service import service
 from probe_service.fstree import remove_tree
 from probe_service.plans import ProbeRunResult
 from probe_service.policies import POLICY_FILE_ENV
 from probe_service.sandbox import SandboxRuntime
 from probe_service.store import Store
+
+from .. import calls as service
 
 POLICY_ID = "attack"
 

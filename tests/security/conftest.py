@@ -229,6 +229,7 @@ def attack(runtime: SandboxRuntime, tmp_path: Path) -> Any:
         (base / "snapshot").mkdir(parents=True)
         (base / "scratch").mkdir()
         return run_sandboxed(
+            environment=os.environ,
             policy=policy or make_policy(timeout_seconds=60),
             executable=language,
             args=["-c", script, *extra],

@@ -9,6 +9,7 @@ Usage: ``python -m tests.security.hosts_runner REQUEST.json``.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -23,6 +24,7 @@ def main(request_path: Path) -> None:
     (root / "snapshot").mkdir()
     (root / "scratch").mkdir()
     result = run_sandboxed(
+        environment=os.environ,
         policy=Policy.model_validate(request["policy"]),
         executable=request["executable"],
         args=request["args"],

@@ -22,13 +22,13 @@ from typing import Any
 
 import pytest
 
-from probe_service import service
 from probe_service.policies import POLICY_FILE_ENV
 from probe_service.sandbox import SandboxRuntime
 from probe_service.sandbox import runner as runner_module
 from probe_service.sandbox.identity import PROBE_UID_BASE
 from probe_service.store import Store
 
+from .. import calls as service
 from ..sandbox.conftest import make_policy
 
 pytestmark = [

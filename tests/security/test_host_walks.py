@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from probe_service import service
 from probe_service.plans import parse_plan
 from probe_service.queue import ProbeQueue, WorkerContext, execute_run, submit_plans
 from probe_service.queue.tables import runs
 from probe_service.sandbox import SandboxRuntime
 from probe_service.store import Store
 
+from .. import calls as service
 from ..queue.conftest import Farm, wait_done
 from .attacks import POLICY_ID, RunProbe, leftovers, plan_for
 

@@ -9,11 +9,11 @@ runner refuses anything over it as ``invalid_argument``.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from probe_service import service
 from probe_service.errors import InvalidPlan
 from probe_service.plans import parse_plan
 from probe_service.policies import Policy
@@ -21,6 +21,7 @@ from probe_service.sandbox import SandboxRuntime, run_sandboxed
 from probe_service.sandbox.argsize import MAX_LAUNCH_ARG_BYTES, launch_arg_bytes
 from probe_service.store import Store
 
+from .. import calls as service
 from .attacks import RunProbe, leftovers, plan_for
 
 pytestmark = pytest.mark.sandbox
@@ -111,6 +112,7 @@ class TestRefusals:
             }
         )
         result = run_sandboxed(
+            environment=os.environ,
             policy=policy,
             executable="true",
             args=["a" * ARG_BYTES] * 31,

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from probe_service import service
 from probe_service.store import Store
 
+from .. import calls as service
 from .attacks import RunProbe, leftovers
 
 pytestmark = pytest.mark.sandbox

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -364,6 +365,7 @@ def test_runtime_without_an_active_guard_never_runs_the_probe(
     (tmp_path / "snap").mkdir()
     (tmp_path / "scratch").mkdir()
     result = run_sandboxed(
+        environment=os.environ,
         policy=make_policy(allowed_domains=["localhost"]),
         executable="sh",
         args=["-c", "echo PROBE-RAN > $BYTE_PROBE_SCRATCH/ran"],

@@ -23,7 +23,6 @@ from typing import Any
 
 import pytest
 
-from probe_service import service
 from probe_service.plans import ProbeRunResult, find_reusable_receipt, verify_receipt
 from probe_service.plans.tables import receipts
 from probe_service.policies import POLICY_FILE_ENV
@@ -31,6 +30,7 @@ from probe_service.sandbox import SandboxRuntime
 from probe_service.sandbox.runtime import find_system_tool
 from probe_service.store import Store
 
+from .. import calls as service
 from .conftest import TEST_HOST, NetnsHost, _wait_until_serving
 
 POLICY_ID = "refute-reuse"

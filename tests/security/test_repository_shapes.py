@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, insert, select
 
-from probe_service import service
 from probe_service.cli import main
 from probe_service.errors import UnsafePath
 from probe_service.fstree import remove_tree
@@ -26,6 +25,7 @@ from probe_service.snapshot.manifest import encode_manifest
 from probe_service.store import Store
 from probe_service.store.schema import snapshots
 
+from .. import calls as service
 from .attacks import RunProbe, leftovers
 
 pytestmark = pytest.mark.sandbox

@@ -29,7 +29,6 @@ from pathlib import Path
 
 import pytest
 
-from probe_service import service
 from probe_service.plans import ProbeRunResult
 from probe_service.plans import run as plan_run
 from probe_service.policies import POLICY_FILE_ENV
@@ -45,6 +44,7 @@ from probe_service.sandbox.slots import SlotPool, default_slots
 from probe_service.snapshot.warm import SnapshotCache, default_snapshot_cache
 from probe_service.store import Store
 
+from .. import calls as service
 from ..sandbox.conftest import Runner
 from .attacks import POLICY_ID, leftovers, plan_for, policy_document
 
@@ -288,10 +288,11 @@ class TestLocalUsers:
 _WORKER = """
 import sys
 from pathlib import Path
-from probe_service import service
+from probe_service.plans import run_configured
+from probe_service.settings import read_settings
 from probe_service.store import open_store
 store = open_store(Path(sys.argv[1]))
-service.probe_run(store, sys.argv[2], sys.argv[3], reuse=False)
+run_configured(store, read_settings(), sys.argv[2], sys.argv[3], reuse=False)
 """
 
 

@@ -120,7 +120,10 @@ def test_machine_faces_cannot_call_admin_operations(tmp_path: Path) -> None:
     with ProbeService.open(tmp_path, interface="host") as svc:
         with pytest.raises(InvalidInput, match="unknown operation 'policy_check'"):
             svc.call("policy_check", {"file": "/etc/passwd"})
-        assert not hasattr(svc, "snapshot_materialize")
+        # Every method exists on every session (the typed face); the face refuses the call.
+        with pytest.raises(InvalidInput, match="unknown operation 'snapshot_materialize'"):
+            svc.snapshot_materialize(snapshot_id="a" * 64, dest=str(tmp_path / "out"))
+        assert not (tmp_path / "out").exists()
 
 
 def test_a_request_field_called_name_reaches_the_operation(tmp_path: Path) -> None:

@@ -71,6 +71,7 @@ def _probe(runtime: SandboxRuntime, tree: Path, scratch: Path, script: str, slot
     policy = make_policy()
     with scratch_filesystem(scratch, scratch_limits(policy), slot.namespace):
         result = run_sandboxed(
+            environment=os.environ,
             policy=policy,
             executable="sh",
             args=["-c", script],

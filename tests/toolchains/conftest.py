@@ -9,6 +9,7 @@ session, under a directory the probe uids can search.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -87,5 +88,5 @@ def toolchain_with_pytest(tmp_path_factory: pytest.TempPathFactory) -> Path:
     requirements = base / "requirements.txt"
     requirements.write_text(PYTEST_REQUIREMENT + "\n")
     dest = base / "py311-pytest"
-    create_python_toolchain(BASE_PYTHON, requirements, dest)
+    create_python_toolchain(BASE_PYTHON, requirements, dest, environ=os.environ)
     return dest

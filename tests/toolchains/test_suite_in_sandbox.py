@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import io
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +18,6 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from probe_service import service
 from probe_service.cli.results import print_receipt
 from probe_service.plans import ProbeRunResult, verify_receipt
 from probe_service.policies import Policy
@@ -25,6 +25,7 @@ from probe_service.sandbox import SandboxRuntime, run_sandboxed
 from probe_service.store import Store
 from probe_service.toolchains import digest_toolchain, resolve_toolchains
 
+from .. import calls as service
 from .conftest import BASE_PYTHON, PolicyWriter, policy_entry
 
 pytestmark = pytest.mark.slow
@@ -159,6 +160,7 @@ class TestToolchainGrants:
         code = f"import sys, subprocess; sys.path.insert(0, '{tree}/lib'); import helper; "
         code += f"print(helper.VALUE, subprocess.run(['{tree}/bin/tool']).returncode)"
         result = run_sandboxed(
+            environment=os.environ,
             policy=policy,
             executable="python3",
             args=["-c", code],
@@ -185,6 +187,7 @@ class TestToolchainGrants:
             "    except OSError as exc:\n        print(exc.strerror)\n"
         )
         result = run_sandboxed(
+            environment=os.environ,
             policy=policy,
             executable="python3",
             args=["-c", code],
@@ -207,6 +210,7 @@ class TestToolchainGrants:
         (tree / "lib" / "helper.py").write_text("VALUE = 'swapped'\n")
         marker = dirs[1] / "ran"
         result = run_sandboxed(
+            environment=os.environ,
             policy=policy,
             executable="python3",
             args=["-c", f"open('{marker}', 'w')"],
@@ -224,6 +228,7 @@ class TestToolchainGrants:
     ) -> None:
         """A caller that does not pass the policy's resolved toolchains gets no run."""
         result = run_sandboxed(
+            environment=os.environ,
             policy=_small_policy(tree),
             executable="python3",
             args=["-c", "print(1)"],
@@ -283,6 +288,7 @@ class TestPreflightRules:
         policy = _small_policy(tree)
         marker = dirs[1] / "ran"
         result = run_sandboxed(
+            environment=os.environ,
             policy=policy,
             executable="python3",
             args=["-c", f"open('{marker}', 'w')"],
@@ -304,6 +310,7 @@ class TestPreflightRules:
         setup = "import os; open(os.environ['BYTE_PROBE_SCRATCH'] + '/prepared', 'w').write('ok')"
         probe = "import os; print(open(os.environ['BYTE_PROBE_SCRATCH'] + '/prepared').read())"
         result = run_sandboxed(
+            environment=os.environ,
             policy=policy,
             executable="python3",
             args=["-c", probe],

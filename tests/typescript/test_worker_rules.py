@@ -113,7 +113,7 @@ class TestBuiltInProfile:
         plan_id, _ = save_plan(sqlite_store, plan)
         policies = PolicyFile.model_validate({"schema": 1, "policies": [TEST_POLICY]})
         with pytest.raises(PolicyError, match="built-in profiles cannot be selected"):
-            probe_run(sqlite_store, plan_id, BOUNDARY_PROFILE.id, policy_file=policies)
+            probe_run(sqlite_store, plan_id, BOUNDARY_PROFILE.id, policy_file=policies, environ={})
 
     @pytest.mark.parametrize("face", ["python", "cli", "host", "mcp"])
     def test_no_face_can_select_it(

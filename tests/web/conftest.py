@@ -68,7 +68,7 @@ def serving(svc: ProbeService, *, token: str | None = None) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def service(scenario: Scenario) -> Iterator[ProbeService]:
     """A host session over the scenario's store, as ``byte-probe web`` opens it."""
-    svc = ProbeService.open(scenario.root / "state", interface="host")
+    svc = ProbeService.open(scenario.root / "state", interface="web")
     yield svc
     svc.close()
 

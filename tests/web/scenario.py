@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from probe_service.policies import POLICY_FILE_ENV
-from probe_service.queue import submit_plans
+from probe_service.queue import InlineQueue, submit_plans
 from probe_service.queue.inline import run_inline
 from probe_service.service import ProbeService
 
@@ -105,8 +105,10 @@ def fill(root: Path) -> Scenario:
             "hostile": _plan(snap, "hostile.py", "model_inferred", HOSTILE_HYPOTHESIS),
         }
         plan_ids = {k: svc.probe_plan(plan=p).plan_id for k, p in plans.items()}
-        submitted = submit_plans(svc.store, None, list(plan_ids.values()), POLICY_ID, reuse=False)
-        run_inline(svc.store, submitted.run_ids)
+        submitted = submit_plans(
+            svc.store, InlineQueue(svc.settings), list(plan_ids.values()), POLICY_ID, reuse=False
+        )
+        run_inline(svc.store, submitted.run_ids, settings=svc.settings)
         queue_runs = dict(zip(plan_ids, submitted.run_ids, strict=True))
         process = svc.probe_run(
             plan_id=plan_ids["hostile"], policy_id=POLICY_ID, reuse=False, via="embedded"

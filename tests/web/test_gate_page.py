@@ -26,7 +26,7 @@ def test_the_gate_page_refuses_what_the_gate_refuses(tmp_path: Path) -> None:
     tree.mkdir()
     (tree / "a.py").write_text("a = 1\n")
     (tmp_path / "root").mkdir()
-    svc = ProbeService.open(tmp_path / "root", interface="host")
+    svc = ProbeService.open(tmp_path / "root", interface="web")
     snapshot_id = snapshot_capture(svc.store, tree).snapshot_id
     request = {
         "scope": "payments",

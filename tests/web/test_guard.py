@@ -45,7 +45,7 @@ def fetch(
 @pytest.fixture
 def empty_service(tmp_path: Path) -> ProbeService:
     """A session over an empty embedded store."""
-    return ProbeService.open(tmp_path, interface="host")
+    return ProbeService.open(tmp_path, interface="web")
 
 
 def test_every_answer_carries_the_strict_csp(empty_service: ProbeService) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from sqlalchemy import func, select
 
@@ -9,7 +11,6 @@ from probe_service.claims.tables import claim_audit, claim_checks, obligations
 from probe_service.errors import InvalidInput, NotFound
 from probe_service.service import ProbeService
 from probe_service.service.registry import operations
-from probe_service.service.rows import READ_ONLY
 from probe_service.store.schema import events
 
 from .conftest import serving
@@ -23,7 +24,37 @@ def test_faces_of_the_new_rows() -> None:
     host = {op.name for op in operations("host")}
     assert {"run_list", "claim_history", "gate_preview"} <= mcp
     assert not {"farm_stats", "snapshot_file"} & mcp
-    assert host >= READ_ONLY
+    assert host >= WEB_ROWS
+
+
+#: The rows the web view may call: each one only reads (docs/ARCHITECTURE.md, "Web view").
+WEB_ROWS = {
+    "run_list",
+    "farm_stats",
+    "claim_history",
+    "gate_preview",
+    "snapshot_file",
+    "snapshot_get",
+    "probe_get",
+    "receipt_get",
+    "receipt_verify",
+    "claim_show",
+    "obligation_list",
+    "policy_list",
+}
+
+
+def test_the_web_face_offers_exactly_the_read_only_rows() -> None:
+    """The ``web`` face label reaches the read-only rows and nothing else."""
+    assert {op.name for op in operations("web")} == WEB_ROWS
+
+
+def test_a_web_session_refuses_every_other_row(tmp_path: Path) -> None:
+    """A session on the web face cannot call a row that writes or runs anything."""
+    with ProbeService.open(tmp_path, interface="web", lazy=True) as svc:
+        for name in ("probe_run", "claim_create", "snapshot_capture", "gate", "capabilities"):
+            with pytest.raises(InvalidInput, match="unknown operation"):
+                svc.call(name, {})
 
 
 def test_run_list_filters(service: ProbeService, scenario: Scenario) -> None:

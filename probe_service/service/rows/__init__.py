@@ -3,7 +3,8 @@ operation table" and "Start-up").
 
 Each handler's docstring is the description a model reads when it picks a tool, so it says
 what the operation does, what it never does, and what it refuses. Handlers only translate a
-request into calls on the parts' service functions; rules live in the parts.
+request into calls on the parts' functions; rules live in the parts. A row is the one
+place its operation is defined: no second tier of service functions.
 
 ``INDEX`` names every operation, in the table's order, with the module that defines it, so
 that calling one operation imports that module and the parts it uses, never the whole
@@ -12,7 +13,7 @@ table. ``operation`` refuses a row that is missing here or listed under another 
 
 from __future__ import annotations
 
-__all__ = ["INDEX", "READ_ONLY"]
+__all__ = ["INDEX"]
 
 INDEX: dict[str, str] = {
     "capabilities": "meta",
@@ -57,22 +58,3 @@ INDEX: dict[str, str] = {
     "gate_preview": "claims",
     "snapshot_file": "snapshots",
 }
-
-#: Every operation the web view may call: each one only reads (docs/ARCHITECTURE.md, "Web
-#: view"; a test walks it).
-READ_ONLY = frozenset(
-    {
-        "run_list",
-        "farm_stats",
-        "claim_history",
-        "gate_preview",
-        "snapshot_file",
-        "snapshot_get",
-        "probe_get",
-        "receipt_get",
-        "receipt_verify",
-        "claim_show",
-        "obligation_list",
-        "policy_list",
-    }
-)

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from ... import policies, toolchains
 from ...toolchains.verify import PolicyReport, verify_policy_file
-from ..registry import ADMIN, Request, operation
+from ..registry import ADMIN, AGENT, WEB, Request, operation
 from ..session import ProbeService
 from .common import Frozen
 
@@ -29,7 +29,7 @@ class PolicyList(Frozen):
     policies: list[PolicySummary]
 
 
-@operation("policy_list")
+@operation("policy_list", faces=AGENT | WEB)
 def policy_list(svc: ProbeService, req: PolicyListRequest) -> PolicyList:
     """The ids and digests of the administrator's policies (never their bodies), so a
     plan can name one. Refuses when the policy file is missing, unsafe or malformed."""
@@ -72,7 +72,11 @@ def toolchain_create(svc: ProbeService, req: ToolchainCreateRequest) -> toolchai
     from ...toolchains.create import create_python_toolchain
 
     return create_python_toolchain(
-        Path(req.python), Path(req.requirements_file), Path(req.dest), index_url=req.index_url
+        Path(req.python),
+        Path(req.requirements_file),
+        Path(req.dest),
+        environ=svc.settings.environment,
+        index_url=req.index_url,
     )
 
 

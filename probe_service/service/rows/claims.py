@@ -12,8 +12,7 @@ from ... import claims
 from ...claims import history
 from ...claims.models import AnswerRequest, ClaimRequest, parse_request
 from ...claims.records import ClaimCheck, KnowledgeHit, Obligation
-from .. import functions
-from ..registry import Request, operation
+from ..registry import AGENT, WEB, Request, operation
 from ..session import ProbeService
 from .common import HEX64, ClaimId, Frozen, ObligationId, ReceiptSha256, SnapshotId
 
@@ -92,7 +91,7 @@ class ClaimShowRequest(Request):
     scope: str | None = None
 
 
-@operation("claim_show")
+@operation("claim_show", faces=AGENT | WEB)
 def claim_show(svc: ProbeService, req: ClaimShowRequest) -> claims.ClaimRecord:
     """Read one claim with its evidence, dependency baselines and links."""
     return claims.claim_show(svc.store, req.claim_id, scope=req.scope)
@@ -222,7 +221,7 @@ class Obligations(Frozen):
     obligations: list[Obligation]
 
 
-@operation("obligation_list")
+@operation("obligation_list", faces=AGENT | WEB)
 def obligation_list(svc: ProbeService, req: ObligationListRequest) -> Obligations:
     """List obligations (decisions or rechecks a change opened), filtered by scope,
     state, claim or snapshot."""
@@ -294,11 +293,12 @@ def gate(svc: ProbeService, req: GateRequest) -> claims.GateResult:
     require_signed, every receipt signed by a required key). Refuses, writing nothing, a
     snapshot the store does not hold (not_found) and a scope (or store) without a live
     claim (invalid_input, listing the scopes that have one) unless allow_empty."""
-    check = (
-        functions.signature_requirement(svc.store, req.require_signed)
-        if req.require_signed
-        else None
-    )
+    check = None
+    if req.require_signed:
+        from ...plans.signature_check import signature_requirement
+
+        # The session's policy file: its revocations, not another file's.
+        check = signature_requirement(svc.store, req.require_signed, svc.policy_file)
     return claims.gate(
         svc.store,
         req.snapshot_id,
@@ -315,7 +315,7 @@ class ClaimHistoryRequest(Request):
     limit: int = Field(200, ge=1, le=1000)
 
 
-@operation("claim_history")
+@operation("claim_history", faces=AGENT | WEB)
 def claim_history(svc: ProbeService, req: ClaimHistoryRequest) -> history.ClaimHistory:
     """One claim's history: recorded checks, obligations with resolutions and rationale,
     the supersession chain, a tombstone, and the audit entries naming it. Read-only;
@@ -329,7 +329,7 @@ class GatePreviewRequest(Request):
     allow_empty: bool = Field(False, description=_ALLOW_EMPTY)
 
 
-@operation("gate_preview")
+@operation("gate_preview", faces=AGENT | WEB)
 def gate_preview(svc: ProbeService, req: GatePreviewRequest) -> history.GatePreview:
     """Whether the gate would pass a snapshot now (every live claim current, no open
     obligation on it), computed without opening, closing or recording anything. Refuses

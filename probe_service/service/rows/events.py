@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ...store.events import Event
-from .. import functions
+from ...errors import InvalidInput
+from ...store.consumers import acknowledge, consumer_cursor
+from ...store.events import MAX_EVENTS_PAGE, Event, read_events
 from ..registry import Request, operation
 from ..session import ProbeService
 from .common import Frozen
@@ -29,8 +30,28 @@ class Events(Frozen):
 def knowledge_events(svc: ProbeService, req: KnowledgeEventsRequest) -> Events:
     """Consume monotonic events (snapshots, applicability, obligations, probes) after a
     cursor, or, for a named consumer, after the cursor it acknowledged."""
-    found = functions.knowledge_events(
-        svc.store, req.after, req.limit, consumer=req.consumer, ack=req.ack
-    )
+    found = _events(svc, req)
     last = found[-1].cursor if found else req.after
     return Events(events=found, next_after=last)
+
+
+def _events(svc: ProbeService, req: KnowledgeEventsRequest) -> list[Event]:
+    """Events with a cursor past ``after``, or, for a named consumer, past the cursor it
+    acknowledged (``ack`` first acknowledges that cursor).
+
+    Raises InvalidInput (bad consumer name, ``after`` or ``ack`` without a consumer),
+    NotFound or Conflict for an acknowledgement past the newest event or behind the
+    consumer's.
+    """
+    page = min(req.limit, MAX_EVENTS_PAGE)
+    if req.consumer is None:
+        if req.ack is not None:
+            raise InvalidInput("ack: acknowledging needs a consumer name")
+        with svc.store.reading() as conn:
+            return read_events(conn, req.after, page)
+    if req.after:
+        raise InvalidInput("after: a consumer resumes at its acknowledged cursor; omit after")
+    with svc.store.transaction() as conn:
+        if req.ack is not None:
+            acknowledge(conn, req.consumer, req.ack)
+        return read_events(conn, consumer_cursor(conn, req.consumer), page)

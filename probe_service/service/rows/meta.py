@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import platform
+from pathlib import Path
 from typing import Any
 
 from ... import ENGINE_VERSION
-from ...errors import ProbeServiceError
-from .. import functions
+from ...errors import KeyFileError, ProbeServiceError
+from ...settings import Settings
 from ..registry import Request, operation, operations
 from ..session import ProbeService
 from .common import Frozen
@@ -47,13 +48,13 @@ class Capabilities(Frozen):
     signing_key: str
 
 
-def _readiness() -> SandboxReadiness:
+def _readiness(sandbox_dir: Path) -> SandboxReadiness:
     from ...sandbox.runtime import PINNED_VERSION, find_system_tool, locate_runtime
 
     problems: list[str] = []
     digest: str | None = None
     try:
-        digest = locate_runtime().digest
+        digest = locate_runtime(sandbox_dir).digest
     except ProbeServiceError as exc:
         problems.append(str(exc))
     tools = {name: find_system_tool(name) is not None for name in ("bwrap", "socat", "rg")}
@@ -77,7 +78,6 @@ def capabilities(svc: ProbeService, req: CapabilitiesRequest) -> Capabilities:
     from ...policies.model import NEWEST_POLICY_SCHEMA
     from ...store.migrate import schema_head
 
-    plain = functions.capabilities()
     return Capabilities(
         engine_version=ENGINE_VERSION,
         schema_versions={
@@ -98,6 +98,18 @@ def capabilities(svc: ProbeService, req: CapabilitiesRequest) -> Capabilities:
             )
             for op in operations(svc.interface)
         ],
-        sandbox=svc.cached("readiness", _readiness),
-        signing_key=str(plain["signing_key"]),
+        sandbox=svc.cached("readiness", lambda: _readiness(svc.settings.sandbox_dir)),
+        signing_key=_signer(svc.settings),
     )
+
+
+def _signer(settings: Settings) -> str:
+    """The configured signing key's fingerprint, ``unsigned`` without one, or why the
+    configured key is refused (docs/ARCHITECTURE.md, "Signed receipts")."""
+    from ...plans.signing import UNSIGNED, configured_signing_key
+
+    try:
+        key = configured_signing_key(settings)
+    except KeyFileError as exc:
+        return f"refused: {exc}"
+    return key.fingerprint if key else UNSIGNED

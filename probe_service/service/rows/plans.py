@@ -6,11 +6,10 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ... import plans
-from ...errors import InvalidInput
+from ... import plans, snapshot
 from ...plans.models import Plan, parse_plan
-from .. import functions
-from ..registry import Request, operation
+from ...settings import REDIS_URL_ENV
+from ..registry import AGENT, WEB, Request, operation
 from ..session import ProbeService
 from .common import Frozen, PlanId
 
@@ -27,12 +26,22 @@ class ProbePlanRequest(Request):
         return value if isinstance(value, Plan) else parse_plan(value)
 
 
+class PlanCreated(Frozen):
+    """The id of a persisted plan; ``created`` is false when it was already stored."""
+
+    plan_id: str
+    created: bool
+
+
 @operation("probe_plan")
-def probe_plan(svc: ProbeService, req: ProbePlanRequest) -> functions.PlanCreated:
+def probe_plan(svc: ProbeService, req: ProbePlanRequest) -> PlanCreated:
     """Persist an immutable experiment plan and return its id. Never executes anything
     and never reads a policy: the plan only names the policy it must run under. Refuses a
     plan whose snapshot is not stored, and names the first bad field."""
-    return functions.probe_plan(svc.store, req.plan.canonical())
+    plan = parse_plan(req.plan.canonical())
+    snapshot.load_snapshot(svc.store, plan.snapshot_id)
+    plan_id, created = plans.save_plan(svc.store, plan)
+    return PlanCreated(plan_id=plan_id, created=created)
 
 
 class ProbeGetRequest(Request):
@@ -44,10 +53,10 @@ class StoredPlan(Frozen):
     plan: dict[str, Any]
 
 
-@operation("probe_get")
+@operation("probe_get", faces=AGENT | WEB)
 def probe_get(svc: ProbeService, req: ProbeGetRequest) -> StoredPlan:
     """Read a stored plan by its id (or a unique prefix of it)."""
-    plan = functions.probe_get(svc.store, req.plan_id)
+    plan = plans.load_plan(svc.store, req.plan_id)
     return StoredPlan(plan_id=req.plan_id, plan=plan.canonical())
 
 
@@ -74,17 +83,21 @@ def probe_run(svc: ProbeService, req: ProbeRunRequest) -> plans.ProbeRunResult:
     id, and return the oracle outcome (supports, refutes, inconclusive with a reason) and
     the signed or unsigned receipt. Every prerequisite failure ends inconclusive; nothing
     ever runs unsandboxed. A queued run no worker took within wait_seconds is cancelled."""
-    queue = svc.queue if req.via != "embedded" else None
-    if req.via == "queue" and queue is None:
-        raise InvalidInput("via: queue asked for, but no PROBE_REDIS_URL is configured")
-    if queue is not None:
-        return functions.probe_run_queued(
-            svc.store,
-            queue,
-            req.plan_id,
-            req.policy_id,
-            timeout_s=req.wait_seconds,
-            reuse=req.reuse,
-            on_progress=svc.on_progress,
-        )
-    return functions.probe_run(svc.store, req.plan_id, req.policy_id, reuse=req.reuse)
+    from ...queue import InlineQueue, Queue
+
+    queue: Queue
+    if req.via == "embedded":
+        queue = InlineQueue(svc.settings)
+    elif req.via == "queue":
+        refusal = f"via: queue asked for, but no {REDIS_URL_ENV} is configured"
+        queue = svc.queue.require_broker(refusal)
+    else:
+        queue = svc.queue
+    return queue.run_plan(
+        svc.store,
+        req.plan_id,
+        req.policy_id,
+        reuse=req.reuse,
+        timeout_s=req.wait_seconds,
+        on_progress=svc.on_progress,
+    )

@@ -6,8 +6,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from .. import functions
-from ..registry import Request, operation
+from ... import plans, policies
+from ..registry import AGENT, WEB, Request, operation
 from ..session import ProbeService
 from .common import Frozen, ReceiptId
 
@@ -18,7 +18,7 @@ class ReceiptGetRequest(Request):
     receipt_id: ReceiptId
 
 
-@operation("receipt_get")
+@operation("receipt_get", faces=AGENT | WEB)
 def receipt_get(svc: ProbeService, req: ReceiptGetRequest) -> dict[str, Any]:
     """Read a stored receipt (committed part, digest, operational part) by receipt sha
     or run id, with the summary every run result carries beside it (outcome, reason,
@@ -26,7 +26,7 @@ def receipt_get(svc: ProbeService, req: ReceiptGetRequest) -> dict[str, Any]:
     verifies). Its output fields are probe output: untrusted text."""
     from ...plans.summary import summary_json
 
-    receipt = functions.receipt_get(svc.store, req.receipt_id)
+    receipt = plans.load_receipt(svc.store, req.receipt_id)
     return {**receipt.to_json(), **summary_json(receipt)}
 
 
@@ -34,7 +34,9 @@ def receipt_get(svc: ProbeService, req: ReceiptGetRequest) -> dict[str, Any]:
 def receipt_export(svc: ProbeService, req: ReceiptGetRequest) -> dict[str, Any]:
     """The DSSE envelope (in-toto statement) of a signed receipt, for offline
     verification. Refuses an unsigned receipt."""
-    return functions.receipt_export(svc.store, req.receipt_id)
+    from ...plans.persist import load_envelope
+
+    return load_envelope(svc.store, req.receipt_id)
 
 
 class ReceiptVerifyRequest(Request):
@@ -50,7 +52,7 @@ class ReceiptVerified(Frozen):
     kind: Literal["receipt", "envelope"]
 
 
-@operation("receipt_verify")
+@operation("receipt_verify", faces=AGENT | WEB)
 def receipt_verify(svc: ProbeService, req: ReceiptVerifyRequest) -> ReceiptVerified:
     """Verify a receipt or a DSSE envelope offline: the commitment, and for an envelope
     the statement and, with public keys, the signature (revoked keys never verify).
@@ -61,9 +63,11 @@ def receipt_verify(svc: ProbeService, req: ReceiptVerifyRequest) -> ReceiptVerif
         keys = [
             public_key_from_pem(text, f"public_keys[{i}]") for i, text in enumerate(req.public_keys)
         ]
-        verified = verify_envelope(req.document, keys, functions.revoked_signing_keys())
+        # The session's policy file: its revocations, not another file's.
+        revoked = policies.revoked_signing_keys(svc.policy_file)
+        verified = verify_envelope(req.document, keys, revoked)
         return ReceiptVerified(
             receipt_sha256=verified.receipt_sha256, signer=verified.signer, kind="envelope"
         )
-    sha = functions.receipt_verify(req.document)
+    sha = plans.verify_receipt(req.document)
     return ReceiptVerified(receipt_sha256=sha, signer=None, kind="receipt")

@@ -7,14 +7,15 @@ from typing import Literal
 from pydantic import Field
 
 from ... import queue as queues
-from ...errors import InvalidInput
+from ...errors import Conflict, NotFound
 from ...plans.models import Plan
 from ...queue.farm import FarmStats
 from ...queue.farm import farm_stats as _farm_stats
 from ...queue.listing import RunFilters, RunPage, list_runs
+from ...queue.runs import cancel_run
 from ...queue.submit import RunSummary
-from .. import functions
-from ..registry import ADMIN, HOST, Request, operation
+from ...settings import REDIS_URL_ENV
+from ..registry import ADMIN, AGENT, HOST, WEB, Request, operation
 from ..session import ProbeService
 from .common import BatchId, Frozen, PlanId, RunId, SnapshotId
 
@@ -72,7 +73,11 @@ class RunCancelled(Frozen):
 def run_cancel(svc: ProbeService, req: RunCancelRequest) -> RunCancelled:
     """Cancel a queued run so that no worker ever executes it. Refuses a run a worker
     already took or that is done."""
-    functions.run_cancel(svc.store, req.run_id)
+    state = cancel_run(svc.store, req.run_id)
+    if state == "unknown":
+        raise NotFound(f"run {req.run_id}: not stored")
+    if state != "queued":
+        raise Conflict(f"run {req.run_id}: {state}; only a queued run can be cancelled")
     return RunCancelled(run_id=req.run_id, state="cancelled")
 
 
@@ -101,15 +106,12 @@ def batch_submit(svc: ProbeService, req: BatchSubmitRequest) -> BatchSubmitted:
     or snapshot is not stored."""
     queue = svc.queue
     result = queues.submit_plans(svc.store, queue, list(req.items), req.policy_id, reuse=req.reuse)
-    if queue is None:
-        from ...queue.inline import run_inline
-
-        run_inline(svc.store, result.run_ids, req.threads)
+    queue.execute_submitted(svc.store, result.run_ids, req.threads)
     return BatchSubmitted(
         batch_id=result.batch_id,
         run_ids=result.run_ids,
         enqueued=result.enqueued,
-        embedded=queue is None,
+        embedded=queue.embedded,
     )
 
 
@@ -126,9 +128,7 @@ class BatchResumed(Frozen):
 def batch_resume(svc: ProbeService, req: BatchIdRequest) -> BatchResumed:
     """Send a batch's still-queued runs to the queue again (after a broker outage).
     Refuses without a configured queue, or for an unknown batch."""
-    queue = svc.queue
-    if queue is None:
-        raise InvalidInput("batch_resume: needs a queue (PROBE_REDIS_URL)")
+    queue = svc.queue.require_broker(f"batch_resume: needs a queue ({REDIS_URL_ENV})")
     return BatchResumed(
         batch_id=req.batch_id, enqueued=queues.resume_batch(svc.store, queue, req.batch_id)
     )
@@ -165,7 +165,7 @@ class RunListRequest(Request):
     )
 
 
-@operation("run_list")
+@operation("run_list", faces=AGENT | WEB)
 def run_list(svc: ProbeService, req: RunListRequest) -> RunPage:
     """List runs newest first, queued ones (with batch, state, attempts) and those run
     in a process alike, filtered by run id, batch, outcome, reason, policy id, snapshot or state;
@@ -187,7 +187,7 @@ class FarmStatsRequest(Request):
     buckets: int = Field(24, ge=1, le=200)
 
 
-@operation("farm_stats", faces=HOST)
+@operation("farm_stats", faces=HOST | WEB)
 def farm_stats(svc: ProbeService, req: FarmStatsRequest) -> FarmStats:
     """Queue depth, runs by state, outcomes and reasons, throughput and submit-to-receipt
     latency per time bucket over a window, and the workers seen recently. Read-only."""

@@ -9,9 +9,8 @@ from pydantic import Field
 
 from ... import snapshot
 from ...errors import NotFound
-from .. import functions
 from ..capture_roots import confine_capture_root
-from ..registry import ADMIN, HOST, Request, operation
+from ..registry import ADMIN, AGENT, HOST, WEB, Request, operation
 from ..session import ProbeService
 from .common import Frozen, SnapshotId
 
@@ -33,10 +32,8 @@ def snapshot_capture(svc: ProbeService, req: SnapshotCaptureRequest) -> snapshot
     host and MCP faces the root must lie inside the administrator's capture roots."""
     if svc.capture_roots is None:
         return snapshot.snapshot_capture(svc.store, Path(req.root))
-    from ...plans.signing import signing_key_path
-
-    protected = (svc.policy_file, signing_key_path())
-    root = confine_capture_root(req.root, svc.capture_roots, protected)
+    protected = (svc.policy_file, svc.settings.signing_key)
+    root = confine_capture_root(req.root, svc.capture_roots, protected, svc.settings.home)
     # The checked root has no link in it: the directory read must be exactly that one.
     return snapshot.snapshot_capture(svc.store, root, exact_root=True)
 
@@ -45,11 +42,11 @@ class SnapshotGetRequest(Request):
     snapshot_id: SnapshotId
 
 
-@operation("snapshot_get")
+@operation("snapshot_get", faces=AGENT | WEB)
 def snapshot_get(svc: ProbeService, req: SnapshotGetRequest) -> snapshot.Snapshot:
     """Read a stored snapshot's manifest: every path with its kind, mode, size and
     SHA-256. Refuses an id that is not stored."""
-    return functions.snapshot_get(svc.store, req.snapshot_id)
+    return snapshot.load_snapshot(svc.store, req.snapshot_id)
 
 
 class SnapshotMaterializeRequest(Request):
@@ -67,7 +64,7 @@ class Materialized(Frozen):
 def snapshot_materialize(svc: ProbeService, req: SnapshotMaterializeRequest) -> Materialized:
     """Rebuild a stored snapshot into a directory on this machine (administrators only:
     it writes to a path). Refuses a non-empty destination and links that escape."""
-    snap = functions.snapshot_materialize(svc.store, req.snapshot_id, Path(req.dest))
+    snap = snapshot.snapshot_materialize(svc.store, req.snapshot_id, Path(req.dest))
     return Materialized(snapshot_id=snap.snapshot_id, dest=req.dest, files=snap.files)
 
 
@@ -92,11 +89,11 @@ class SnapshotFile(Frozen):
     truncated: bool
 
 
-@operation("snapshot_file", faces=HOST)
+@operation("snapshot_file", faces=HOST | WEB)
 def snapshot_file(svc: ProbeService, req: SnapshotFileRequest) -> SnapshotFile:
     """One path of a stored snapshot: its entry and, for a file, its first max_bytes as
     text (repository content: untrusted data). Refuses a path the snapshot lacks."""
-    stored = functions.snapshot_get(svc.store, req.snapshot_id)
+    stored = snapshot.load_snapshot(svc.store, req.snapshot_id)
     entry = stored.by_path().get(req.entry)
     if entry is None:
         raise NotFound(f"entry: {req.entry!r} is not in snapshot {req.snapshot_id}")
