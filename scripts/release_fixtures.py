@@ -144,19 +144,25 @@ def policy_schema_max() -> int:
 Runner = Callable[[str, dict[str, Any], bool], str]
 
 
-def runner(svc: ProbeService, names: dict[str, str], private_key: str) -> Runner:
-    """``run(name, plan, signed)``: plan and run in process, never reused; the receipt's
-    sha goes into ``names``."""
+def runner(
+    unsigned: ProbeService, signed: ProbeService, names: dict[str, str], private_key: str
+) -> Runner:
+    """``run(name, plan, signed)``: plan and run in process, never reused, in the session
+    with or without the signing key; the receipt's sha goes into ``names``. Releases that
+    read the key at each run see the environment change too; later ones read it once per
+    session, hence two sessions."""
 
-    def run(name: str, body: dict[str, Any], signed: bool) -> str:
-        if signed:
-            os.environ["BYTE_PROBE_SIGNING_KEY"] = private_key
-        else:
+    def run(name: str, body: dict[str, Any], sign: bool) -> str:
+        svc = signed if sign else unsigned
+        if not sign:
             os.environ.pop("BYTE_PROBE_SIGNING_KEY", None)
-        plan_id = svc.probe_plan(plan=body).plan_id
-        result = svc.probe_run(
-            plan_id=plan_id, policy_id=body["policy_id"], reuse=False, via="embedded"
-        )
+        try:
+            plan_id = svc.probe_plan(plan=body).plan_id
+            result = svc.probe_run(
+                plan_id=plan_id, policy_id=body["policy_id"], reuse=False, via="embedded"
+            )
+        finally:
+            os.environ["BYTE_PROBE_SIGNING_KEY"] = private_key
         names[name] = result.receipt_sha256
         print(f"{name}: {result.outcome} / {result.reason}", file=sys.stderr)
         return result.receipt_sha256
@@ -210,8 +216,13 @@ def run_batch(svc: ProbeService, names: dict[str, str], snap: str) -> None:
     from probe_service.queue.inline import run_inline
 
     batch_plan = svc.probe_plan(plan=plan(snap, POLICY, ["ok.py"], hypothesis="batch"))
-    submitted = submit_plans(svc.store, None, [batch_plan.plan_id], POLICY, reuse=False)
-    run_inline(svc.store, submitted.run_ids)
+    # None without Redis in releases before the queue seam; the embedded queue after it.
+    queue = svc.queue
+    submitted = submit_plans(svc.store, queue, [batch_plan.plan_id], POLICY, reuse=False)
+    if hasattr(queue, "execute_submitted"):
+        queue.execute_submitted(svc.store, submitted.run_ids, 2)
+    else:
+        run_inline(svc.store, submitted.run_ids)
     names["batch_supports"] = svc.receipt_get(receipt_id=submitted.run_ids[0])["receipt_sha256"]
 
 
@@ -358,15 +369,17 @@ def main() -> int:
         os.environ["BYTE_PROBE_POLICY_FILE"] = str(work / "policies.json")
         (work / "requirements.txt").write_text("", encoding="utf-8")
         names: dict[str, str] = {}
-        with ProbeService.open(state, database_url=args.database_url) as svc:
-            svc.toolchain_create(
+        with ProbeService.open(state, database_url=args.database_url) as plain:
+            plain.toolchain_create(
                 name="plain",
                 python="/usr/bin/python3",
                 requirements_file=str(work / "requirements.txt"),
                 dest=str(toolchain),
             )
-            key = svc.key_create(out=str(work / "keys"))
-            run = runner(svc, names, key.private_key)
+            key = plain.key_create(out=str(work / "keys"))
+            os.environ["BYTE_PROBE_SIGNING_KEY"] = key.private_key
+            svc = ProbeService.open(state, database_url=args.database_url)
+            run = runner(plain, svc, names, key.private_key)
             snap = svc.snapshot_capture(root=str(repo)).snapshot_id
             run_probes(svc, run, snap, schema)
             run_batch(svc, names, snap)
@@ -375,6 +388,7 @@ def main() -> int:
             write_receipts(svc, names, receipts_dir)
             revision = store_rows(svc, "SELECT version_num FROM alembic_version")[0][0]
             expected["events"] = store_rows(svc, "SELECT count(*) FROM events")[0][0]
+            svc.close()
         release = release_commit()
         manifest = {
             "release": release,

@@ -15,9 +15,17 @@ import pytest
 from sqlalchemy import select
 
 from probe_service.plans import parse_plan
-from probe_service.queue import ProbeQueue, WorkerContext, execute_run, submit_plans
+from probe_service.queue import (
+    InlineQueue,
+    ProbeQueue,
+    Queue,
+    WorkerContext,
+    execute_run,
+    submit_plans,
+)
 from probe_service.queue.tables import runs
 from probe_service.sandbox import SandboxRuntime
+from probe_service.settings import read_settings
 from probe_service.store import Store
 
 from .. import calls as service
@@ -48,13 +56,14 @@ done
 
 
 def _submit(
-    store: Store, repo: Path, args: list[str], queue: ProbeQueue | None = None
+    store: Store, repo: Path, args: list[str], queue: Queue | None = None
 ) -> tuple[str, str]:
-    """Capture ``repo``, submit ``args[0] args[1:]`` as one run; return (batch id, run id)."""
+    """Capture ``repo``, submit ``args[0] args[1:]`` as one run (to ``queue``, else left in
+    the store for ``execute_run``); return (batch id, run id)."""
     (repo / "README").write_text("hello\n")
     snapshot_id = service.snapshot_capture(store, repo).snapshot_id
     plan = parse_plan(plan_for(snapshot_id, args[0], args[1:]))
-    submitted = submit_plans(store, queue, [plan], POLICY_ID)
+    submitted = submit_plans(store, queue or InlineQueue(read_settings()), [plan], POLICY_ID)
     return submitted.batch_id, submitted.run_ids[0]
 
 
