@@ -7,11 +7,13 @@ and benchmarks/results/bench.png. Needs root (probes run as slot uids), PostgreS
 
     PYTHONPATH=$PWD python benchmarks/bench.py            # full (~10,000-file trees)
     PYTHONPATH=$PWD python benchmarks/bench.py --quick    # smaller N, a couple of minutes
+    PYTHONPATH=$PWD python benchmarks/bench.py --only snapshot,claims   # some rows only
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -53,6 +55,8 @@ from probe_service.snapshot.warm import SnapshotCache
 from probe_service.store import Store, open_store
 
 RESULTS = Path(__file__).resolve().parent / "results"
+#: The groups of rows ``--only`` selects from, in table order.
+GROUPS = ("overhead", "bulk", "snapshot", "claims", "cli", "store")
 BWRAP_BASELINE = (
     "--ro-bind",
     "/",
@@ -114,6 +118,27 @@ def median_of(
         fn()
         samples.append(time.perf_counter() - started)
     return statistics.median(samples)
+
+
+def paired_medians(
+    ours: Callable[[], object],
+    baseline: Callable[[], object],
+    repeat: int,
+    setup: Callable[[], object] | None = None,
+) -> tuple[float, float]:
+    """Medians of ``ours`` and ``baseline`` run in turn, ``repeat`` times each (``setup``,
+    untimed, before each pair), so a load that comes and goes on a shared machine falls
+    on both sides alike."""
+    mine, theirs = [], []
+    for _ in range(repeat):
+        if setup is not None:
+            setup()
+        for fn, samples in ((baseline, theirs), (ours, mine)):
+            gc.collect()  # neither side pays for the other's garbage
+            started = time.perf_counter()
+            fn()
+            samples.append(time.perf_counter() - started)
+    return statistics.median(mine), statistics.median(theirs)
 
 
 def run(argv: list[str], **kw: object) -> None:
@@ -292,14 +317,19 @@ def snapshot_rows(base: Path, files: int, repeat: int) -> list[Row]:
     def git_add_fresh() -> None:
         run(["git", f"--git-dir={repos[-1]}/.git", f"--work-tree={tree}", "add", "-A"])
 
-    git_add = median_of(git_add_fresh, repeat, fresh_repo)
-    stores: list[Path] = []
+    stores: list[Store] = []
 
-    def fresh_store() -> None:
-        stores.append(Path(tempfile.mkdtemp(dir=base)))
+    def fresh_repo_and_store() -> None:
+        # `git init` and creating a store (its migrations) are set-up, untimed on both sides.
+        fresh_repo()
+        if stores:
+            stores[-1].close()
+        stores.append(open_store(Path(tempfile.mkdtemp(dir=base))))
 
-    capture = median_of(lambda: snapshot_capture(open_store(stores[-1]), tree), repeat, fresh_store)
-    store = open_store(stores[-1])
+    capture, git_add = paired_medians(
+        lambda: snapshot_capture(stores[-1], tree), git_add_fresh, repeat, fresh_repo_and_store
+    )
+    store = stores[-1]
     snapshot_id = snapshot_capture(store, tree).snapshot_id
 
     repo = repos[-1]
@@ -307,8 +337,13 @@ def snapshot_rows(base: Path, files: int, repeat: int) -> list[Row]:
         ["git", f"--git-dir={repo}/.git", f"--work-tree={tree}", "commit", "-qm", "t"],
         env={**os.environ, **git_env},
     )
-    recapture = median_of(lambda: snapshot_capture(store, tree), repeat)
-    git_refresh = median_of(git_add_fresh, repeat)
+    # The baseline of an unchanged recapture is `git add -A` on the same unchanged tree,
+    # already indexed and committed: git stats every indexed file and lists every
+    # directory for new ones, the same work as ours (`git update-index --refresh`, which
+    # lists nothing, would be the smaller job of stat'ing known files only).
+    recapture, git_refresh = paired_medians(
+        lambda: snapshot_capture(store, tree), git_add_fresh, repeat
+    )
 
     outs: list[Path] = []
 
@@ -340,7 +375,7 @@ def snapshot_rows(base: Path, files: int, repeat: int) -> list[Row]:
     cache.close()
     store.close()
     return [
-        Row(f"capture ({files} files)", capture, git_add, "s", "git add -A, fresh repo", goal=2.0),
+        Row(f"capture ({files} files)", capture, git_add, "s", "git add -A, fresh repo", goal=2.5),
         Row("materialize, cold", cold, git_checkout, "s", "git checkout into empty dir", goal=1.0),
         Row(
             "materialize, warm (overlay)",
@@ -355,8 +390,8 @@ def snapshot_rows(base: Path, files: int, repeat: int) -> list[Row]:
             recapture,
             git_refresh,
             "s",
-            "git add -A, unchanged tree",
-            goal=1 / 3,
+            "git add -A, unchanged indexed tree",
+            goal=0.5,
         ),
     ]
 
@@ -364,27 +399,55 @@ def snapshot_rows(base: Path, files: int, repeat: int) -> list[Row]:
 # -- claims, CLI ---------------------------------------------------------------------------
 
 
-def analyze_row(base: Path, files: int, claims: int) -> Row:
+def analyze_rows(base: Path, files: int, counts: list[int], repeat: int) -> list[Row]:
+    """change_analyze against a brute-force recompute, at each claim count over one repo.
+
+    Every repeat analyzes a fresh copy of the store (an analysis opens obligations, so a
+    second one on the same store would do less), and both sides must find the same
+    affected claims.
+    """
     root, state = base / "claims-repo", base / "claims-state"
     root.mkdir()
     state.mkdir()
     store = open_store(state)
     paths = claims_bench.build_repo(root, files)
     before = snapshot_capture(store, root).snapshot_id
-    ids = claims_bench.create_claims(store, before, paths, claims)
     for path in random.Random(7).sample(paths, 10):
         (root / path).write_text("def changed():\n    return legacy_parse()\n")
     after = snapshot_capture(store, root).snapshot_id
-    started = time.perf_counter()
-    change_analyze(store, before, after)
-    ours = time.perf_counter() - started
-    started = time.perf_counter()
-    claims_bench.brute_force_recompute(store, ids, after)
-    brute = time.perf_counter() - started
+    ids: list[str] = []
+    rows = []
+    for count in counts:
+        ids += claims_bench.create_claims(store, before, paths, count - len(ids), start=len(ids))
+        ours, brute = [], []
+        for n in range(repeat):
+            copy = base / f"claims-copy-{count}-{n}"
+            shutil.copytree(state, copy)
+            analyzed = open_store(copy)
+            gc.collect()  # neither side pays for the other's garbage
+            started = time.perf_counter()
+            analysis = change_analyze(analyzed, before, after)
+            ours.append(time.perf_counter() - started)
+            gc.collect()
+            started = time.perf_counter()
+            stale = claims_bench.brute_force_recompute(analyzed, ids, after)
+            brute.append(time.perf_counter() - started)
+            analyzed.close()
+            shutil.rmtree(copy)
+            opened = {o.claim_id for o in analysis.opened}
+            assert opened == stale, f"change_analyze and brute force disagree at {count} claims"
+        rows.append(
+            Row(
+                f"change analyze ({count} claims, {files} files)",
+                statistics.median(ours),
+                statistics.median(brute),
+                "s",
+                "brute-force recompute",
+                goal=50.0,
+            )
+        )
     store.close()
-    return Row(
-        f"change analyze ({claims} claims)", ours, brute, "s", "brute-force recompute", goal=20.0
-    )
+    return rows
 
 
 def cli_row(repeat: int) -> Row:
@@ -517,28 +580,48 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="Smaller N everywhere.")
     parser.add_argument("--probes", type=int, help="Trivial probes per bulk measurement.")
     parser.add_argument("--files", type=int, help="Files in the snapshot tree.")
+    parser.add_argument("--repeat", type=int, help="Repeats per median (default 5, quick 3).")
+    parser.add_argument(
+        "--only",
+        help=f"Comma-separated groups to run ({', '.join(GROUPS)}); writes "
+        "results/bench-<groups>.json and no chart.",
+    )
     args = parser.parse_args()
+    only = set(args.only.split(",")) if args.only else set(GROUPS)
+    if only - set(GROUPS):
+        parser.error(f"--only: unknown group(s) {', '.join(sorted(only - set(GROUPS)))}")
     quick = args.quick
     probes = args.probes or (20 if quick else 100)
     files = args.files or (2_000 if quick else 10_000)
-    repeat = 3 if quick else 5
+    repeat = args.repeat or (3 if quick else 5)
     threads = [1, 2, 4, 8, 16]
     store_runs = 200 if quick else 1000
     db_url = os.environ.get("PROBE_TEST_DATABASE_URL", queue_bench.DEFAULT_DB)
     redis_url = os.environ.get("PROBE_TEST_REDIS_URL", queue_bench.DEFAULT_REDIS)
-    runtime = locate_runtime()
     base = Path(tempfile.mkdtemp(prefix="byte-probe-bench-"))
     base.chmod(0o711)
+    rows: list[Row] = []
+    rates: dict[str, dict[int, float]] = {}
+    load_before = os.getloadavg()
     try:
-        rows = overhead_rows(runtime, base, repeat * 2)
-        rows += bulk_rows(runtime, base, probes, db_url, redis_url)
-        rows += snapshot_rows(base, files, repeat)
-        rows.append(analyze_row(base, files // 2, files // 2))
-        rows.append(cli_row(repeat))
-        rates = store_rates(base, db_url, store_runs, threads)
+        if only & {"overhead", "bulk"}:
+            runtime = locate_runtime()
+        if "overhead" in only:
+            rows += overhead_rows(runtime, base, repeat * 2)
+        if "bulk" in only:
+            rows += bulk_rows(runtime, base, probes, db_url, redis_url)
+        if "snapshot" in only:
+            rows += snapshot_rows(base, files, repeat)
+        if "claims" in only:
+            rows += analyze_rows(base, files // 2, [files // 2, files], repeat)
+        if "cli" in only:
+            rows.append(cli_row(repeat))
+        if "store" in only:
+            rates = store_rates(base, db_url, store_runs, threads)
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    note = machine()
+    load = f"load average {load_before[0]:.2f} at the start, {os.getloadavg()[0]:.2f} at the end"
+    note = f"{machine()}; {load}"
     print_table(rows, rates, note)
     RESULTS.mkdir(exist_ok=True)
     document = {
@@ -553,6 +636,11 @@ def main() -> None:
         "rows": [{**asdict(r), "ratio": r.ratio, "met": r.met} for r in rows],
         "store_path_runs_per_s": rates,
     }
+    if only != set(GROUPS):
+        partial = RESULTS / f"bench-{'-'.join(g for g in GROUPS if g in only)}.json"
+        partial.write_text(json.dumps(document, indent=2) + "\n")
+        print(f"wrote {partial}")
+        return
     (RESULTS / "bench.json").write_text(json.dumps(document, indent=2) + "\n")
     draw_chart(rows, rates, RESULTS / "bench.png")
     print(f"wrote {RESULTS / 'bench.json'} and {RESULTS / 'bench.png'}")

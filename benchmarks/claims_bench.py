@@ -61,12 +61,15 @@ def dependencies(rng: random.Random, paths: list[str], dirs: int) -> list[dict[s
     return [{"exact_blob": {"path": rng.choice(paths)}}, query]
 
 
-def create_claims(store: Store, snap: str, paths: list[str], count: int) -> list[str]:
-    rng = random.Random(6)
+def create_claims(
+    store: Store, snap: str, paths: list[str], count: int, start: int = 0
+) -> list[str]:
+    """Create claims ``start`` .. ``start + count - 1`` (the same ones in every run)."""
+    rng = random.Random(6 + start)
     source = SnapshotSource(store)
     dirs = len(paths) // PER_DIR
     ids = []
-    for n in range(count):
+    for n in range(start, start + count):
         request = {
             "scope": f"scope{n % 4}",
             "statement": f"claim {n}",
@@ -168,7 +171,7 @@ def main() -> None:
         assert len(analysis.changed_paths) == args.changed
         assert opened == stale == {c.claim_id for c in checks if c.state != "current"}
         print(f"candidates {analysis.candidates}, obligations opened {len(opened)}, agree: yes")
-        print(f"speed-up vs brute-force recomputation: {brute / fast:6.1f}x  (goal >= 20x)")
+        print(f"speed-up vs brute-force recomputation: {brute / fast:6.1f}x  (goal >= 50x)")
         print(f"speed-up vs claim_check of every claim: {ours / fast:6.1f}x")
         print(f"speed-up vs evaluation only:            {pure / fast:6.1f}x")
         store.close()

@@ -24,7 +24,7 @@ from .obligations import open_obligations
 from .records import ChangeAnalysis
 from .resolutions import close_current_again
 from .rows import chunks, load_baselines, load_heads
-from .scopes import require_live_claims
+from .scopes import require_some_live_claim
 from .sources import SnapshotSource
 from .tables import claim_dep_domains, claim_dep_paths, claim_supersessions, claim_tombstones
 from .views import TreeView, entry_fingerprint
@@ -52,7 +52,7 @@ def change_analyze(
     after = source.require(to_snapshot, "to_snapshot")
     changed = changed_paths(before, after)
     with store.reading() as conn:
-        require_live_claims(conn, scope, allow_empty=allow_empty)
+        require_some_live_claim(conn, scope, allow_empty=allow_empty)
         candidates = affected_claims(conn, changed, scope)
         heads = load_heads(conn, sorted(candidates))
         baselines = load_baselines(conn, list(heads))
@@ -84,12 +84,19 @@ def change_analyze(
 
 def changed_paths(before: TreeView, after: TreeView) -> list[str]:
     """Paths added, removed, or with another digest or link target, sorted."""
-    paths = set(before.entries) | set(after.entries)
-    return sorted(
-        p
-        for p in paths
-        if entry_fingerprint(before.entries.get(p)) != entry_fingerprint(after.entries.get(p))
-    )
+    old, new = before.entries, after.entries
+    changed = list(old.keys() - new.keys())
+    for path, entry in new.items():
+        prior = old.get(path)
+        # The fingerprint is a function of these four fields: equal fields, equal
+        # fingerprints, so only entries that differ in one pay for the comparison.
+        if prior is None or (
+            (prior.kind, prior.digest, prior.executable, prior.target)
+            != (entry.kind, entry.digest, entry.executable, entry.target)
+            and entry_fingerprint(prior) != entry_fingerprint(entry)
+        ):
+            changed.append(path)
+    return sorted(changed)
 
 
 def affected_claims(conn: Connection, changed: Sequence[str], scope: str | None) -> set[str]:

@@ -44,16 +44,19 @@ def append_audit(
     after: str | None,
 ) -> None:
     """Append one audit entry inside the caller's transaction."""
+    # One INSERT with its values as parameters: a ``.values(...)`` statement is a new
+    # statement to key and look up on every call.
     conn.execute(
-        insert(claim_audit).values(
-            at=utc_now(),
-            operation=operation,
-            interface=interface,
-            scope=scope,
-            subject_ids=json.dumps(list(subject_ids)),
-            before_digest=before,
-            after_digest=after,
-        )
+        insert(claim_audit),
+        {
+            "at": utc_now(),
+            "operation": operation,
+            "interface": interface,
+            "scope": scope,
+            "subject_ids": json.dumps(list(subject_ids)),
+            "before_digest": before,
+            "after_digest": after,
+        },
     )
 
 

@@ -11,7 +11,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from sqlalchemy import Connection, insert
 
 from ..errors import LimitExceeded, NotFound
-from ..store import Store, append_event, utc_now
+from ..store import Store, append_events, utc_now
 from .applicability import blobs_to_recheck, check_dependency, combine_checks
 from .audit import append_audit
 from .digests import digest_json
@@ -148,14 +148,18 @@ def record_checks(
         ],
     )
     # Events announce what a consumer must act on: a claim that is not current.
-    for c in rows:
-        if c.state != "current" and c.claim_id not in announced:
-            append_event(
-                conn,
+    append_events(
+        conn,
+        [
+            (
                 "claim_applicability",
                 c.claim_id,
                 {"scope": c.scope, "snapshot_id": c.snapshot_id, "state": c.state},
             )
+            for c in rows
+            if c.state != "current" and c.claim_id not in announced
+        ],
+    )
     by_scope: dict[str, list[ClaimCheck]] = {}
     for c in rows:
         by_scope.setdefault(c.scope, []).append(c)

@@ -20,7 +20,7 @@ from sqlalchemy import Connection, Insert, select
 
 from ..errors import Conflict, EvidenceMismatch, InvalidClaim, NotFound
 from ..plans.tables import plans
-from ..store import Store, append_event, insert_on_conflict, utc_now
+from ..store import Store, append_events, insert_on_conflict, utc_now
 from .audit import append_audit
 from .digests import digest_json
 from .lineage import record_supersession, withdraw_in
@@ -79,18 +79,22 @@ def open_obligations(
 
 
 def _announce_opened(conn: Connection, opened: Sequence[Obligation], interface: str) -> None:
-    for obligation in opened:
-        append_event(
-            conn,
-            "obligation_opened",
-            obligation.obligation_id,
-            {
-                "scope": obligation.scope,
-                "claim_id": obligation.claim_id,
-                "snapshot_id": obligation.snapshot_id,
-                "applicability": obligation.applicability,
-            },
-        )
+    append_events(
+        conn,
+        [
+            (
+                "obligation_opened",
+                obligation.obligation_id,
+                {
+                    "scope": obligation.scope,
+                    "claim_id": obligation.claim_id,
+                    "snapshot_id": obligation.snapshot_id,
+                    "applicability": obligation.applicability,
+                },
+            )
+            for obligation in opened
+        ],
+    )
     for scope in sorted({o.scope for o in opened}):
         group = [o for o in opened if o.scope == scope]
         append_audit(

@@ -17,7 +17,13 @@ from sqlalchemy.sql import Select
 from ..errors import InvalidInput
 from .tables import claim_supersessions, claim_tombstones, claims
 
-__all__ = ["MAX_LISTED_SCOPES", "live_claim_ids", "require_claims_in_scope", "require_live_claims"]
+__all__ = [
+    "MAX_LISTED_SCOPES",
+    "live_claim_ids",
+    "require_claims_in_scope",
+    "require_live_claims",
+    "require_some_live_claim",
+]
 
 #: Scopes an empty-scope refusal lists by name (it says how many there are in all).
 MAX_LISTED_SCOPES = 20
@@ -49,6 +55,20 @@ def require_live_claims(conn: Connection, scope: str | None, *, allow_empty: boo
     if not ids and not allow_empty:
         raise _empty(conn, scope)
     return ids
+
+
+def require_some_live_claim(conn: Connection, scope: str | None, *, allow_empty: bool) -> None:
+    """``require_live_claims`` for a caller that needs no ids: one EXISTS, not every id.
+
+    Raises InvalidInput as ``require_live_claims`` does.
+    """
+    if allow_empty:
+        return
+    live = _live()
+    if scope is not None:
+        live = live.where(claims.c.scope == scope)
+    if not conn.execute(select(live.exists())).scalar():
+        raise _empty(conn, scope)
 
 
 def require_claims_in_scope(conn: Connection, scope: str | None) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import stat
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -13,15 +12,15 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import insert, select
 
-from ..errors import LimitExceeded, UnsafePath, UnstableWorkingTree
+from ..errors import UnsafePath, UnstableWorkingTree
 from ..store import Store, append_event, utc_now
 from ..store.schema import snapshots
 from .blobwriter import BlobWriter
-from .enumerate import enumerate_paths
 from .links import escaping_links
-from .manifest import check_snapshot_path, encode_records, file_record, symlink_record
-from .reader import FileStat, ReadBlob, read_file_blob, stat_key
-from .statcache import cache_key_for, is_racy, load_stat_cache, save_stat_cache
+from .manifest import encode_tree
+from .reader import FileStat, ReadBlob, open_dir_beneath, read_file_blob
+from .scan import Scan, first_pass, second_pass
+from .statcache import StatCache, cache_key_for, is_racy, load_stat_cache, save_stat_cache
 
 __all__ = ["DEFAULT_LIMITS", "CaptureLimits", "CaptureResult", "snapshot_capture"]
 
@@ -68,19 +67,11 @@ class CaptureResult(BaseModel):
     escaping_links: tuple[str, ...] = ()
 
 
-@dataclass
-class _Scan:
-    """One enumeration + lstat pass over the tree."""
-
-    stats: dict[str, FileStat]
-    targets: dict[str, str]
-
-
 @dataclass(frozen=True)
 class _Memo:
     """The inputs and output of one manifest encoding (see ``_encode_manifest``)."""
 
-    scan: _Scan
+    scan: Scan
     digests: dict[str, str]
     snapshot_id: str
     manifest: bytes
@@ -123,20 +114,16 @@ def _capture_once(
     store: Store, abs_root: str, limits: CaptureLimits, exact_root: bool
 ) -> CaptureResult:
     start_ns = time.time_ns()
-    before = _scan(abs_root, limits, check_names=True)
+    before = first_pass(abs_root, limits.max_file_bytes, limits.max_total_bytes)
     key = cache_key_for(abs_root)
     with store.reading() as conn:
         cache = load_stat_cache(conn, key)
     digests, to_read = _use_cache(before, cache, start_ns, limits)
     _read_and_store(store, abs_root, before, to_read, digests, limits, exact_root)
-    after = _scan(abs_root, limits, check_names=False)  # a new name is instability anyway
+    after = second_pass(abs_root, before, start_ns, limits.racy_window_ns)
     _require_stable(before, after)
     snapshot_id, manifest = _encode_manifest(key, before, digests, reuse=not to_read)
-    fresh = [
-        (p, before.stats[p], digests[p])
-        for p in to_read
-        if not is_racy(before.stats[p], start_ns, limits.racy_window_ns)
-    ]
+    renewed = _renewed_cache(before, digests, cache, to_read, start_ns, limits)
     total = sum(st[0] for st in before.stats.values())
     with store.transaction() as conn:
         exists = conn.execute(
@@ -155,7 +142,8 @@ def _capture_once(
             append_event(
                 conn, "snapshot", snapshot_id, {"files": len(before.stats), "bytes": total}
             )
-        save_stat_cache(conn, key, fresh)
+        if renewed is not None:
+            save_stat_cache(conn, key, renewed)
     return CaptureResult(
         snapshot_id=snapshot_id,
         files=len(before.stats),
@@ -170,19 +158,35 @@ def _capture_once(
     )
 
 
+def _renewed_cache(
+    scan: Scan,
+    digests: dict[str, str],
+    cache: StatCache,
+    to_read: list[str],
+    start_ns: int,
+    limits: CaptureLimits,
+) -> StatCache | None:
+    """The root's stat cache after this capture (every file but a racy one), or None when
+    it is the cache that was loaded: nothing was read and every entry was used."""
+    if not to_read and len(cache) == len(scan.stats):
+        return None
+    return {
+        path: (st, digests[path])
+        for path, st in scan.stats.items()
+        if not is_racy(st, start_ns, limits.racy_window_ns)
+    }
+
+
 def _use_cache(
-    scan: _Scan, cache: dict[str, tuple[FileStat, str]], start_ns: int, limits: CaptureLimits
+    scan: Scan, cache: StatCache, start_ns: int, limits: CaptureLimits
 ) -> tuple[dict[str, str], list[str]]:
     """Return ``(digests of files the cache vouches for, paths that must be read)``."""
     digests: dict[str, str] = {}
     to_read: list[str] = []
+    recent = start_ns - limits.racy_window_ns  # is_racy, inlined: one test a file
     for path, st in scan.stats.items():
         cached = cache.get(path)
-        if (
-            cached is not None
-            and cached[0] == st
-            and not is_racy(st, start_ns, limits.racy_window_ns)
-        ):
+        if cached is not None and cached[0] == st and max(st[1], st[2]) < recent:
             digests[path] = cached[1]
         else:
             to_read.append(path)
@@ -190,7 +194,7 @@ def _use_cache(
 
 
 def _encode_manifest(
-    key: str, scan: _Scan, digests: dict[str, str], *, reuse: bool
+    key: str, scan: Scan, digests: dict[str, str], *, reuse: bool
 ) -> tuple[str, bytes]:
     """Return ``(snapshot_id, manifest)``, reusing this process's last one for ``key``.
 
@@ -208,7 +212,10 @@ def _encode_manifest(
         and memo.digests == digests
     ):
         return memo.snapshot_id, memo.manifest
-    snapshot_id, manifest = encode_records(_records(scan, digests))
+    snapshot_id, manifest = encode_tree(
+        [(path, bool(st[4] & 0o111), digests[path], st[0]) for path, st in scan.stats.items()],
+        list(scan.targets.items()),
+    )
     with _MEMO_LOCK:  # captures may run on several threads of one process
         if key not in _LAST_MANIFEST and len(_LAST_MANIFEST) >= _MEMO_ROOTS:
             _LAST_MANIFEST.pop(next(iter(_LAST_MANIFEST)))  # oldest root first
@@ -216,72 +223,10 @@ def _encode_manifest(
     return snapshot_id, manifest
 
 
-def _scan(abs_root: str, limits: CaptureLimits, *, check_names: bool) -> _Scan:
-    """Enumerate and lstat every path; enforce the limits before reading any byte.
-
-    Runs twice a capture (the second pass is the stabilization check), so it is the
-    floor of an unchanged recapture: one lstat a path and little else.
-    """
-    paths = enumerate_paths(Path(abs_root))
-    _require_utf8_all(paths)
-    if check_names:
-        for rel in paths:
-            check_snapshot_path(rel)  # what materialize would refuse, refused now, same words
-    stats: dict[str, FileStat] = {}
-    targets: dict[str, str] = {}
-    total = 0
-    prefix = abs_root.rstrip("/") + "/"
-    lstat, is_reg, is_lnk = os.lstat, stat.S_ISREG, stat.S_ISLNK
-    for rel in paths:
-        try:
-            st = lstat(prefix + rel)
-        except FileNotFoundError:
-            continue  # tracked by git but deleted in the work tree: not part of it
-        except OSError as exc:
-            raise UnsafePath(f"{rel}: cannot stat ({exc.strerror})") from exc
-        mode = st.st_mode
-        if is_reg(mode):
-            size = st.st_size
-            total += size
-            if size > limits.max_file_bytes or total > limits.max_total_bytes:
-                _raise_limit(rel, size, limits)
-            stats[rel] = stat_key(st)
-        elif is_lnk(mode):
-            targets[rel] = os.readlink(prefix + rel)
-            _require_utf8(targets[rel])
-    return _Scan(stats=stats, targets=targets)
-
-
-def _raise_limit(rel: str, size: int, limits: CaptureLimits) -> None:
-    if size > limits.max_file_bytes:
-        raise LimitExceeded(
-            f"{rel}: {size} bytes exceeds the {limits.max_file_bytes}-byte file limit"
-        )
-    raise LimitExceeded(
-        f"{rel}: workspace passes the {limits.max_total_bytes}-byte workspace limit"
-    )
-
-
-def _require_utf8_all(paths: list[str]) -> None:
-    # One encode of everything is ~100x cheaper than one a path; only a failure looks closer.
-    try:
-        "\0".join(paths).encode("utf-8")
-    except UnicodeEncodeError:
-        for path in paths:
-            _require_utf8(path)
-
-
-def _require_utf8(text: str) -> None:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise UnsafePath(f"{text.encode('utf-8', 'replace')!r}: name is not UTF-8") from exc
-
-
 def _read_and_store(
     store: Store,
     abs_root: str,
-    scan: _Scan,
+    scan: Scan,
     to_read: list[str],
     digests: dict[str, str],
     limits: CaptureLimits,
@@ -316,20 +261,40 @@ def _read_beneath(
     store: Store,
     abs_root: str,
     root_fd: int,
-    scan: _Scan,
+    scan: Scan,
     to_read: list[str],
     digests: dict[str, str],
     limits: CaptureLimits,
 ) -> None:
     def read_group(group: list[str]) -> list[ReadBlob]:
-        return [
-            read_file_blob(
-                os.path.join(abs_root, rel), rel, scan.stats[rel], limits.max_file_bytes, root_fd
-            )
-            for rel in group
-        ]
+        # A group holds neighbouring files: each directory is opened beneath the root
+        # once for the files it holds, not once a file and component.
+        blobs: list[ReadBlob] = []
+        opened: tuple[str, int] | None = None
+        try:
+            for rel in group:
+                parent = rel.rpartition("/")[0]
+                if opened is None or opened[0] != parent:
+                    if opened is not None:
+                        os.close(opened[1])
+                        opened = None
+                    opened = (parent, _open_parent(root_fd, parent, rel))
+                blobs.append(
+                    read_file_blob(
+                        os.path.join(abs_root, rel),
+                        rel,
+                        scan.stats[rel],
+                        limits.max_file_bytes,
+                        root_fd,
+                        dir_fd=opened[1],
+                    )
+                )
+        finally:
+            if opened is not None:
+                os.close(opened[1])
+        return blobs
 
-    pending: list[dict[str, object]] = []
+    pending: list[tuple[str, int, bytes]] = []
     pending_bytes = 0
     # One writer thread overlaps SQLite/PostgreSQL writes with reading; at most one batch
     # waits for it, so memory stays bounded by two batches.
@@ -342,7 +307,7 @@ def _read_beneath(
         for group in pool.map(read_group, _groups(to_read, scan.stats, limits.group_bytes)):
             for blob in group:
                 digests[blob.path] = blob.digest
-                pending.append({"digest": blob.digest, "size": blob.size, "data": blob.data})
+                pending.append((blob.digest, blob.size, blob.data))
                 pending_bytes += len(blob.data)
             if pending_bytes >= limits.flush_bytes:
                 if in_flight is not None:
@@ -352,6 +317,13 @@ def _read_beneath(
         if in_flight is not None:
             in_flight.result()
         writer.write(pending)
+
+
+def _open_parent(root_fd: int, parent: str, rel: str) -> int:
+    try:
+        return open_dir_beneath(root_fd, parent)
+    except OSError as exc:
+        raise UnstableWorkingTree(f"{rel}: changed while capturing ({exc.strerror})") from exc
 
 
 def _groups(paths: list[str], stats: dict[str, FileStat], group_bytes: int) -> list[list[str]]:
@@ -374,7 +346,7 @@ def _groups(paths: list[str], stats: dict[str, FileStat], group_bytes: int) -> l
     return groups
 
 
-def _require_stable(before: _Scan, after: _Scan) -> None:
+def _require_stable(before: Scan, after: Scan) -> None:
     """Raise UnstableWorkingTree naming a path whose membership or metadata moved."""
     for name, old, new in (
         ("file", before.stats, after.stats),
@@ -384,12 +356,3 @@ def _require_stable(before: _Scan, after: _Scan) -> None:
             continue
         moved = sorted(set(old) ^ set(new)) or sorted(p for p in old if old[p] != new.get(p))
         raise UnstableWorkingTree(f"{moved[0]}: {name} moved while capturing")
-
-
-def _records(scan: _Scan, digests: dict[str, str]) -> list[dict[str, object]]:
-    records = [
-        file_record(path, bool(st[4] & 0o111), digests[path], st[0])
-        for path, st in scan.stats.items()
-    ]
-    records.extend(symlink_record(path, target) for path, target in scan.targets.items())
-    return records

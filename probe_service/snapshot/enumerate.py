@@ -1,4 +1,4 @@
-"""Enumerate the paths of a working tree: git's view inside a work tree, a walk outside.
+"""Enumerate the paths of a git work tree with git (outside git, ``scan`` walks the tree).
 
 Seed 000: git enumeration uses a resolved absolute executable outside the repository, so
 a repository-local ``git`` shim or a relative ``PATH`` entry can never replace it.
@@ -12,10 +12,8 @@ import subprocess
 from pathlib import Path
 
 from ..errors import SandboxUnavailable, UnsafePath
-from ..relpaths import MAX_PATH_BYTES, MAX_PATH_DEPTH
-from .manifest import check_snapshot_path
 
-__all__ = ["SKIPPED_DIRS", "SYSTEM_BIN_DIRS", "enumerate_paths", "find_git_dir", "resolve_git"]
+__all__ = ["SKIPPED_DIRS", "SYSTEM_BIN_DIRS", "find_git_dir", "git_paths", "resolve_git"]
 
 #: The only directories a system tool is ever resolved from.
 SYSTEM_BIN_DIRS = ("/usr/bin", "/bin", "/usr/local/bin")
@@ -80,14 +78,12 @@ def find_git_dir(root: Path) -> bool:
         current = current.parent
 
 
-def enumerate_paths(root: Path) -> list[str]:
-    """Return the sorted relative POSIX paths of files and symlinks to capture.
+def git_paths(root: Path) -> list[str]:
+    """The paths git lists in the work tree at ``root`` (never one under a skipped dir).
 
     Raises UnsafePath when git fails on the work tree, SandboxUnavailable when no git.
     """
-    if find_git_dir(root):
-        return sorted(p for p in _git_paths(root) if not _in_skipped_dir(p))
-    return sorted(_walk_paths(root))
+    return [p for p in _git_paths(root) if not _in_skipped_dir(p)]
 
 
 def _in_skipped_dir(path: str) -> bool:
@@ -111,26 +107,3 @@ def _git_paths(root: Path) -> list[str]:
     names = [os.fsdecode(raw) for raw in done.stdout.split(b"\0") if raw]
     # --cached repeats a path once per conflict stage; a set keeps each once.
     return sorted(set(names))
-
-
-def _walk_paths(root: Path) -> list[str]:
-    """Iterative walk, bounded: a directory at the depth limit is not entered if its
-    entries would break the limit (check_snapshot_path names the first one)."""
-    found: list[str] = []
-    stack = [""]
-    while stack:
-        rel_dir = stack.pop()
-        try:
-            with os.scandir(os.path.join(root, rel_dir) if rel_dir else root) as it:
-                entries = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in it]
-        except OSError as exc:
-            raise UnsafePath(f"{rel_dir or '.'}: cannot list ({exc.strerror})") from exc
-        for name, is_dir in entries:
-            rel = f"{rel_dir}/{name}" if rel_dir else name
-            if rel.count("/") >= MAX_PATH_DEPTH or len(rel) > MAX_PATH_BYTES:
-                check_snapshot_path(rel)  # raises: deeper or longer than a snapshot may be
-            if not is_dir:
-                found.append(rel)
-            elif name not in SKIPPED_DIRS:
-                stack.append(rel)
-    return found

@@ -12,7 +12,15 @@ import zstandard
 
 from ..errors import LimitExceeded, UnstableWorkingTree
 
-__all__ = ["CHUNK_BYTES", "FileStat", "ReadBlob", "open_beneath", "read_file_blob", "stat_key"]
+__all__ = [
+    "CHUNK_BYTES",
+    "FileStat",
+    "ReadBlob",
+    "open_beneath",
+    "open_dir_beneath",
+    "read_file_blob",
+    "stat_key",
+]
 
 #: Files are read in chunks of this size; no file is ever buffered whole before hashing.
 CHUNK_BYTES = 1 << 20
@@ -69,17 +77,45 @@ def open_beneath(root_fd: int, rel_path: str) -> int:
             os.close(fd)
 
 
+def open_dir_beneath(root_fd: int, rel_dir: str) -> int:
+    """Open the directory ``rel_dir`` under ``root_fd`` following no link at any
+    component (``""`` gives a duplicate of ``root_fd``); the caller closes it.
+
+    Raises OSError (ELOOP or ENOTDIR for a link).
+    """
+    fd = os.dup(root_fd)
+    for part in rel_dir.split("/") if rel_dir else ():
+        try:
+            child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+        finally:
+            os.close(fd)
+        fd = child
+    return fd
+
+
 def read_file_blob(
-    abs_path: str, rel_path: str, expected: FileStat, max_bytes: int, root_fd: int | None = None
+    abs_path: str,
+    rel_path: str,
+    expected: FileStat,
+    max_bytes: int,
+    root_fd: int | None = None,
+    dir_fd: int | None = None,
 ) -> ReadBlob:
     """Hash and compress ``abs_path`` in fixed-size chunks without following a link (with
-    ``root_fd``: ``rel_path`` under it, following no link at any component).
+    ``root_fd``: ``rel_path`` under it, following no link at any component; with
+    ``dir_fd``, the descriptor ``open_dir_beneath`` gave for ``rel_path``'s directory:
+    its last component under that).
 
     Raises LimitExceeded when the file grows past ``max_bytes`` while being read, and
     UnstableWorkingTree when the opened file is not the one that was stat'ed.
     """
     try:
-        fd = os.open(abs_path, _FILE_FLAGS) if root_fd is None else open_beneath(root_fd, rel_path)
+        if dir_fd is not None:
+            fd = os.open(rel_path.rpartition("/")[2], _FILE_FLAGS, dir_fd=dir_fd)
+        elif root_fd is not None:
+            fd = open_beneath(root_fd, rel_path)
+        else:
+            fd = os.open(abs_path, _FILE_FLAGS)
     except OSError as exc:
         raise UnstableWorkingTree(f"{rel_path}: changed while capturing ({exc.strerror})") from exc
     try:

@@ -4,20 +4,48 @@ An entry is keyed on path, size, mtime_ns, ctime_ns, inode and mode. Racy-timest
 protection: a file whose mtime or ctime falls within ``racy_window_ns`` of the moment
 the capture began is never cached, because a later write in the same timestamp tick
 could leave every stat field unchanged.
+
+A root's entries are one packed value (``stat_packs``), read and replaced whole: a row a
+file cost as much to load as the two stat passes of an unchanged recapture
+(docs/ARCHITECTURE.md, "Snapshot capture"). The pack is little-endian::
+
+    b"SP1\\0", count (u32), bytes of names (u32),
+    names (UTF-8, NUL-separated), count x (size, mtime_ns, ctime_ns, mode) (i64),
+    count x inode (u64), count x SHA-256 (32 bytes)
+
+A pack that does not decode is an empty cache: every file is read again.
 """
 
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterable
+import struct
+import sys
+from array import array
+from collections.abc import Mapping
 
 from sqlalchemy import Connection, select
 
 from ..store import insert_on_conflict
-from ..store.schema import stat_cache
+from ..store.schema import stat_packs
 from .reader import FileStat
 
-__all__ = ["cache_key_for", "is_racy", "load_stat_cache", "save_stat_cache"]
+__all__ = [
+    "StatCache",
+    "cache_key_for",
+    "decode_pack",
+    "encode_pack",
+    "is_racy",
+    "load_stat_cache",
+    "save_stat_cache",
+]
+
+#: ``path -> (stat, digest)``.
+StatCache = dict[str, tuple[FileStat, str]]
+
+_MAGIC = b"SP1\0"
+_HEADER = struct.Struct("<4sII")
+_SWAP = sys.byteorder != "little"
 
 
 def cache_key_for(abs_root: str) -> str:
@@ -25,15 +53,21 @@ def cache_key_for(abs_root: str) -> str:
     return f"{socket.gethostname()}:{abs_root}"
 
 
-def load_stat_cache(conn: Connection, key: str) -> dict[str, tuple[FileStat, str]]:
+def load_stat_cache(conn: Connection, key: str) -> StatCache:
     """Return ``path -> (stat, digest)`` for every cached file under ``key``."""
-    c = stat_cache.c
-    rows = conn.execute(
-        select(c.path, c.size, c.mtime_ns, c.ctime_ns, c.inode, c.mode, c.digest).where(
-            c.root == key
-        )
+    data = conn.execute(select(stat_packs.c.entries).where(stat_packs.c.root == key)).scalar()
+    return {} if data is None else decode_pack(bytes(data))
+
+
+def save_stat_cache(
+    conn: Connection, key: str, entries: Mapping[str, tuple[FileStat, str]]
+) -> None:
+    """Replace the cache under ``key`` by ``entries``."""
+    stmt = insert_on_conflict(conn, stat_packs)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["root"], set_={"entries": stmt.excluded.entries}
     )
-    return {path: ((sz, mt, ct, ino, mode), digest) for path, sz, mt, ct, ino, mode, digest in rows}
+    conn.execute(stmt, {"root": key, "entries": encode_pack(entries)})
 
 
 def is_racy(st: FileStat, capture_start_ns: int, racy_window_ns: int) -> bool:
@@ -41,30 +75,52 @@ def is_racy(st: FileStat, capture_start_ns: int, racy_window_ns: int) -> bool:
     return max(st[1], st[2]) >= capture_start_ns - racy_window_ns
 
 
-def save_stat_cache(
-    conn: Connection, key: str, entries: Iterable[tuple[str, FileStat, str]]
-) -> None:
-    """Upsert ``(path, stat, digest)`` entries under ``key``."""
-    rows = [
-        {
-            "root": key,
-            "path": path,
-            "size": st[0],
-            "mtime_ns": st[1],
-            "ctime_ns": st[2],
-            "inode": st[3],
-            "mode": st[4],
-            "digest": digest,
-        }
-        for path, st, digest in entries
+def encode_pack(entries: Mapping[str, tuple[FileStat, str]]) -> bytes:
+    """The packed form of ``entries`` (paths never hold a NUL)."""
+    names = "\0".join(entries).encode("utf-8")
+    fields = array("q")
+    inodes = array("Q")
+    for (size, mtime, ctime, inode, mode), _ in entries.values():
+        fields.extend((size, mtime, ctime, mode))
+        inodes.append(inode)
+    if _SWAP:
+        fields.byteswap()
+        inodes.byteswap()
+    digests = bytes.fromhex("".join(digest for _, digest in entries.values()))
+    header = _HEADER.pack(_MAGIC, len(entries), len(names))
+    return b"".join((header, names, fields.tobytes(), inodes.tobytes(), digests))
+
+
+def decode_pack(data: bytes) -> StatCache:
+    """The entries of a pack; an empty cache for anything that is not a whole pack."""
+    try:
+        magic, count, names_size = _HEADER.unpack_from(data)
+    except struct.error:
+        return {}
+    start = _HEADER.size
+    ends = [start + names_size]
+    ends += [ends[-1] + 32 * count, ends[-1] + 32 * count + 8 * count]
+    if magic != _MAGIC or ends[-1] + 32 * count != len(data):
+        return {}
+    try:
+        names = data[start : ends[0]].decode("utf-8").split("\0") if count else []
+    except UnicodeDecodeError:
+        return {}
+    fields, inodes = array("q"), array("Q")
+    fields.frombytes(data[ends[0] : ends[1]])
+    inodes.frombytes(data[ends[1] : ends[2]])
+    if _SWAP:
+        fields.byteswap()
+        inodes.byteswap()
+    if len(names) != count:
+        return {}
+    hexed = data[ends[2] :].hex()
+    it = iter(fields)
+    stats = [
+        (size, mtime, ctime, inode, mode)
+        for (size, mtime, ctime, mode), inode in zip(
+            zip(it, it, it, it, strict=True), inodes, strict=True
+        )
     ]
-    if not rows:
-        return
-    stmt = insert_on_conflict(conn, stat_cache)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=["root", "path"],
-        set_={
-            c: stmt.excluded[c] for c in ("size", "mtime_ns", "ctime_ns", "inode", "mode", "digest")
-        },
-    )
-    conn.execute(stmt, rows)
+    digests = [hexed[i : i + 64] for i in range(0, 64 * count, 64)]
+    return dict(zip(names, zip(stats, digests, strict=True), strict=True))

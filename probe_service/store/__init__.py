@@ -8,7 +8,7 @@ from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .dialect import insert_on_conflict
-    from .events import MAX_EVENTS_PAGE, Event, append_event, read_events, utc_now
+    from .events import MAX_EVENTS_PAGE, Event, append_event, append_events, read_events, utc_now
     from .safety import DB_FILENAME, STATE_DIRNAME
     from .store import DATABASE_URL_ENV, Store, open_store
 
@@ -20,6 +20,7 @@ __all__ = [
     "Event",
     "Store",
     "append_event",
+    "append_events",
     "insert_on_conflict",
     "open_store",
     "read_events",

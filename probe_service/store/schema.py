@@ -17,7 +17,7 @@ from sqlalchemy import (
     Text,
 )
 
-__all__ = ["blobs", "event_consumers", "events", "metadata", "snapshots", "stat_cache"]
+__all__ = ["blobs", "event_consumers", "events", "metadata", "snapshots", "stat_packs"]
 
 metadata = MetaData()
 
@@ -42,17 +42,12 @@ snapshots = Table(
     Column("created_at", String(32), nullable=False),
 )
 
-stat_cache = Table(
-    "stat_cache",
+#: The stat cache, one packed value per capture root (``snapshot/statcache.py``).
+stat_packs = Table(
+    "stat_packs",
     metadata,
     Column("root", Text, primary_key=True),
-    Column("path", Text, primary_key=True),
-    Column("size", BigInteger, nullable=False),
-    Column("mtime_ns", BigInteger, nullable=False),
-    Column("ctime_ns", BigInteger, nullable=False),
-    Column("inode", BigInteger, nullable=False),
-    Column("mode", Integer, nullable=False),
-    Column("digest", String(64), nullable=False),
+    Column("entries", LargeBinary, nullable=False),
 )
 
 events = Table(

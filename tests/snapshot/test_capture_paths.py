@@ -6,6 +6,7 @@ import hashlib
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,13 +42,13 @@ def test_manifest_memo_gives_the_encoded_manifest(
     (repo / "l").symlink_to("a")
     no_racy = CaptureLimits(racy_window_ns=0)
     encodings: list[int] = []
-    real = capture_module.encode_records
+    real = capture_module.encode_tree
 
-    def counting(records: list[dict[str, object]]) -> tuple[str, bytes]:
-        encodings.append(len(records))
-        return real(records)
+    def counting(files: list[Any], links: list[Any]) -> tuple[str, bytes]:
+        encodings.append(len(files) + len(links))
+        return real(files, links)
 
-    monkeypatch.setattr(capture_module, "encode_records", counting)
+    monkeypatch.setattr(capture_module, "encode_tree", counting)
     first = snapshot_capture(sqlite_store, repo, limits=no_racy)
     memo_hit = snapshot_capture(sqlite_store, repo, limits=no_racy)
     assert (memo_hit.read_files, len(encodings)) == (0, 1)

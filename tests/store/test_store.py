@@ -16,7 +16,7 @@ class TestMigrations:
     def test_schema_at_head(self, any_store: Store) -> None:
         """Opening a store creates the foundation tables through Alembic."""
         tables = set(inspect(any_store.engine).get_table_names())
-        assert {"blobs", "snapshots", "stat_cache", "events", "alembic_version"} <= tables
+        assert {"blobs", "snapshots", "stat_packs", "events", "alembic_version"} <= tables
 
     def test_reopen_is_idempotent(self, tmp_path: Path) -> None:
         """Opening the same embedded store twice keeps its data."""
