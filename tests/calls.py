@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from probe_service.plans import ProbeRunResult, load_plan, load_receipt, run_configured
+from probe_service.plans import ProbeRunResult, Receipt, load_plan, load_receipt, run_configured
 from probe_service.plans.backend import SandboxBackend
 from probe_service.plans.models import Plan
 from probe_service.plans.signature_check import signature_requirement as _signature_requirement
@@ -94,8 +94,8 @@ def probe_run_queued(
     return run_queued(store, queue, plan_id, policy_id, **options)
 
 
-def receipt_get(store: Store, receipt_or_run_id: str) -> dict[str, Any]:
-    """A stored receipt by receipt sha or run id."""
+def receipt_get(store: Store, receipt_or_run_id: str) -> Receipt:
+    """A stored receipt by receipt sha or run id, typed."""
     return load_receipt(store, receipt_or_run_id)
 
 

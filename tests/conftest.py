@@ -267,22 +267,28 @@ def _schema_of(url: str) -> str:
     return options.removeprefix("-csearch_path=")
 
 
+def replay_pg_script(url: str, script: str, token: str) -> None:
+    """Run ``script`` (``pg_dump``'s, ``token`` where its schema's name stood) in the schema
+    ``url``'s search_path names, in one round trip."""
+    engine = create_engine(url)
+    try:
+        raw = engine.raw_connection()
+        try:
+            # The driver's own execute: no parameters, so '%' in a trigger body stays '%'.
+            cursor = raw.cursor()
+            cursor.execute(script.replace(token, _schema_of(url)))
+            raw.commit()
+        finally:
+            raw.close()
+    finally:
+        engine.dispose()
+
+
 @pytest.fixture
 def pg_store(tmp_path: Path, pg_url: str, migrated_pg_script: str | None) -> Iterator[Store]:
     """A PostgreSQL store in a fresh schema, at the newest revision."""
     if migrated_pg_script is not None:
-        engine = create_engine(pg_url)
-        try:
-            raw = engine.raw_connection()
-            try:
-                # The driver's own execute: no parameters, so '%' in a trigger body stays '%'.
-                cursor = raw.cursor()
-                cursor.execute(migrated_pg_script.replace(_SCHEMA_TOKEN, _schema_of(pg_url)))
-                raw.commit()
-            finally:
-                raw.close()
-        finally:
-            engine.dispose()
+        replay_pg_script(pg_url, migrated_pg_script, _SCHEMA_TOKEN)
     store = open_store(tmp_path, pg_url)
     yield store
     store.close()

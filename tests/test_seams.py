@@ -148,7 +148,7 @@ class TestTheRealBackendIsTheDefault:
         result = probe_run(
             sqlite_store, plan_id, POLICY_ID, policy_file=policy_file, environ={}, sandbox_dir=empty
         )
-        committed = result.receipt["committed"]
+        committed = result.receipt.committed.to_json()
         assert (result.outcome, committed["sandbox_digest"]) == ("inconclusive", "unverified")
         assert result.reason.startswith("sandbox_")
 
@@ -200,7 +200,7 @@ class TestTheStub:
         stub = StubSandbox()
         result = service_probe_run(sqlite_store, plan_id, POLICY_ID, backend=stub)
         assert not marker.exists()
-        assert (result.outcome, result.receipt["operational"]["launcher"]) == ("supports", "stub")
+        assert (result.outcome, result.receipt.operational.launcher) == ("supports", "stub")
         assert [plan_id_of(r.plan) for r in stub.executions] == [plan_id]
 
     def test_the_real_oracle_and_rules_judge_its_answer(
@@ -217,7 +217,7 @@ class TestTheStub:
         monkeypatch.setenv("BYTE_PROBE_POLICY_FILE", str(_policy_file(tmp_path)))
         stub = StubSandbox(Canned(exit_code=1, scratch_files={"out/report.xml": FAILED_REPORT}))
         result = service_probe_run(sqlite_store, plan_id, POLICY_ID, backend=stub)
-        committed = result.receipt["committed"]
+        committed = result.receipt.committed.to_json()
         assert (result.outcome, result.reason) == ("refutes", "oracle_failed")
         assert committed["check"]["passed"] is False
         assert committed["confirmation"]["state"] == "confirmed"
@@ -240,10 +240,10 @@ class TestStubReceiptsAreNoEvidence:
         stub = StubSandbox(Canned(stdout=b"seam\n"))
         stubbed = service_probe_run(sqlite_store, plan_id, POLICY_ID, backend=stub)
         real = service_probe_run(sqlite_store, plan_id, POLICY_ID)
-        assert stubbed.receipt["committed"]["sandbox_digest"] == STUB_SANDBOX_DIGEST
-        assert stubbed.receipt["operational"]["launcher"] == "stub"
+        assert stubbed.receipt.committed.sandbox_digest == STUB_SANDBOX_DIGEST
+        assert stubbed.receipt.operational.launcher == "stub"
         assert (stubbed.outcome, real.outcome, real.reused) == ("supports", "supports", False)
-        assert real.receipt["committed"]["action_key"] != stubbed.receipt["committed"]["action_key"]
-        assert real.receipt["committed"]["sandbox_digest"] != STUB_SANDBOX_DIGEST
-        assert real.receipt["operational"]["launcher"] in {"helper", "cli"}
+        assert real.receipt.committed.action_key != stubbed.receipt.committed.action_key
+        assert real.receipt.committed.sandbox_digest != STUB_SANDBOX_DIGEST
+        assert real.receipt.operational.launcher in {"helper", "cli"}
         assert len(stub.executions) == 1

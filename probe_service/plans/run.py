@@ -15,9 +15,9 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Connection
 
 from ..canonical import sha256_of_json
@@ -45,12 +45,15 @@ from .confirm import (
 )
 from .denials import RunRefusals, run_facts, run_refusals
 from .execution import RuntimeBackend
-from .extras import add_run_extras
+from .extras import run_extras
 from .models import Plan
 from .oracle import DECISION_RULES, CheckVerdict, decide_outcome, evaluate_check
+from .output import kept_output
 from .persist import find_reusable_receipt, load_plan, load_receipt, save_receipt
 from .phases import PhaseClock
-from .receipts import RECEIPT_VERSION, build_receipt
+from .receipt_model import CommittedV1, Operational, Receipt, ReceiptField
+from .receipt_parts import Check, Executable, Limits
+from .receipts import build_receipt
 from .signing import UNSIGNED, SigningKey, sign_receipt
 from .summary import ReceiptSummary, summarize_receipt
 
@@ -66,9 +69,10 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+_P = TypeVar("_P", bound=BaseModel)
 
 #: Runs inside the transaction that writes a new receipt: ``(connection, receipt)``.
-ReceiptHook = Callable[[Connection, dict[str, Any]], None]
+ReceiptHook = Callable[[Connection, Receipt], None]
 
 #: Bounded output returned to callers (the receipt commits to the full kept bytes' digest).
 MAX_RETURNED_OUTPUT = 64 * 1024
@@ -83,7 +87,8 @@ class ProbeRunResult(ReceiptSummary):
     stdout: str
     stderr: str
     reused: bool
-    receipt: dict[str, Any]
+    #: The receipt, typed; in JSON its document, as stored (docs/ARCHITECTURE.md, "Receipts").
+    receipt: ReceiptField = Field(title="Receipt")
 
 
 #: Variables the runner sets per run: they change every run by design, so they are not
@@ -221,7 +226,7 @@ def probe_run(
         return context.finish(store, refused, None, sandbox.digest, "")
     inputs = action_inputs(plan_id, plan, policy, sandbox.digest, environ, context.toolchains)
     key = action_key_for(inputs)
-    if first is not None and first.committed["action_key"] != key:
+    if first is not None and first.committed.action_key != key:
         # Not the same action on this worker: it cannot reproduce that refutation, so the
         # run executes anew here and confirms any refutation of its own here too.
         log.warning("run %s: this worker's action key differs; executing anew", run_id)
@@ -364,75 +369,79 @@ class _RunContext:
         assembling = time.monotonic()
         runner_reason = None if result.status == "ok" else (result.reason or result.status)
         decision = decide_outcome(self.plan, runner_reason, verdict, self.refused.refusals)
-        elapsed = result.probe_elapsed_seconds
-        committed: dict[str, Any] = {
-            "version": RECEIPT_VERSION,
-            "action_key": action_key,
-            "plan_id": self.plan_id,
-            "plan": self.plan.canonical(),
-            "snapshot_id": self.plan.snapshot_id,
-            "policy_id": self.policy.id,
-            "policy_digest": policy_digest(self.policy),
-            "executable": result.executable.model_dump() if result.executable else None,
-            "sandbox_digest": result.sandbox_digest or sandbox_digest,
-            "settings_digest": result.settings_digest,
-            "limits_applied": result.limits.model_dump() if result.limits else None,
-            "status": result.status,
-            "exit_code": result.exit_code,
-            "stdout_sha256": result.stdout_sha256,
-            "stderr_sha256": result.stderr_sha256,
-            "check": verdict.model_dump() if verdict else None,
-            "outcome": decision.outcome,
-            "reason": decision.reason,
-            "elapsed_us": None if elapsed is None else round(elapsed * 1_000_000),
-        }
-        operational: dict[str, Any] = {
-            "run_id": self.run_id,
-            "worker": self.worker,
-            "started_at": self.started_at,
-            "finished_at": utc_now(),
-            "wall_seconds": result.elapsed_seconds,
-            "detail": result.detail,
-            # Which launcher wrapped the canary and the probe: "helper" or "cli".
-            "launcher": result.launcher,
-        }
-        # Kept output must hash to its committed digest (verify_receipt checks it); a run
-        # that never launched commits no digest, so it keeps no output either.
-        for stream, data, digest in (
-            ("stdout", result.stdout, result.stdout_sha256),
-            ("stderr", result.stderr, result.stderr_sha256),
-        ):
-            if digest is not None:
-                operational[f"{stream}_b64"] = base64.b64encode(data).decode("ascii")
-        add_run_extras(
-            committed,
-            operational,
+        extras = run_extras(
             toolchains=self.toolchains,
             hint=self.refused.hint,
             result=result,
             verdict=verdict,
             refusals=decision.refusals,
         )
+        elapsed = result.probe_elapsed_seconds
+        committed = CommittedV1(
+            version=1,
+            action_key=action_key,
+            plan_id=self.plan_id,
+            plan=self.plan.canonical(),
+            snapshot_id=self.plan.snapshot_id,
+            policy_id=self.policy.id,
+            policy_digest=policy_digest(self.policy),
+            executable=_part(Executable, result.executable),
+            sandbox_digest=result.sandbox_digest or sandbox_digest,
+            settings_digest=result.settings_digest,
+            limits_applied=_part(Limits, result.limits),
+            status=result.status,
+            exit_code=result.exit_code,
+            stdout_sha256=result.stdout_sha256,
+            stderr_sha256=result.stderr_sha256,
+            check=_part(Check, verdict),
+            outcome=decision.outcome,
+            reason=decision.reason,
+            elapsed_us=None if elapsed is None else round(elapsed * 1_000_000),
+            **extras.committed,
+        )
         # "write" is the receipt's assembly (fields, digests, signature) up to its one
         # transaction; the transaction cannot time itself inside the body it writes.
         self.clock.add("write", time.monotonic() - assembling)
-        operational["phases"] = self.clock.as_operational()
-        return ReceiptDraft(committed, operational)
+        return ReceiptDraft(committed, self._operational(result, extras.operational))
+
+    def _operational(self, result: SandboxResult, extras: dict[str, Any]) -> Operational:
+        """The execution's operational fields: who, when, its kept output and advice."""
+        # Kept output must hash to its committed digest (verify_receipt checks it); a run
+        # that never launched commits no digest, so it keeps no output either.
+        kept = {
+            f"{stream}_b64": base64.b64encode(data).decode("ascii") if digest is not None else None
+            for stream, data, digest in (
+                ("stdout", result.stdout, result.stdout_sha256),
+                ("stderr", result.stderr, result.stderr_sha256),
+            )
+        }
+        return Operational(
+            run_id=self.run_id,
+            worker=self.worker,
+            started_at=self.started_at,
+            finished_at=utc_now(),
+            wall_seconds=result.elapsed_seconds,
+            detail=result.detail,
+            # Which launcher wrapped the canary and the probe: "helper" or "cli".
+            launcher=result.launcher,
+            **kept,
+            **extras,
+            phases=self.clock.as_operational(),
+        )
 
     def write(self, store: Store, draft: ReceiptDraft) -> ProbeRunResult:
         """Sign and write the run's one receipt: ``draft``, as the confirmation of
         ``self.first`` when there is one."""
         signing = time.monotonic()
         settled = settle(draft, self.policy, self.first)
-        committed = {
-            **settled.committed,
-            # Who signs this receipt, inside the commitment: a fingerprint, or "unsigned"
-            # (docs/ARCHITECTURE.md, "Signed receipts").
-            "signer": self.signing_key.fingerprint if self.signing_key else UNSIGNED,
-        }
-        phases = dict(settled.operational.get("phases") or {})
+        # Who signs this receipt, inside the commitment: a fingerprint, or "unsigned"
+        # (docs/ARCHITECTURE.md, "Signed receipts").
+        signer = self.signing_key.fingerprint if self.signing_key else UNSIGNED
+        committed = settled.committed.model_copy(update={"signer": signer})
+        phases = dict(settled.operational.phases or {})
         phases["write"] = round(phases.get("write", 0.0) + time.monotonic() - signing, 6)
-        receipt = build_receipt(committed, {**settled.operational, "phases": phases})
+        operational = settled.operational.model_copy(update={"phases": phases})
+        receipt = build_receipt(committed, operational)
         envelope = sign_receipt(receipt, self.signing_key) if self.signing_key else None
         # Only a probe that ran to completion with a decided outcome, and a refutation
         # only once reproduced, may answer a later identical action (docs/ARCHITECTURE.md,
@@ -446,19 +455,22 @@ class _RunContext:
         return result_from_receipt(self.run_id, receipt, reused=False)
 
 
-def result_from_receipt(
-    run_id: str, receipt: dict[str, Any], *, reused: bool = False
-) -> ProbeRunResult:
+def _part(model: type[_P], value: BaseModel | None) -> _P | None:
+    """``value`` (the runner's own model) as the receipt part it is committed as."""
+    return None if value is None else model.model_validate(value.model_dump())
+
+
+def result_from_receipt(run_id: str, receipt: Receipt, *, reused: bool = False) -> ProbeRunResult:
     """Build the caller's view of a stored receipt."""
-    operational = receipt.get("operational", {})
+    operational = receipt.operational
 
     def text(stream: str) -> str:
-        raw = base64.b64decode(operational.get(f"{stream}_b64", ""))
+        raw = kept_output(receipt, stream)
         return raw[:MAX_RETURNED_OUTPUT].decode("utf-8", "replace")
 
     return ProbeRunResult(
         **summarize_receipt(receipt),
-        run_id=run_id if not reused else str(operational.get("run_id", run_id)),
+        run_id=run_id if not reused else (operational.run_id or run_id),
         stdout=text("stdout"),
         stderr=text("stderr"),
         reused=reused,

@@ -196,7 +196,7 @@ class TestSupportedRun:
         self, result: ProbeRunResult, runtime: SandboxRuntime
     ) -> None:
         """The commitment names the plan, policy, sandbox digest and executable identity."""
-        committed = result.receipt["committed"]
+        committed = result.receipt.committed.to_json()
         assert committed["plan_id"] == result.plan_id
         assert committed["policy_id"] == POLICY_ID
         assert committed["sandbox_digest"] == runtime.digest
@@ -310,7 +310,10 @@ class TestReuse:
         write_policy(timeout_seconds=19)
         second = stub_run(plan_id)
         assert second.reused is False
-        assert second.receipt["committed"]["action_key"] != first.receipt["committed"]["action_key"]
+        assert (
+            second.receipt.committed.to_json()["action_key"]
+            != first.receipt.committed.to_json()["action_key"]
+        )
         assert receipt_rows(sqlite_store) == 2
 
 
@@ -351,7 +354,7 @@ class TestBrokenRuntime:
     def test_not_reusable(self, refused: tuple[str, ProbeRunResult], sqlite_store: Store) -> None:
         """A refused run never answers a later identical action."""
         _, result = refused
-        action_key = result.receipt["committed"]["action_key"]
+        action_key = result.receipt.committed.to_json()["action_key"]
         assert find_reusable_receipt(sqlite_store, action_key) is None
 
     def test_same_refusal_twice_does_not_crash(
@@ -437,7 +440,7 @@ class TestCleanup:
             "open(d + '/deep/er/f', 'w').write('x'); os.chmod(d + '/deep', 0o500); print('ok')"
         )
         result = run(make_plan(code, oracle=contains("ok")))
-        assert result.outcome == "supports", result.receipt["operational"]["detail"]
+        assert result.outcome == "supports", result.receipt.operational.to_json()["detail"]
         assert os.listdir(fresh_tmpdir) == []
 
     def test_removed_after_overlay_failure(

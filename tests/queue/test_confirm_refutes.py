@@ -13,6 +13,7 @@ from sqlalchemy import select
 
 from probe_service.plans import load_receipt, parse_plan
 from probe_service.plans.confirm import ReceiptDraft
+from probe_service.plans.receipt_model import parse_committed, parse_operational
 from probe_service.queue import InlineQueue, WorkerContext, execute_run, submit_plans
 from probe_service.queue.confirmations import pending_confirmation, requeue_for_confirmation
 from probe_service.queue.execute import CONFIRM_ELSEWHERE_DELAY_MS
@@ -26,11 +27,15 @@ from probe_service.queue.tables import (
 from probe_service.settings import read_settings
 from probe_service.store import Store
 
+from ..receipt_fields import committed_fields
 from ..stubsandbox import Canned, StubSandbox
 from .conftest import POLICY_ID, shell_plan
 from .test_namespaces import _receipt_count, _run_row
 
-DRAFT = ReceiptDraft({"action_key": "1" * 64, "outcome": "refutes"}, {"worker": "a:1"})
+DRAFT = ReceiptDraft(
+    parse_committed({**committed_fields(), "outcome": "refutes"}, "test"),
+    parse_operational({"worker": "a:1"}, "test"),
+)
 
 
 def refuting_plan(snapshot_id: str, script: str = "exit 1") -> dict[str, Any]:
@@ -191,10 +196,10 @@ class TestTwoWorkersInProcess:
         assert _receipt_count(shared_store, run_id) == 1
         assert pending_confirmation(shared_store, run_id) is None
         receipt = load_receipt(shared_store, run_id)
-        confirmation = receipt["committed"]["confirmation"]
+        confirmation = receipt.committed.to_json()["confirmation"]
         assert (confirmation["state"], confirmation["on"]) == ("confirmed", "another_worker")
-        assert receipt["operational"]["worker"] == "host:a"
-        assert receipt["operational"]["confirmation"]["worker"] == "host:b"
+        assert receipt.operational.to_json()["worker"] == "host:a"
+        assert receipt.operational.to_json()["confirmation"]["worker"] == "host:b"
         assert sent_b.messages == []
         assert len(sandbox.executions) == 2  # A's refutation, B's confirmation
 
@@ -210,7 +215,7 @@ class TestTwoWorkersInProcess:
         assert execute_run(a, run_id) == "refutes"
         assert sent.messages == []
         receipt = load_receipt(shared_store, run_id)
-        confirmation = receipt["committed"]["confirmation"]
+        confirmation = receipt.committed.to_json()["confirmation"]
         assert (confirmation["state"], confirmation["on"]) == ("confirmed", "same_worker")
-        assert receipt["operational"]["confirmation"]["worker"] == "host:a"
+        assert receipt.operational.to_json()["confirmation"]["worker"] == "host:a"
         assert len(sandbox.executions) == 2

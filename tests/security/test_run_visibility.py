@@ -207,7 +207,7 @@ class TestMountinfo:
         plan = plan_for(other, "cat", ["/proc/self/mountinfo"])
         plan_id = service.probe_plan(sqlite_store, plan).plan_id
         seen = service.probe_run(sqlite_store, plan_id, POLICY_ID, runtime=runtime, reuse=False)
-        assert seen.outcome == "supports", seen.receipt["operational"].get("detail")
+        assert seen.outcome == "supports", seen.receipt.operational.to_json().get("detail")
         mountinfo = seen.stdout
         assert "/proc" in mountinfo  # the probe really read a mount table
         assert held.snapshot_id not in mountinfo
@@ -262,7 +262,7 @@ class TestLocalUsers:
         assert read.returncode != 0
         assert held.secret.encode() not in read.stdout + read.stderr
         result = held.release()
-        assert result.outcome == "supports", result.receipt["operational"].get("detail")
+        assert result.outcome == "supports", result.receipt.operational.to_json().get("detail")
         assert held.secret in result.stdout  # the run itself read both files
 
     @pytest.mark.parametrize("who", ["nobody", "other_slot"])
