@@ -96,14 +96,12 @@ def _from_receipt(store: Store, receipt: str, target: str) -> Rerun | str:
         verify_receipt(body)
     except ProbeServiceError as exc:
         return f"receipt {receipt}: cannot be read back ({exc})"
-    committed = body["committed"]
-    plan, policy_id = committed.get("plan"), committed.get("policy_id")
-    if not isinstance(plan, dict) or not isinstance(policy_id, str):
-        return f"receipt {receipt}: commits to no plan and policy id"
-    moved = _moved(plan, target, f"receipt {receipt}")
+    # The typed receipt requires both fields of every version it reads.
+    committed = body.committed
+    moved = _moved(dict(committed.plan), target, f"receipt {receipt}")
     if isinstance(moved, str):
         return moved
-    return Rerun("receipt", receipt, moved, policy_id)
+    return Rerun("receipt", receipt, moved, committed.policy_id)
 
 
 def _from_declared(store: Store, plan_id: str, target: str) -> Rerun | str:

@@ -19,18 +19,22 @@ from ..store import Store
 
 if TYPE_CHECKING:
     from ..plans import ProbeRunResult
+    from ..plans.backend import SandboxBackend
     from .broker import ProbeQueue
 
 __all__ = ["InlineQueue", "run_inline"]
 
 
 class InlineQueue:
-    """The queue of a session without a broker: runs execute in this process."""
+    """The queue of a session without a broker: runs execute in this process, through
+    ``backend`` (the real sandbox unless a test passes another; docs/ARCHITECTURE.md,
+    "Seams")."""
 
     embedded = True
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, backend: SandboxBackend | None = None) -> None:
         self.settings = settings
+        self.backend = backend
         self._started: list[threading.Thread] = []
         self._lock = threading.Lock()
 
@@ -46,14 +50,14 @@ class InlineQueue:
 
     def execute_submitted(self, store: Store, run_ids: Sequence[str], threads: int) -> None:
         """Execute the submitted runs here, on ``threads`` threads."""
-        run_inline(store, run_ids, threads, self.settings)
+        run_inline(store, run_ids, threads, self.settings, self.backend)
 
     def start_submitted(self, store: Store, run_ids: Sequence[str], threads: int) -> None:
         """Execute the submitted runs here on a thread of their own and return at once: an
         agent polls their batch (``batch_status``); ``close`` waits for them."""
         thread = threading.Thread(
             target=run_inline,
-            args=(store, list(run_ids), threads, self.settings),
+            args=(store, list(run_ids), threads, self.settings, self.backend),
             name="byte-probe-inline-batch",
         )
         with self._lock:
@@ -79,7 +83,9 @@ class InlineQueue:
         with workers). Raises NotFound, PolicyError or KeyFileError."""
         from ..plans import run_configured
 
-        return run_configured(store, self.settings, plan_id, policy_id, reuse=reuse)
+        return run_configured(
+            store, self.settings, plan_id, policy_id, reuse=reuse, backend=self.backend
+        )
 
     def close(self) -> None:
         """Wait for the runs ``start_submitted`` started: they end with their receipts."""
@@ -90,21 +96,29 @@ class InlineQueue:
 
 
 def run_inline(
-    store: Store, run_ids: Sequence[str], threads: int = 2, settings: Settings | None = None
+    store: Store,
+    run_ids: Sequence[str],
+    threads: int = 2,
+    settings: Settings | None = None,
+    backend: SandboxBackend | None = None,
 ) -> list[str]:
-    """Execute queued runs in-process with ``threads`` workers; return each run's result."""
+    """Execute queued runs in-process with ``threads`` workers through ``backend`` (the
+    real sandbox by default); return each run's result."""
+    from ..plans.execution import RuntimeBackend
     from ..sandbox import SandboxRuntime, locate_runtime
     from ..settings import read_settings
     from .execute import WorkerContext, execute_run
 
     settings = settings or read_settings()
-    try:
-        runtime: SandboxRuntime | None = locate_runtime(settings.sandbox_dir)
-    except SandboxUnavailable:
-        runtime = None  # each run then ends inconclusive with the runtime's own reason
+    if backend is None:
+        try:
+            runtime: SandboxRuntime | None = locate_runtime(settings.sandbox_dir)
+        except SandboxUnavailable:
+            runtime = None  # each run then ends inconclusive with the runtime's own reason
+        backend = RuntimeBackend(runtime, settings.sandbox_dir)
     # The runs were stored under the settings' namespace by the same process's submit.
     ctx = WorkerContext(
-        store=store, runtime=runtime, settings=settings, namespace=settings.redis_namespace
+        store=store, backend=backend, settings=settings, namespace=settings.redis_namespace
     )
     with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
         return list(pool.map(lambda run_id: execute_run(ctx, run_id), run_ids))

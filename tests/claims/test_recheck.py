@@ -19,6 +19,7 @@ from sqlalchemy import func, select
 
 from probe_service.claims import settle_recheck, store_receipts
 from probe_service.claims.tables import obligation_resolutions, recheck_settlements
+from probe_service.plans.execution import RuntimeBackend
 from probe_service.policies import POLICY_FILE_ENV
 from probe_service.queue import WorkerContext, batch_counts, batch_results, execute_run
 from probe_service.sandbox import SandboxRuntime
@@ -182,7 +183,10 @@ class TestSettlingOnce:
             assert inert.started == 1
         batch_id = started["batch_id"]
         ctx = WorkerContext(
-            store=pg_store, runtime=runtime, settings=read_settings(), after_run=_no_followup
+            store=pg_store,
+            backend=RuntimeBackend(runtime),
+            settings=read_settings(),
+            after_run=_no_followup,
         )
         for run in batch_results(pg_store, batch_id):
             execute_run(ctx, run.run_id)

@@ -51,27 +51,29 @@ def _next_command(out: str) -> list[str]:
     return argv[1:]
 
 
-def test_gate_recheck_gate(api: PythonDriver, cli: CliRunner, tmp_path: Path) -> None:
+def test_gate_recheck_gate(api: PythonDriver, real_cli: CliRunner, tmp_path: Path) -> None:
     """The failing gate names the claim's statement, what moved and the command; running
     that command (it waits, with progress) resolves the obligation; the gate passes."""
     repo = tmp_path / "repo"
     claim_on_receipt(api, repo)
     after = capture(api, repo, EDITED)
-    code, out, _ = cli("gate", "--snapshot", after, "--scope", SCOPE)
+    code, out, _ = real_cli("gate", "--snapshot", after, "--scope", SCOPE)
     assert code == 1
     assert STATEMENT in out
     assert "moved: dependencies[0] exact_blob src/parse.py: file:" in out
     argv = _next_command(out)
     assert argv[:5] == ["recheck", "--snapshot", after, "--scope", SCOPE]
-    code, markdown, _ = cli("gate", "--snapshot", after, "--scope", SCOPE, "--format", "markdown")
+    code, markdown, _ = real_cli(
+        "gate", "--snapshot", after, "--scope", SCOPE, "--format", "markdown"
+    )
     assert code == 1
     assert markdown.startswith("## ❌ byte-probe gate closed\n")
     assert f"```sh\nbyte-probe recheck --snapshot {after} --scope {SCOPE}" in markdown
-    code, out, err = cli(*argv)
+    code, out, err = real_cli(*argv)
     assert code == 0, out + err
     assert "rechecked: " + STATEMENT in out
     assert "recheck: 1/1 rerun(s) done supports=1" in err
-    code, out, _ = cli("gate", "--snapshot", after, "--scope", SCOPE)
+    code, out, _ = real_cli("gate", "--snapshot", after, "--scope", SCOPE)
     assert (code, out.splitlines()[0]) == (
         0,
         "gate passed: 1 claim(s) checked, 0 open obligation(s)",
@@ -79,19 +81,19 @@ def test_gate_recheck_gate(api: PythonDriver, cli: CliRunner, tmp_path: Path) ->
 
 
 def test_a_refuting_rerun_exits_1_with_the_next_step(
-    api: PythonDriver, cli: CliRunner, tmp_path: Path
+    api: PythonDriver, real_cli: CliRunner, tmp_path: Path
 ) -> None:
     """A rerun that refutes the claim leaves it open: exit 1, naming the receipt and how
     to record the new outcome; --json carries the same report."""
     repo = tmp_path / "repo"
     claim_on_receipt(api, repo)
     broken = capture(api, repo, BROKEN)
-    code, out, _ = cli("recheck", "--snapshot", broken, "--scope", SCOPE, "--json")
-    assert code == 1
+    code, out, _ = real_cli("recheck", "--snapshot", broken, "--scope", SCOPE, "--json")
+    assert code == 1, out
     report = json.loads(out)
     (entry,) = report["entries"]
     assert (entry["status"], entry["reruns"][0]["outcome"]) == ("disagreed", "refutes")
-    code, out, _ = cli("recheck", "--snapshot", broken, "--scope", SCOPE)
+    code, out, _ = real_cli("recheck", "--snapshot", broken, "--scope", SCOPE)
     # The obligation is still open: a second recheck reruns it (the receipt is reused).
     assert code == 1
     assert "still open: a rerun disagreed: " + STATEMENT in out

@@ -85,7 +85,7 @@ def test_probe_run_runs_under_the_sessions_policy_file(
     # receipt still names the policy it was decided under.
     plan_id = _plan(svc, tmp_path / "repo", "sh", ["-c", "exit 0"])
     result = svc.probe_run(plan_id=plan_id, policy_id=POLICY_ID, via="embedded")
-    assert result.receipt["committed"]["policy_digest"] == _digest(mine)
+    assert result.receipt.committed.policy_digest == _digest(mine)
 
 
 def _signed_envelope(store: Store, key_dir: Path) -> tuple[dict[str, Any], str, str]:

@@ -75,6 +75,7 @@ def capabilities(svc: ProbeService, req: CapabilitiesRequest) -> Capabilities:
     offers with its request and response JSON Schemas, and whether the sandbox is ready
     here (verified runtime, prerequisites, platform). Reads nothing from repositories."""
     from ...plans.receipts import RECEIPT_VERSION
+    from ...policies.model import NEWEST_POLICY_SCHEMA
     from ...store.migrate import schema_head
 
     return Capabilities(
@@ -82,7 +83,7 @@ def capabilities(svc: ProbeService, req: CapabilitiesRequest) -> Capabilities:
         schema_versions={
             "store": svc.cached("schema_head", schema_head),
             "receipt": RECEIPT_VERSION,
-            "policy_file": 2,
+            "policy_file": NEWEST_POLICY_SCHEMA,
         },
         interface=svc.interface,
         operations=[

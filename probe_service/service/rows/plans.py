@@ -87,7 +87,7 @@ def probe_run(svc: ProbeService, req: ProbeRunRequest) -> plans.ProbeRunResult:
 
     queue: Queue
     if req.via == "embedded":
-        queue = InlineQueue(svc.settings)
+        queue = InlineQueue(svc.settings, svc.backend)
     elif req.via == "queue":
         refusal = f"via: queue asked for, but no {REDIS_URL_ENV} is configured"
         queue = svc.queue.require_broker(refusal)
