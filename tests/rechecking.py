@@ -34,10 +34,11 @@ class Driver(Protocol):
     def call(self, op: str, params: dict[str, Any] | None = None) -> Any: ...
 
 
-def write_policy(path: Path) -> Path:
-    """An owner-only policy file allowing ``python3``; returns its path."""
+def write_policy(path: Path, policy_id: str = POLICY_ID) -> Path:
+    """An owner-only policy file whose one policy ``policy_id`` allows ``python3``;
+    returns its path."""
     policy = {
-        "id": POLICY_ID,
+        "id": policy_id,
         "allowed_executables": ["python3"],
         "timeout_seconds": 30,
         "max_output_bytes": 100_000,

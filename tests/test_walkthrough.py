@@ -34,6 +34,9 @@ def test_walkthrough_script_passes(tmp_path: Path) -> None:
     assert "open needs_recheck: parse_list accepts a trailing comma" in closed
     assert "  next: byte-probe recheck --snapshot " in closed
     rechecked = done.stdout.split("## 4.")[1].split("## 5.")[0]
+    # Step 4 runs, as it is, the command the failing gate printed.
+    printed = closed.split("  next: ")[1].splitlines()[0]
+    assert rechecked.splitlines()[1] == f"$ {printed}"
     assert "rechecked: parse_list accepts a trailing comma" in rechecked
     passed = done.stdout.split("## 5.")[1].split("## 6.")[0]
     assert "gate passed: 1 claim(s) checked, 0 open obligation(s)" in passed

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from .obligations import RESOLUTIONS, obligation_list, obligation_resolve
     from .queries import ANALYZER_VERSION, evaluate_query
     from .receipts import ReceiptLookup, no_receipts, store_receipts
-    from .recheck import obligation_recheck, queued_run_ids
+    from .recheck import batches_under_way, obligation_recheck, queued_run_ids
     from .recheck_records import RecheckReport
     from .records import (
         ChangeAnalysis,
@@ -97,6 +97,7 @@ __all__ = [
     "SpanRef",
     "Tombstone",
     "TreeView",
+    "batches_under_way",
     "change_analyze",
     "changed_paths",
     "claim_check",

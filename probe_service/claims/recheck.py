@@ -42,7 +42,7 @@ from .settle import count_statuses, settle_recheck
 from .sources import SnapshotSource
 from .tables import recheck_items, recheck_settlements, rechecks
 
-__all__ = ["MAX_RECHECK_RUNS", "obligation_recheck", "queued_run_ids"]
+__all__ = ["MAX_RECHECK_RUNS", "batches_under_way", "obligation_recheck", "queued_run_ids"]
 
 #: Most reruns one recheck queues (one transaction); more is refused, naming the limit.
 MAX_RECHECK_RUNS = 1000
@@ -119,6 +119,11 @@ def obligation_recheck(
 def queued_run_ids(report: RecheckReport) -> list[str]:
     """The runs a recheck's report says it queued, in order (what the queue is sent)."""
     return [r.run_id for e in report.entries if e.status == "queued" for r in e.reruns]
+
+
+def batches_under_way(report: RecheckReport) -> list[str]:
+    """The batches of earlier rechecks the report's ``under_way`` entries wait for."""
+    return sorted({e.batch_id for e in report.entries if e.status == "under_way" and e.batch_id})
 
 
 def _select(

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from probe_service.safe_text import safe_line
+from probe_service.service.adapters import batches_under_way
 
 from .claims import os_user
 from .common import EXIT_INFRASTRUCTURE, JsonOption, RootOption, session
@@ -24,7 +26,7 @@ from .waiting import NoticeOption, NoWorkerNotice, TimeoutOption
 
 if TYPE_CHECKING:
     from probe_service.service import ProbeService
-    from probe_service.service.adapters import RecheckReport
+    from probe_service.service.adapters import RecheckEntry, RecheckReport
 
 __all__ = ["recheck"]
 
@@ -85,7 +87,7 @@ def recheck(
         sys.stderr.write(
             f"byte-probe: the recheck's runs did not all finish within {timeout:g}s; run "
             "the same command again: it waits for them (batch "
-            f"{report.batch_id})\n"
+            f"{' '.join(filter(None, [report.batch_id, *batches_under_way(report)]))})\n"
         )
         raise typer.Exit(EXIT_INFRASTRUCTURE)
     if any(entry.status != "rechecked" for entry in report.entries):
@@ -95,26 +97,30 @@ def recheck(
 def _wait(
     svc: ProbeService, started: RecheckReport, timeout: float, notice_after: float
 ) -> RecheckReport:
-    """The report once the batch settled (or the timeout passed): the batch's entries in
-    place of the queued ones."""
-    if started.batch_id is None:
-        return started
-    total = sum(len(e.reruns) for e in started.entries if e.status == "queued")
-    svc.on_progress = _Progress(
-        total, NoWorkerNotice(f"recheck {started.batch_id}", notice_after, timeout)
-    )
-    status = svc.batch_wait(batch_id=started.batch_id, timeout_seconds=timeout)
-    batch = status.recheck
-    if batch is None:  # not a recheck's batch: cannot happen for the id just returned
-        return started
-    settled = {entry.obligation_id: entry for entry in batch.entries}
+    """The report once its batch — and the batches of earlier rechecks it found under
+    way — settled (or the timeout passed): each batch's entries in place of the queued
+    and under-way ones."""
+    batches = [started.batch_id] if started.batch_id else []
+    batches += batches_under_way(started)
+    deadline = time.monotonic() + timeout
+    settled: dict[str, RecheckEntry] = {}
+    all_settled = True
+    for batch_id in batches:
+        total = len(svc.batch_status(batch_id=batch_id).runs)
+        left = max(deadline - time.monotonic(), 0.0)
+        svc.on_progress = _Progress(
+            total, NoWorkerNotice(f"recheck {batch_id}", notice_after, timeout)
+        )
+        batch = svc.batch_wait(batch_id=batch_id, timeout_seconds=left).recheck
+        if batch is None:  # not a recheck's batch: cannot happen for these ids
+            continue
+        all_settled = all_settled and batch.settled
+        settled.update({entry.obligation_id: entry for entry in batch.entries})
     entries = tuple(settled.get(e.obligation_id, e) for e in started.entries)
     counts: dict[str, int] = {}
     for entry in entries:
         counts[entry.status] = counts.get(entry.status, 0) + 1
-    return started.model_copy(
-        update={"entries": entries, "counts": counts, "settled": batch.settled}
-    )
+    return started.model_copy(update={"entries": entries, "counts": counts, "settled": all_settled})
 
 
 class _Progress:

@@ -16,8 +16,10 @@ if TYPE_CHECKING:
         KnowledgeHit,
         Obligation,
         RecheckReport,
+        batches_under_way,
     )
     from ..claims.gate_render import render_gate_markdown, render_gate_text
+    from ..claims.recheck_records import RecheckEntry
     from ..plans import ProbeRunResult
     from ..plans.output import kept_output
     from ..plans.phases import phase_seconds
@@ -50,9 +52,11 @@ __all__ = [
     "ProbeRunResult",
     "Receipt",
     "ReceiptSummary",
+    "RecheckEntry",
     "RecheckReport",
     "RunSummary",
     "ToolchainDigest",
+    "batches_under_way",
     "kept_output",
     "parse_receipt",
     "phase_seconds",

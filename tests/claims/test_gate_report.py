@@ -99,6 +99,30 @@ class TestWhatMoved:
         assert moved.omitted == MAX_SHOWN + 4 - MAX_SHOWN
         assert moved.removed == ()
 
+    def test_a_symbols_consumers_added_and_removed_are_named(self, tree: WorkTree) -> None:
+        """A python_symbol dependency lists the consumers that appeared and disappeared, as
+        consumers, in the model and in both renderings."""
+        tree.write("src/old.py", "from parse import parse\nparse('x,')\n")
+        before = tree.write("src/parse.py", PARSE).capture()
+        claim_create(
+            tree.store, claim_request(before, _symbol()), receipts=store_receipts(tree.store)
+        )
+        tree.delete("src/old.py")
+        after = tree.write("src/new.py", "from parse import parse\nvalue = parse('y,')\n").capture()
+        report, entry = _only_entry(tree, after)
+        moved = entry.dependencies[0].moved
+        assert isinstance(moved, QueryMoved)
+        assert moved.symbol == "parse"
+        assert {(m.path, m.role) for m in moved.added} >= {("src/new.py", "reference")}
+        assert {(m.path, m.role) for m in moved.removed} >= {("src/old.py", "reference")}
+        assert all(m.path != "src/parse.py" for m in moved.added + moved.removed)
+        text = render_gate_text(report)
+        assert "consumer added src/new.py:" in text
+        assert "consumer removed src/old.py:" in text
+        markdown = render_gate_markdown(report)
+        assert "consumer added `src/new.py:" in markdown
+        assert "consumer removed `src/old.py:" in markdown
+
     def test_a_negative_query_shows_the_match_that_appeared(self, tree: WorkTree) -> None:
         """A negative dependency that now matches lists the new match."""
         before = tree.write("src/parse.py", PARSE).capture()
@@ -164,6 +188,32 @@ class TestNextStep:
         assert "dependency exact_blob src/parse.py" in hint.rests_on
         assert "--resolution superseded" in hint.next
         assert "rests on: span src/parse.py" in render_gate_text(report)
+
+    def test_several_open_obligations_get_one_command_for_all(self, tree: WorkTree) -> None:
+        """With two open obligations each has its own command and the report adds the one
+        rechecking every open obligation of the scope, in text and in Markdown."""
+        before = tree.write("src/parse.py", PARSE).capture()
+        statements = ("parse() accepts a trailing comma", "parse() splits on commas")
+        for i, statement in enumerate(statements):
+            receipt = stored_receipt(tree.store, "supports", before, run_id=f"run-{i}")
+            request = claim_request(before, evidence=[{"receipt": receipt}], statement=statement)
+            claim_create(tree.store, request, receipts=store_receipts(tree.store))
+        after = tree.write("src/parse.py", PARSE_BODY).capture()
+        report = gate(tree.store, after, scope="payments")
+        assert len(report.entries) == 2
+        assert report.recheck_command == shlex.join(
+            ["byte-probe", "recheck", "--snapshot", after, "--scope", "payments"]
+        )
+        commands = {e.recheck.command for e in report.entries}
+        assert len(commands) == 2
+        assert report.recheck_command not in commands
+        assert f"recheck every open obligation: {report.recheck_command}" in (
+            render_gate_text(report)
+        )
+        markdown = render_gate_markdown(report)
+        assert f"Recheck every open obligation:\n\n```sh\n{report.recheck_command}\n```" in (
+            markdown
+        )
 
 
 class TestRefuted:

@@ -146,3 +146,24 @@ def test_a_receipt_prefix_resolves_an_obligation(
     assert code == 0, err
     assert "rechecked via cli" in out
     assert cli("gate", "--snapshot", after)[0] == 0
+
+
+def test_an_interrupted_recheck_is_taken_up_and_waited_for(
+    api: PythonDriver, real_cli: CliRunner, tmp_path: Path
+) -> None:
+    """The runs of a recheck whose process ended before running them (an interrupted
+    CLI on the embedded store) are run by the next `recheck`, which waits for that batch
+    and resolves the obligation."""
+    repo = tmp_path / "repo"
+    claim_on_receipt(api, repo)
+    after = capture(api, repo, EDITED)
+    svc = api.svc
+    # The session's queue is kept from starting the runs: they stay queued, as after a kill.
+    svc.queue.start_submitted = lambda *_: None  # type: ignore[method-assign]
+    first = ok(api.call("obligation_recheck", {"snapshot_id": after, "scope": SCOPE}))
+    assert [e["status"] for e in first["entries"]] == ["queued"]
+    code, out, err = real_cli("recheck", "--snapshot", after, "--scope", SCOPE)
+    assert code == 0, out + err
+    assert "rechecked: " + STATEMENT in out
+    status = ok(api.call("batch_status", {"batch_id": first["batch_id"]}))
+    assert [e["status"] for e in status["recheck"]["entries"]] == ["rechecked"]

@@ -59,4 +59,11 @@ def obligation_recheck(svc: ProbeService, req: ObligationRecheckRequest) -> clai
     if report.batch_id is not None and run_ids:
         queue.send(svc.store, report.batch_id, run_ids)
         queue.start_submitted(svc.store, run_ids, _EMBEDDED_THREADS)
+    for batch_id in claims.batches_under_way(report):
+        # An earlier recheck's runs left unfinished by a process that ended (an interrupted
+        # CLI on the embedded store) are taken up here; a run a live thread still holds is
+        # refused by its lease. On a farm this sends nothing: its janitor re-sends.
+        runs = queues.batch_results(svc.store, batch_id)
+        unfinished = [r.run_id for r in runs if r.state != "done"]
+        queue.start_submitted(svc.store, unfinished, _EMBEDDED_THREADS)
     return report
