@@ -167,12 +167,13 @@ def _arrow(before: str | None, after: str | None) -> list[_Piece]:
 
 
 def _query_pieces(where: _Piece, moved: QueryMoved) -> tuple[list[_Piece], list[list[_Piece]]]:
-    after = "?" if moved.after_count is None else str(moved.after_count)
-    head: list[_Piece] = [
-        where,
-        (True, moved.query),
-        (False, f": {moved.before_count} → {after} match(es)"),
-    ]
+    if moved.after_count == moved.before_count:
+        # The count alone would read "1 → 1": say what stayed, the details say what changed.
+        counted = f": still {moved.before_count} match(es)"
+    else:
+        after = "?" if moved.after_count is None else str(moved.after_count)
+        counted = f": {moved.before_count} → {after} match(es)"
+    head: list[_Piece] = [where, (True, moved.query), (False, counted)]
     if moved.complete_after is False:
         head.append((False, ", incomplete now"))
     noun = "consumer" if moved.symbol else "match"
