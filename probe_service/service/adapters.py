@@ -23,9 +23,9 @@ if TYPE_CHECKING:
         summary_json,
     )
     from ..queue import RunSummary
+    from ..sandbox.policy_check import PolicyReport
     from ..store import Event
     from ..toolchains import ToolchainDigest
-    from ..toolchains.verify import PolicyReport
     from ..typescript.models import BoundaryResult
 
 __all__ = [
