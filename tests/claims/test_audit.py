@@ -11,6 +11,7 @@ from sqlalchemy import delete, text, update
 
 import probe_service.claims as claims_pkg
 from probe_service.claims import (
+    LocalCaller,
     ReceiptLookup,
     change_analyze,
     claim_create,
@@ -28,7 +29,9 @@ from .helpers import PARSE_PY, WorkTree, claim_request
 @pytest.fixture
 def history(tree: WorkTree, receipts: ReceiptLookup) -> Store:
     start = tree.write("src/parse.py", PARSE_PY).capture()
-    record = claim_create(tree.store, claim_request(start), receipts=receipts, interface="mcp")
+    record = claim_create(
+        tree.store, claim_request(start), receipts=receipts, caller=LocalCaller(face="mcp")
+    )
     end = tree.write("src/parse.py", "changed\n").capture()
     opened = change_analyze(tree.store, start, end).opened[0]
     obligation_resolve(tree.store, opened.obligation_id, "accepted_risk", "fine")
