@@ -64,8 +64,7 @@ def claim_create(
         twin = _live_twin(conn, record)
         if twin is not None:
             return twin
-        record = _admit(conn, record, allow_tombstoned)
-        _write(conn, record, "claim_create", caller.face)
+        record = _write(conn, record, "claim_create", caller.face, allow_tombstoned)
     return record
 
 
@@ -97,8 +96,9 @@ def claim_supersede(
         link_supersession(
             conn, predecessor_id, record.claim_id, record.scope, rationale, check_successor=False
         )
-        record = _admit(conn, record, allow_tombstoned)
-        _write(conn, record, "claim_supersede", caller.face, subjects=[predecessor_id])
+        record = _write(
+            conn, record, "claim_supersede", caller.face, allow_tombstoned, [predecessor_id]
+        )
         conn.execute(
             insert(claim_supersessions).values(
                 predecessor_id=predecessor_id,
@@ -148,8 +148,7 @@ def knowledge_record_answer(
         question=req.question,
     )
     with store.transaction() as conn:
-        record = _admit(conn, record, allow_tombstoned)
-        _write(conn, record, "knowledge_record_answer", caller.face)
+        record = _write(conn, record, "knowledge_record_answer", caller.face, allow_tombstoned)
     return record
 
 
@@ -314,8 +313,12 @@ def _write(
     record: ClaimRecord,
     operation: str,
     interface: str,
+    allow_tombstoned: bool,
     subjects: Sequence[str] = (),
-) -> None:
+) -> ClaimRecord:
+    """Admit ``record`` (``_admit``), insert it, audit it and announce it; the admitted
+    record (flagged when it overrides a tombstone)."""
+    record = _admit(conn, record, allow_tombstoned)
     insert_claim(conn, record)
     append_audit(
         conn,
@@ -337,6 +340,7 @@ def _write(
             "flagged": record.flagged,
         },
     )
+    return record
 
 
 def link_supersession(

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import select
 
 from ..store import Store
-from .audit import AuditEntry
+from .audit import AuditEntry, audit_entry
 from .callers import PYTHON_CALLER, Caller, snapshots_for
 from .checking import evaluate_claims
 from .lineage import _chain
@@ -127,19 +127,7 @@ def claim_history(
             for r in checks
         ),
         obligations=tuple(obligations),
-        audit=tuple(
-            AuditEntry(
-                audit_id=r.audit_id,
-                at=r.at,
-                operation=r.operation,
-                interface=r.interface,
-                scope=r.scope,
-                subject_ids=tuple(json.loads(r.subject_ids)),
-                before_digest=r.before_digest,
-                after_digest=r.after_digest,
-            )
-            for r in audit
-        ),
+        audit=tuple(audit_entry(r) for r in audit),
     )
 
 

@@ -107,10 +107,10 @@ def test_no_module_updates_or_deletes_any_claims_table() -> None:
 
 
 def test_audit_module_exposes_only_append_and_read() -> None:
-    """The audit module's public surface is append and read."""
+    """The audit module's public surface is append and read (the log, or one row of it)."""
     from probe_service.claims import audit
 
-    assert set(audit.__all__) == {"AuditEntry", "append_audit", "read_audit"}
+    assert set(audit.__all__) == {"AuditEntry", "append_audit", "audit_entry", "read_audit"}
 
 
 def test_raw_sql_delete_is_refused_too(history: Store) -> None:
