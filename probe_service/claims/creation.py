@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, insert, select
 
 from ..errors import Conflict, EvidenceMismatch, InvalidClaim, NotFound
-from ..plans.persist import load_plan
+from ..plans import load_plan
 from ..store import Store, append_event, utc_now
 from .audit import append_audit
 from .baselines import boundary_key, compute_baseline, compute_span

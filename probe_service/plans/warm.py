@@ -29,8 +29,7 @@ from ..fstree import discard_tree
 from ..rundirs import RUN_DIR_PREFIX
 from ..sandbox.mounts import HostMounts, Mounts
 from ..sandbox.scratch import OVERLAY_SOURCE_PREFIX
-from ..snapshot.manifest import Snapshot
-from ..snapshot.materialize import snapshot_materialize
+from ..snapshot import Snapshot, snapshot_materialize
 from ..store import Store
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from probe_service.errors import SandboxUnavailable
-from probe_service.policies.executables import SYSTEM_EXECUTABLE_DIRS
+from probe_service.policies import SYSTEM_EXECUTABLE_DIRS
 from probe_service.sandbox.identity import PROBE_UID_BASE, check_reachable
 from probe_service.settings import SANDBOX_DIR_ENV, read_settings
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..claims.views import BoundaryAnalyzer
+from ..claims import BoundaryAnalyzer
 from ..settings import Settings
 from ..typescript.analyzer import TYPESCRIPT_BOUNDARY
 from .registry import Face

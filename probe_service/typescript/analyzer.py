@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ..claims import TreeView
     from ..claims.models import TypeScriptBoundaryQuery
     from ..claims.records import Applicability, QueryBaseline, QueryResult
-    from ..claims.views import TreeView
 
 __all__ = ["TYPESCRIPT_BOUNDARY", "TypeScriptBoundary"]
 

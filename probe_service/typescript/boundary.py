@@ -15,10 +15,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..claims import SnapshotSource
 from ..claims.digests import digest_json
 from ..claims.models import MAX_QUERY_RESULTS
 from ..claims.queries import ANALYZER_VERSION, typescript_domain
-from ..claims.sources import SnapshotSource
 from ..claims.views import BlobMissing, EntryLike, TreeView
 from ..errors import InvalidInput, NotFound
 from ..sandbox import SandboxRuntime
