@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import Field
 
 from ... import policies, toolchains
-from ...toolchains.verify import PolicyReport, verify_policy_file
+from ...sandbox.policy_check import PolicyReport, verify_policy_file
 from ..registry import ADMIN, AGENT, WEB, Request, operation
 from ..session import ProbeService
 from .common import Frozen
