@@ -36,9 +36,11 @@ demo: setup
 test: setup
 	$(PY) -m pytest
 
-# The quick loop: everything but the tests marked `slow` (attacks, farms, state machines, crashes).
+# The quick loop: everything but the tests marked `slow` (attacks, farms, state machines, crashes),
+# on two processes (pytest-xdist): every test owns its store, namespace, slot and run directory.
+QUICK_WORKERS ?= 2
 quick: setup
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -m "not slow" -n $(QUICK_WORKERS)
 
 # Containment suite, decoder fuzzers and crash injection, then one summary line (0 losses).
 security: setup
