@@ -21,6 +21,7 @@ __all__ = [
     "load_envelope",
     "load_plan",
     "load_receipt",
+    "newest_receipt_of_plan",
     "plan_row",
     "save_plan",
     "save_receipt",
@@ -193,3 +194,19 @@ def find_reusable_receipt(store: Store, action_key: str) -> dict[str, Any] | Non
         return None
     receipt: dict[str, Any] = json.loads(body)
     return receipt if may_answer_later_runs(receipt["committed"]) else None
+
+
+def newest_receipt_of_plan(store: Store, plan_id: str) -> dict[str, Any] | None:
+    """Return the newest stored receipt of ``plan_id`` (reusable or not), or None: what a
+    run that is not reused is compared with (docs/ARCHITECTURE.md, "Reuse explained")."""
+    with store.reading() as conn:
+        body = conn.execute(
+            select(receipts.c.body)
+            .where(receipts.c.plan_id == plan_id)
+            .order_by(receipts.c.created_at.desc(), receipts.c.receipt_sha256.desc())
+            .limit(1)
+        ).scalar()
+    if body is None:
+        return None
+    receipt: dict[str, Any] = json.loads(body)
+    return receipt

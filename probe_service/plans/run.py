@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Connection
 
 from ..canonical import sha256_of_json
+from ..envnames import RUNNER_OWNED
 from ..errors import (
     InfrastructureError,
     LinkEscapes,
@@ -35,10 +36,10 @@ from ..policies import (
     PolicyFile,
     capture_identity,
     find_policy,
-    passed_environment,
     policy_digest,
     resolve_executable,
 )
+from ..policies.model import probe_environment
 from ..rundirs import make_run_dir
 from ..sandbox import SandboxResult, SandboxRuntime, locate_runtime, run_sandboxed
 from ..sandbox.limits import scratch_limits
@@ -62,9 +63,16 @@ from .host_tables import HostTableWatch
 from .models import Plan
 from .oracle import DECISION_RULES, CheckVerdict, decide_outcome, evaluate_check
 from .overlay import apply_interventions, write_fixtures
-from .persist import find_reusable_receipt, load_plan, load_receipt, save_receipt
+from .persist import (
+    find_reusable_receipt,
+    load_plan,
+    load_receipt,
+    newest_receipt_of_plan,
+    save_receipt,
+)
 from .phases import PhaseClock
 from .receipts import RECEIPT_VERSION, build_receipt
+from .reuse import ReuseExplanation, explain_miss, explanation, recorded_inputs, reused_by
 from .signing import UNSIGNED, SigningKey, sign_receipt
 from .summary import ReceiptSummary, summarize_receipt
 
@@ -97,6 +105,8 @@ class ProbeRunResult(ReceiptSummary):
     stdout: str
     stderr: str
     reused: bool
+    #: Why a stored receipt did or did not answer (docs/ARCHITECTURE.md, "Reuse explained").
+    reuse: ReuseExplanation
     receipt: dict[str, Any]
 
 
@@ -104,11 +114,7 @@ class ProbeRunResult(ReceiptSummary):
 #: inputs of the action (docs/ARCHITECTURE.md, "Trust rules": reuse needs every input equal).
 #: docs/ARCHITECTURE.md, "Probe environment": the scratch directory, and HOME, TMPDIR and
 #: the cache variables the runner points into it.
-RUNNER_GENERATED = frozenset(
-    {"BYTE_PROBE_SCRATCH", "HOME", "TMPDIR", "PYTHONDONTWRITEBYTECODE"}
-    | {"XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"}
-    | {"PIP_CACHE_DIR", "npm_config_cache", "MYPY_CACHE_DIR", "RUFF_CACHE_DIR"}
-)
+RUNNER_GENERATED = RUNNER_OWNED
 
 
 class ActionInputs(BaseModel):
@@ -121,7 +127,8 @@ class ActionInputs(BaseModel):
     policy_digest: str
     executable_path: str
     executable_sha256: str
-    #: Names and values the policy passes into the sandbox, sorted by name.
+    #: Names and values passed into the sandbox, sorted by name: the policy's (fixed or
+    #: the worker's) and the plan's own (docs/ARCHITECTURE.md, "Probe environment").
     environment: tuple[tuple[str, str], ...]
     sandbox_digest: str
     #: The policy's toolchains (name, content digest) as resolved for this run
@@ -146,9 +153,15 @@ def action_inputs(
     toolchains: Sequence[ResolvedToolchain] = (),
 ) -> ActionInputs:
     """The inputs of running ``plan`` under ``policy`` on this worker, now, with the
-    values ``environ`` (the settings' frozen copy) gives the policy's names and the digests
-    of ``toolchains`` as resolved for this run."""
-    passed = passed_environment(policy, environ)
+    values ``environ`` (the settings' frozen copy) gives the policy's pass-through names,
+    the policy's fixed values, the plan's own and the digests of ``toolchains`` as resolved
+    for this run.
+
+    The one function every input of the action key goes through (docs/ARCHITECTURE.md,
+    "Trust rules"): with fixed values only, the same plan has the same inputs on every
+    face and worker.
+    """
+    passed = probe_environment(policy, environ, plan.environment)
     kept = sorted(
         (name, value)
         for name, value in passed.items()
@@ -241,6 +254,7 @@ def probe_run(
         cached = find_reusable_receipt(store, key)
         if cached is not None:
             return result_from_receipt(run_id, cached, reused=True)
+    context.explain(store, inputs, key, reuse)
     draft = _execute_draft(store, context, runtime, key)
     if context.first is None and awaits_confirmation(draft, policy):
         if hand_off is not None and hand_off(draft):
@@ -360,6 +374,7 @@ def _execute(
             preflight=plan.preflight,
             slot=slot,
             environment=environ,
+            plan_environment=plan.environment,
         )
         full_tables = tables.stop()
         clock.merge(result.phases)
@@ -433,6 +448,19 @@ class _RunContext:
         #: The first refutation this run's execution confirms (docs/ARCHITECTURE.md,
         #: "Confirming a refutation"); None for an ordinary execution.
         self.first: ReceiptDraft | None = None
+        #: The inputs the run was keyed with and why it executes (docs/ARCHITECTURE.md,
+        #: "Reuse explained"), kept beside the commitment.
+        self.reuse_facts: dict[str, Any] = {}
+
+    def explain(self, store: Store, inputs: ActionInputs, key: str, reuse: bool) -> None:
+        """Note the run's inputs and why no stored receipt answers it."""
+        recorded = recorded_inputs(inputs.model_dump(mode="json"))
+        if self.first is not None:
+            why = explanation("confirming")
+        else:
+            newest = newest_receipt_of_plan(store, self.plan_id)
+            why = explain_miss(recorded, key, newest, reuse=reuse)
+        self.reuse_facts = {"action_inputs": recorded, "reuse": why.model_dump(mode="json")}
 
     def again(self) -> _RunContext:
         """The same run's facts for one more execution, with its own clock and start."""
@@ -440,6 +468,7 @@ class _RunContext:
             self.plan_id, self.plan, self.policy, self.run_id, self.worker, self.signing_key
         )
         context.toolchains, context.environ = self.toolchains, self.environ
+        context.reuse_facts = self.reuse_facts
         return context
 
     def finish(
@@ -495,6 +524,7 @@ class _RunContext:
             "detail": result.detail,
             # Which launcher wrapped the canary and the probe: "helper" or "cli".
             "launcher": result.launcher,
+            **self.reuse_facts,
         }
         # Kept output must hash to its committed digest (verify_receipt checks it); a run
         # that never launched commits no digest, so it keeps no output either.
@@ -556,11 +586,18 @@ def result_from_receipt(
         raw = base64.b64decode(operational.get(f"{stream}_b64", ""))
         return raw[:MAX_RETURNED_OUTPUT].decode("utf-8", "replace")
 
+    if reused:
+        why = reused_by(receipt["receipt_sha256"])
+    elif isinstance(operational.get("reuse"), dict):
+        why = ReuseExplanation.model_validate(operational["reuse"])
+    else:
+        why = explanation("not_recorded")
     return ProbeRunResult(
         **summarize_receipt(receipt),
         run_id=run_id if not reused else str(operational.get("run_id", run_id)),
         stdout=text("stdout"),
         stderr=text("stderr"),
         reused=reused,
+        reuse=why,
         receipt=receipt,
     )

@@ -11,7 +11,7 @@ refused, never rewritten, and the run ends ``inconclusive`` (``unsafe_search_pat
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 __all__ = ["SEARCH_PATH_VARIABLES", "unsafe_search_path"]
 
@@ -33,12 +33,16 @@ SEARCH_PATH_VARIABLES: Mapping[str, str] = {
 }
 
 
-def unsafe_search_path(env: Mapping[str, str]) -> str | None:
+def unsafe_search_path(env: Mapping[str, str], exempt: Collection[str] = ()) -> str | None:
     """Return what is wrong with the first search path in ``env`` that has an empty or relative
-    entry (naming the variable and the entry), or None when every one is absolute."""
+    entry (naming the variable and the entry), or None when every one is absolute.
+
+    ``exempt`` names are not judged: an interpreter's module path a plan set itself, whose
+    relative entries name the repository directories it means to import (``envnames``).
+    """
     for name, separators in SEARCH_PATH_VARIABLES.items():
         value = env.get(name)
-        if value is None:
+        if value is None or name in exempt:
             continue
         for index, entry in enumerate(re.split(f"[{re.escape(separators)}]", value)):
             if entry == "":

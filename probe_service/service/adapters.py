@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from ..plans.output import kept_output
     from ..plans.phases import phase_seconds
     from ..plans.summary import ConfirmationSummary, ReceiptSummary, summarize_receipt
-    from ..queue import RunSummary
+    from ..queue import RunStatus, RunSummary
     from ..store import Event
     from ..toolchains import ToolchainDigest
     from ..toolchains.verify import PolicyReport
@@ -31,6 +31,7 @@ __all__ = [
     "PolicyReport",
     "ProbeRunResult",
     "ReceiptSummary",
+    "RunStatus",
     "RunSummary",
     "ToolchainDigest",
     "kept_output",

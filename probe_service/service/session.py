@@ -13,6 +13,7 @@ The long-lived faces open one session and serve every request through it
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -50,6 +51,7 @@ class ProbeService(OperationMethods):
         queue: Queue | None = None,
         on_progress: Callable[[dict[str, int]], None] | None = None,
         capture_roots: tuple[str, ...] | None = None,
+        root: Path | None = None,
     ) -> None:
         """``settings`` default to the environment's, read now; ``policy_file`` replaces
         theirs for every operation of the session. Raises SettingsError (a bad setting)."""
@@ -65,6 +67,7 @@ class ProbeService(OperationMethods):
         self._receipts: ReceiptLookup | None = None
         self.interface: Face = interface
         self._queue = queue
+        self._embedded: Queue | None = None
         self._queue_lock = threading.Lock()
         self._cache: dict[str, Any] = {}
         #: Sees a queued batch's counts at each poll while an operation waits on workers
@@ -73,9 +76,11 @@ class ProbeService(OperationMethods):
         # A program or a model on the host or MCP face captures only inside these; the
         # local user of the Python API and the CLI is not confined (None). A lazy session
         # without them has no root to default to: only the setting's directories, if any.
+        #: The session's ``--root`` (where its embedded store lives); a machine face takes a
+        #: relative capture root from it.
+        self.root = root if root is not None else (store.root if store is not None else None)
         if capture_roots is None and interface in MACHINE_FACES:
-            root = store.root if store is not None else None
-            capture_roots = allowed_capture_roots(settings.capture_roots, root)
+            capture_roots = allowed_capture_roots(settings.capture_roots, self.root)
         self.capture_roots = capture_roots
 
     @classmethod
@@ -114,6 +119,7 @@ class ProbeService(OperationMethods):
             "settings": settings,
             "policy_file": policy_file,
             "capture_roots": roots,
+            "root": Path(os.path.abspath(path)),
         }
         if lazy:
             return cls(open_store=opener, **options)
@@ -153,6 +159,20 @@ class ProbeService(OperationMethods):
 
                 self._queue = open_queue(self.settings)
             return self._queue
+
+    @property
+    def embedded_queue(self) -> Queue:
+        """The queue that executes runs in this process: the session's queue when it is
+        the embedded one, else one of its own (``probe_run`` ``via: embedded``)."""
+        queue = self.queue
+        if queue.embedded:
+            return queue
+        with self._queue_lock:
+            if self._embedded is None:
+                from ..queue import InlineQueue
+
+                self._embedded = InlineQueue(self.settings)
+            return self._embedded
 
     def cached(self, key: str, compute: Callable[[], Any]) -> Any:
         """A value computed once per session (sandbox readiness, for example)."""
@@ -194,10 +214,12 @@ class ProbeService(OperationMethods):
         return resolve_request(op.parse(params), lambda: self.store)
 
     def close(self) -> None:
-        """Close the queue connection and the store."""
-        if self._queue is not None:
-            self._queue.close()
-            self._queue = None
+        """Wait for the runs this session executes in the background (docs/ARCHITECTURE.md,
+        "Asynchronous runs"), then close the queue connection and the store."""
+        for queue in (self._embedded, self._queue):
+            if queue is not None:
+                queue.close()
+        self._queue = self._embedded = None
         if self._store is not None:
             self._store.close()
 
