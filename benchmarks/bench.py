@@ -37,6 +37,7 @@ import queue_bench
 from standin import patched_sandbox
 
 from probe_service.claims import change_analyze
+from probe_service.plans.execution import RuntimeBackend
 from probe_service.policies import Policy
 from probe_service.queue import (
     InlineQueue,
@@ -488,7 +489,7 @@ def _store_rate(store: Store, runtime: SandboxRuntime, src: Path, runs: int, thr
     snapshot_id = snapshot_capture(store, src).snapshot_id
     items = queue_bench.true_plans(snapshot_id, f"store{threads}", runs)
     ids = submit_plans(store, InlineQueue(read_settings()), items, queue_bench.POLICY_ID).run_ids
-    ctx = WorkerContext(store=store, runtime=runtime)
+    ctx = WorkerContext(store=store, backend=RuntimeBackend(runtime))
     with patched_sandbox():
         execute_run(ctx, ids[0])  # warm-up: connections, caches
         started = time.perf_counter()

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from probe_service.plans import run as plan_run
+from probe_service.plans import execution as plan_execution
 from probe_service.plans import run_configured
 from probe_service.policies import POLICY_FILE_ENV
 from probe_service.sandbox import canary, runner
@@ -182,7 +182,7 @@ def measure(launches: int, threads: int, cli: bool) -> dict[str, Any]:
         for store, _ in plans:
             store.close()
     finally:
-        plan_run.default_snapshot_cache().close()
+        plan_execution.default_snapshot_cache().close()
         shutil.rmtree(root, ignore_errors=True)
     return {
         "launcher": "cli" if cli else "helper",

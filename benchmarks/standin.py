@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from probe_service.plans import run as run_module
+from probe_service.plans import execution
 from probe_service.sandbox import SandboxResult
 
 _EMPTY = hashlib.sha256(b"").hexdigest()
@@ -37,10 +37,11 @@ def canned_result(**_: Any) -> SandboxResult:
 
 @contextmanager
 def patched_sandbox() -> Iterator[None]:
-    """Replace the plan runner's sandbox call with ``canned_result`` in this process only."""
-    original = run_module.run_sandboxed
-    run_module.run_sandboxed = canned_result  # type: ignore[assignment]
+    """Replace the real backend's sandbox call with ``canned_result`` in this process only
+    (its run slot, materialization and scratch stay real: they are what is measured)."""
+    original = execution.run_sandboxed
+    execution.run_sandboxed = canned_result  # type: ignore[assignment]
     try:
         yield
     finally:
-        run_module.run_sandboxed = original
+        execution.run_sandboxed = original

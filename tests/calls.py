@@ -12,7 +12,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from probe_service.plans import ProbeRunResult, load_plan, load_receipt, run_configured
+from probe_service.plans import ProbeRunResult, Receipt, load_plan, load_receipt, run_configured
+from probe_service.plans.backend import SandboxBackend
 from probe_service.plans.models import Plan
 from probe_service.plans.signature_check import signature_requirement as _signature_requirement
 from probe_service.queue import Queue, run_queued
@@ -76,10 +77,14 @@ def probe_run(
     *,
     runtime: SandboxRuntime | None = None,
     reuse: bool = True,
+    backend: SandboxBackend | None = None,
 ) -> ProbeRunResult:
     """Run a stored plan in this process under the environment's settings, as the
-    embedded ``probe_run`` row does (with the test's verified runtime when given)."""
-    return run_configured(store, read_settings(), plan_id, policy_id, reuse=reuse, runtime=runtime)
+    embedded ``probe_run`` row does (with the test's verified runtime or backend when
+    given)."""
+    return run_configured(
+        store, read_settings(), plan_id, policy_id, reuse=reuse, runtime=runtime, backend=backend
+    )
 
 
 def probe_run_queued(
@@ -89,8 +94,8 @@ def probe_run_queued(
     return run_queued(store, queue, plan_id, policy_id, **options)
 
 
-def receipt_get(store: Store, receipt_or_run_id: str) -> dict[str, Any]:
-    """A stored receipt by receipt sha or run id."""
+def receipt_get(store: Store, receipt_or_run_id: str) -> Receipt:
+    """A stored receipt by receipt sha or run id, typed."""
     return load_receipt(store, receipt_or_run_id)
 
 

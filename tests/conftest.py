@@ -30,6 +30,8 @@ from probe_service.snapshot.warm import close_default_snapshot_cache
 from probe_service.store import DB_FILENAME, STATE_DIRNAME, Store, open_store
 from probe_service.store.safety import prepare_state_dir
 
+from .stubsandbox import StubSandbox
+
 # Hypothesis profiles: CI must give the same verdict on every run, so with ``CI`` set the
 # examples come from a fixed seed and no example database; ``make explore`` runs the
 # randomized profile (more examples, fresh randomness) to look for new failures, and a
@@ -164,6 +166,13 @@ def runtime() -> SandboxRuntime:
 
 
 @pytest.fixture
+def stub_sandbox() -> StubSandbox:
+    """The stub sandbox (``tests/stubsandbox.py``) answering exit 0 with no output, for a
+    test that is not about running a probe; pass it as ``backend=``."""
+    return StubSandbox()
+
+
+@pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """An empty directory standing for a repository root."""
     root = tmp_path / "repo"
@@ -258,22 +267,28 @@ def _schema_of(url: str) -> str:
     return options.removeprefix("-csearch_path=")
 
 
+def replay_pg_script(url: str, script: str, token: str) -> None:
+    """Run ``script`` (``pg_dump``'s, ``token`` where its schema's name stood) in the schema
+    ``url``'s search_path names, in one round trip."""
+    engine = create_engine(url)
+    try:
+        raw = engine.raw_connection()
+        try:
+            # The driver's own execute: no parameters, so '%' in a trigger body stays '%'.
+            cursor = raw.cursor()
+            cursor.execute(script.replace(token, _schema_of(url)))
+            raw.commit()
+        finally:
+            raw.close()
+    finally:
+        engine.dispose()
+
+
 @pytest.fixture
 def pg_store(tmp_path: Path, pg_url: str, migrated_pg_script: str | None) -> Iterator[Store]:
     """A PostgreSQL store in a fresh schema, at the newest revision."""
     if migrated_pg_script is not None:
-        engine = create_engine(pg_url)
-        try:
-            raw = engine.raw_connection()
-            try:
-                # The driver's own execute: no parameters, so '%' in a trigger body stays '%'.
-                cursor = raw.cursor()
-                cursor.execute(migrated_pg_script.replace(_SCHEMA_TOKEN, _schema_of(pg_url)))
-                raw.commit()
-            finally:
-                raw.close()
-        finally:
-            engine.dispose()
+        replay_pg_script(pg_url, migrated_pg_script, _SCHEMA_TOKEN)
     store = open_store(tmp_path, pg_url)
     yield store
     store.close()

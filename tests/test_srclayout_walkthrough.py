@@ -29,16 +29,19 @@ def test_srclayout_walkthrough_script_passes() -> None:
     done = subprocess.run(
         ["bash", str(REPO / "examples" / "srclayout-walkthrough.sh")],
         env=env,
-        capture_output=True,
+        # One stream, in order: each step's refusals (stderr) stay under its heading.
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
         timeout=600,
         check=False,
     )
-    out = done.stdout + done.stderr
+    out = done.stdout
     assert done.returncode == 0, out
     assert "'plan_may_set': ['PYTHONPATH']" in out
     with_it = out.split("## 3.")[1].split("## 4.")[0]
-    assert "supports" in with_it and "3 tests: 3 passed, 0 failed" in with_it
+    assert "supports" in with_it
+    assert "3 tests: 3 passed, 0 failed" in with_it
     without = out.split("## 4.")[1].split("## 5.")[0]
     assert "inconclusive preflight_failed" in without
     assert "run exit code: 2 (2 = inconclusive)" in without

@@ -76,15 +76,12 @@ def store_receipts(store: Store) -> ReceiptLookup:
             return None
         if verify_receipt(body) != receipt_id:
             return None
-        committed = body["committed"]
-        outcome, snapshot, plan = (committed.get(k) for k in ("outcome", "snapshot_id", "plan_id"))
-        if not all(isinstance(v, str) for v in (outcome, snapshot, plan)):
-            return None
+        committed = body.committed
         return ReceiptFacts(
-            outcome=outcome,
-            snapshot_id=snapshot,
-            plan_id=plan,
-            plan_shape=plan_shape(committed.get("plan")),
+            outcome=committed.outcome,
+            snapshot_id=committed.snapshot_id,
+            plan_id=committed.plan_id,
+            plan_shape=plan_shape(committed.plan),
             signer=receipt_signer(body),
         )
 

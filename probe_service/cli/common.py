@@ -17,6 +17,7 @@ from rich.console import Console
 
 from probe_service.errors import InvalidInput, KeyFileError
 
+from .context import current_cli_context
 from .errors import EXIT_INFRASTRUCTURE, EXIT_INPUT, report_error
 
 if TYPE_CHECKING:
@@ -57,7 +58,10 @@ def session(root: Path, settings: Settings | None = None) -> Iterator[ProbeServi
     from probe_service.service import ProbeService
 
     # Lazy: commands that need no store (verify, policy check) create no state directory.
-    with ProbeService.open(root, settings=settings, interface="cli", lazy=True) as svc:
+    backend = current_cli_context().backend
+    with ProbeService.open(
+        root, settings=settings, interface="cli", lazy=True, backend=backend
+    ) as svc:
         yield svc
 
 

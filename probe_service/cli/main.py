@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -22,7 +22,11 @@ from typer.core import TyperCommand, TyperGroup
 
 from probe_service.errors import InternalError, ProbeServiceError
 
+from .context import CliContext
 from .errors import EXIT_INFRASTRUCTURE, EXIT_INPUT, EXIT_INTERNAL, as_refusal, report_error
+
+if TYPE_CHECKING:
+    from probe_service.service import SandboxBackend
 
 __all__ = ["COMMANDS", "EXIT_INTERNAL", "app", "entry_point", "load_command", "main"]
 
@@ -241,10 +245,14 @@ def root() -> None:
     """Byte probe service: snapshots, sandboxed probes, receipts and claims."""
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the CLI and return its exit code; no traceback ever reaches the user."""
+def main(argv: list[str] | None = None, *, backend: SandboxBackend | None = None) -> int:
+    """Run the CLI and return its exit code; no traceback ever reaches the user.
+
+    Runs in this process execute through ``backend``: the real sandbox unless a test
+    passes another (docs/ARCHITECTURE.md, "Seams"); the console script never does."""
     command: Callable[..., Any] = typer.main.get_command(app).main
-    result = command(args=argv, prog_name="byte-probe", standalone_mode=False)
+    obj = CliContext(backend=backend)
+    result = command(args=argv, prog_name="byte-probe", standalone_mode=False, obj=obj)
     return int(result)
 
 

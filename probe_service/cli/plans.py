@@ -179,12 +179,15 @@ def receipt_show(
     Example: byte-probe receipt show 4e0f… --json > receipt.json
     """
     with session(root) as svc:
-        receipt = svc.receipt_get(receipt_id=receipt_id)
+        shown = svc.receipt_get(receipt_id=receipt_id)
     if json_out:
-        emit_json(receipt)
+        emit_json(shown)
         return
-    run_id = receipt.get("operational", {}).get("run_id")
-    print_receipt(console, receipt, f"receipt {receipt['receipt_sha256']}", {"run": run_id or ""})
+    from probe_service.service.adapters import parse_receipt
+
+    receipt = parse_receipt(shown)
+    run_id = receipt.operational.run_id
+    print_receipt(console, receipt, f"receipt {receipt.receipt_sha256}", {"run": run_id or ""})
 
 
 @receipt_app.command("export")

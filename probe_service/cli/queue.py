@@ -16,7 +16,7 @@ from rich.table import Table
 from probe_service.errors import InvalidInput
 from probe_service.safe_text import untrusted
 from probe_service.service import ProbeService
-from probe_service.service.adapters import ReceiptSummary, RunSummary
+from probe_service.service.adapters import Receipt, RunSummary, parse_receipt, summary_json
 from probe_service.settings import REDIS_URL_ENV, read_settings
 
 from .common import EXIT_INFRASTRUCTURE, JsonOption, RootOption, console, emit_json, session
@@ -218,7 +218,7 @@ def _submit(
     unfinished = sum(1 for r in results if r.state != "done")
     receipts = (
         {
-            r.receipt_sha256: svc.receipt_get(receipt_id=r.receipt_sha256)
+            r.receipt_sha256: parse_receipt(svc.receipt_get(receipt_id=r.receipt_sha256))
             for r in results
             if r.receipt_sha256
         }
@@ -256,15 +256,11 @@ def _submit(
     raise typer.Exit(code)
 
 
-#: The summary fields ``receipt_get`` returns beside a receipt (``ReceiptSummary``'s).
-_SUMMARY_FIELDS = tuple(ReceiptSummary.model_fields)
-
-
-def _result_json(run: RunSummary, receipts: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _result_json(run: RunSummary, receipts: dict[str, Receipt]) -> dict[str, Any]:
     """One run of the batch: its queue fields and, once it has a receipt, the receipt's
     summary (detail, check, phases, limits applied …) as `run --json` names them."""
     receipt = receipts.get(run.receipt_sha256 or "")
-    summary = {k: receipt[k] for k in _SUMMARY_FIELDS if k in receipt} if receipt else {}
+    summary = summary_json(receipt) if receipt is not None else {}
     return {**summary, **run.__dict__}
 
 

@@ -134,14 +134,25 @@ def schema(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
     fresh: FreshOption = False,
+    receipt: Annotated[
+        int | None,
+        typer.Option("--receipt", help="Print the JSON Schema of this receipt version instead."),
+    ] = None,
 ) -> None:
     """Print the request and response JSON Schemas of the operations (or of one).
 
     Without --json: each operation's faces, description and request fields; with an
-    OPERATION, its two schemas indented.
+    OPERATION, its two schemas indented. With --receipt VERSION: the JSON Schema of that
+    receipt version instead (as committed in schemas/receipt-v1.schema.json).
 
-    Example: byte-probe schema probe_run --json
+    Example: byte-probe schema probe_run --json; byte-probe schema --receipt 1
     """
+    if receipt is not None:
+        from probe_service.service.adapters import receipt_schema
+
+        document = receipt_schema(receipt)
+        typer.echo(json.dumps(document, sort_keys=True, indent=None if as_json else 2))
+        return
     ops = _operations(capabilities_document(fresh))
     if operation is not None and operation not in ops:
         raise InvalidInput(f"operation: unknown {operation!r}; `byte-probe schema` lists them")

@@ -6,7 +6,7 @@ may have chosen, so each goes through ``safe_text`` (docs/ARCHITECTURE.md, "Trus
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -20,12 +20,15 @@ from probe_service.service.adapters import (
     summarize_receipt,
 )
 
+if TYPE_CHECKING:
+    from probe_service.service.adapters import Receipt
+
 __all__ = ["output_json", "print_receipt"]
 
 _STREAMS = ("stdout", "stderr")
 
 
-def output_json(receipt: dict[str, Any]) -> dict[str, Any]:
+def output_json(receipt: Receipt) -> dict[str, Any]:
     """``stdout``/``stderr`` as text when valid UTF-8, else base64, with their encodings."""
     fields: dict[str, Any] = {}
     for stream in _STREAMS:
@@ -45,21 +48,19 @@ def _timings(summary: ReceiptSummary) -> str:
 
 
 def print_receipt(
-    console: Console, receipt: dict[str, Any], title: str, extra: dict[str, str] | None = None
+    console: Console, receipt: Receipt, title: str, extra: dict[str, str] | None = None
 ) -> None:
     """Print the receipt's summary (the fields its JSON carries under the same names:
     outcome, reason, detail, the check, timings, phases, limits …) and both outputs'
     first/last lines."""
     summary = ReceiptSummary(**summarize_receipt(receipt))
-    committed = receipt["committed"]
-    operational = receipt.get("operational", {})
     table = Table(title=untrusted(title), show_header=False)
     for key, value in _rows(summary) + list((extra or {}).items()):
         table.add_row(key, untrusted("" if value is None else value))
     console.print(table)
     for stream in _STREAMS:
         _print_stream(console, stream, kept_output(receipt, stream))
-    _print_failed_preflight(console, committed, operational)
+    _print_failed_preflight(console, receipt)
 
 
 def _rows(summary: ReceiptSummary) -> list[tuple[str, object]]:
@@ -89,16 +90,13 @@ def _rows(summary: ReceiptSummary) -> list[tuple[str, object]]:
     return rows + _extra_rows(summary)
 
 
-def _print_failed_preflight(
-    console: Console, committed: dict[str, Any], operational: dict[str, Any]
-) -> None:
-    kept = operational.get("preflight_output") or []
-    for i, command in enumerate(committed.get("preflight") or []):
-        if command.get("status") == "ok" and command.get("exit_code") == 0:
+def _print_failed_preflight(console: Console, receipt: Receipt) -> None:
+    kept = receipt.operational.preflight_output or ()
+    for i, command in enumerate(receipt.committed.preflight or ()):
+        if command.status == "ok" and command.exit_code == 0:
             continue
-        output = kept[i] if i < len(kept) and isinstance(kept[i], dict) else {}
         for stream in _STREAMS:
-            data = kept_output({"operational": output}, stream)
+            data = kept_output(kept[i], stream) if i < len(kept) else b""
             _print_stream(console, f"preflight {i} {stream}", data)
 
 

@@ -21,19 +21,31 @@ if TYPE_CHECKING:
     )
     from .oracle import CheckVerdict, Decision, decide_outcome, evaluate_check
     from .persist import find_reusable_receipt, load_plan, load_receipt, save_plan, save_receipt
+    from .receipt_model import (
+        RECEIPT_VERSION,
+        Committed,
+        Operational,
+        Receipt,
+        parse_receipt,
+        parse_receipt_json,
+    )
     from .receipts import build_receipt, verify_receipt
     from .run import ProbeRunResult, action_key_for, probe_abandon, probe_run, result_from_receipt
 
 __all__ = [
     "LIMITS",
+    "RECEIPT_VERSION",
     "CheckVerdict",
+    "Committed",
     "Decision",
     "Fixture",
     "Intervention",
+    "Operational",
     "Oracle",
     "Plan",
     "PlanLimits",
     "ProbeRunResult",
+    "Receipt",
     "RunConfiguration",
     "action_key_for",
     "build_receipt",
@@ -44,6 +56,8 @@ __all__ = [
     "load_plan",
     "load_receipt",
     "parse_plan",
+    "parse_receipt",
+    "parse_receipt_json",
     "plan_id_of",
     "probe_abandon",
     "probe_run",

@@ -14,6 +14,7 @@ from ..policies import PolicyFile, load_policy_file
 from ..sandbox import SandboxRuntime
 from ..settings import Settings
 from ..store import Store
+from .backend import SandboxBackend
 from .run import ProbeRunResult, probe_run
 from .signing import SigningKey, configured_signing_key
 
@@ -49,8 +50,10 @@ def run_configured(
     *,
     reuse: bool = True,
     runtime: SandboxRuntime | None = None,
+    backend: SandboxBackend | None = None,
 ) -> ProbeRunResult:
-    """Run a stored plan in this process under the settings' configuration.
+    """Run a stored plan in this process under the settings' configuration, through
+    ``backend`` (the real sandbox by default; docs/ARCHITECTURE.md, "Seams").
 
     Raises NotFound, PolicyError or KeyFileError; sandbox failures end inconclusive.
     """
@@ -64,5 +67,6 @@ def run_configured(
         environ=setup.environ,
         runtime=runtime,
         sandbox_dir=settings.sandbox_dir,
+        backend=backend,
         reuse=reuse,
     )

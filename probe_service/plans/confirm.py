@@ -19,10 +19,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..errors import ProbeServiceError, ReceiptInvalid
 from ..policies import Policy
+from .receipt_model import Committed, Operational, parse_committed, parse_operational
+from .receipt_parts import CommittedConfirmation
 
 __all__ = [
     "CONFIRMED",
@@ -76,29 +77,33 @@ _OPERATIONAL_OF_SECOND = (
 class ReceiptDraft:
     """One execution's receipt fields before signing and writing."""
 
-    committed: dict[str, Any]
-    operational: dict[str, Any] = field(default_factory=dict)
+    committed: Committed
+    operational: Operational = field(default_factory=Operational)
 
     def to_json(self) -> str:
         """The draft as stored while it waits for its confirmation on another worker."""
         return json.dumps(
-            {"committed": self.committed, "operational": self.operational}, sort_keys=True
+            {
+                "committed": self.committed.json_values(),
+                "operational": self.operational.json_values(),
+            },
+            sort_keys=True,
         )
 
     @classmethod
     def from_json(cls, text: str) -> ReceiptDraft:
         """Read a stored draft; raises ReceiptInvalid when it is not one."""
+        where = "pending confirmation"
         try:
             value = json.loads(text)
         except (ValueError, RecursionError) as exc:
-            raise ReceiptInvalid(f"pending confirmation: not JSON ({exc})") from exc
-        if not isinstance(value, dict) or not all(
-            isinstance(value.get(part), dict) for part in ("committed", "operational")
-        ):
-            raise ReceiptInvalid("pending confirmation: 'committed' or 'operational' missing")
-        if not isinstance(value["committed"].get("action_key"), str):
-            raise ReceiptInvalid("pending confirmation: committed.action_key missing")
-        return cls(value["committed"], value["operational"])
+            raise ReceiptInvalid(f"{where}: not JSON ({exc})") from exc
+        if not isinstance(value, dict):
+            raise ReceiptInvalid(f"{where}: 'committed' or 'operational' missing")
+        return cls(
+            parse_committed(value.get("committed"), where),
+            parse_operational(value.get("operational"), where),
+        )
 
 
 #: Offered the first refutation of a queued run: True when it took the confirmation
@@ -128,8 +133,8 @@ def awaits_confirmation(draft: ReceiptDraft, policy: Policy) -> bool:
     wants it reproduced."""
     committed = draft.committed
     return (
-        committed.get("status") == "ok"
-        and committed.get("outcome") == "refutes"
+        committed.status == "ok"
+        and committed.outcome == "refutes"
         and confirmation_required(policy)
     )
 
@@ -139,9 +144,9 @@ def settle(draft: ReceiptDraft, policy: Policy, first: ReceiptDraft | None) -> R
     is one; a refutation the policy exempts marked ``unconfirmed``; any other unchanged."""
     if first is not None:
         return _confirmed_by(first, draft)
-    committed = draft.committed
-    if committed.get("outcome") == "refutes" and not confirmation_required(policy):
-        marked = {**committed, "confirmation": {"state": UNCONFIRMED, "required": False}}
+    if draft.committed.outcome == "refutes" and not confirmation_required(policy):
+        unconfirmed = CommittedConfirmation(state=UNCONFIRMED, required=False)
+        marked = draft.committed.model_copy(update={"confirmation": unconfirmed})
         return ReceiptDraft(marked, draft.operational)
     return draft
 
@@ -149,33 +154,39 @@ def settle(draft: ReceiptDraft, policy: Policy, first: ReceiptDraft | None) -> R
 def _confirmed_by(first: ReceiptDraft, second: ReceiptDraft) -> ReceiptDraft:
     """``first``'s receipt with ``second`` as its confirmation: still ``refutes`` when the
     second refuted too, else ``inconclusive``/``flaky``."""
-    agreed = second.committed.get("outcome") == "refutes"
-    same = first.operational.get("worker") == second.operational.get("worker")
-    confirmation: dict[str, Any] = {
-        "state": CONFIRMED if agreed else DISAGREED,
-        "required": True,
+    again = second.committed
+    agreed = again.outcome == "refutes"
+    same = first.operational.worker == second.operational.worker
+    confirmation = CommittedConfirmation(
+        state=CONFIRMED if agreed else DISAGREED,
+        required=True,
         # Committed, unlike the worker names: whether the reproduction was independent of
         # the first worker is part of what the receipt claims.
-        "on": "same_worker" if same else "another_worker",
-        **{k: second.committed.get(k) for k in _COMMITTED_OF_SECOND},
-    }
-    committed = {**first.committed, "confirmation": confirmation}
+        on="same_worker" if same else "another_worker",
+        **{k: getattr(again, k) for k in _COMMITTED_OF_SECOND},
+    )
+    update: dict[str, object] = {"confirmation": confirmation}
     if not agreed:
-        committed.update(outcome="inconclusive", reason=FLAKY)
-    kept = {k: second.operational[k] for k in _OPERATIONAL_OF_SECOND if k in second.operational}
-    return ReceiptDraft(committed, {**first.operational, "confirmation": kept})
+        update.update(outcome="inconclusive", reason=FLAKY)
+    kept = {
+        k: v for k, v in second.operational.json_values().items() if k in _OPERATIONAL_OF_SECOND
+    }
+    operational = first.operational.model_copy(
+        update={"confirmation": Operational.model_validate(kept)}
+    )
+    return ReceiptDraft(first.committed.model_copy(update=update), operational)
 
 
-def may_answer_later_runs(committed: dict[str, Any]) -> bool:
+def may_answer_later_runs(committed: Committed) -> bool:
     """Whether a receipt may answer a later identical action (docs/ARCHITECTURE.md,
     "Trust rules"): a probe that ran to completion with a decided outcome, and for
     ``refutes`` a confirmed one, or one whose policy turned confirmation off."""
-    if committed.get("status") != "ok" or committed.get("outcome") == "inconclusive":
+    if committed.status != "ok" or committed.outcome == "inconclusive":
         return False
-    if committed.get("outcome") != "refutes":
+    if committed.outcome != "refutes":
         return True
-    confirmation = committed.get("confirmation")
-    if not isinstance(confirmation, dict):
+    confirmation = committed.confirmation
+    if confirmation is None:
         return False  # an older release's refutation: never reproduced
-    state = confirmation.get("state")
-    return state == CONFIRMED or (state == UNCONFIRMED and confirmation.get("required") is False)
+    state = confirmation.state
+    return state == CONFIRMED or (state == UNCONFIRMED and confirmation.required is False)

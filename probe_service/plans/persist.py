@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import Column, Connection, Table, select
 
 from ..canonical import canonical_json
-from ..errors import Conflict, NotFound
+from ..errors import Conflict, NotFound, ReceiptInvalid
 from ..store import Store, append_event, insert_on_conflict, utc_now
 from .confirm import may_answer_later_runs
 from .models import Plan, parse_plan, plan_id_of
+from .receipt_model import Committed, Receipt, parse_receipt_json
 from .tables import plans, receipt_signatures, receipts
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "find_reusable_receipt",
@@ -80,7 +84,7 @@ def load_plan(store: Store, plan_id: str) -> Plan:
 def save_receipt(
     store: Store,
     run_id: str,
-    receipt: dict[str, Any],
+    receipt: Receipt,
     reusable: bool,
     envelope: dict[str, Any] | None = None,
     also: Callable[[Connection], None] | None = None,
@@ -91,17 +95,18 @@ def save_receipt(
 
     Returns False (and writes nothing) when this run already has a receipt.
     """
-    committed = receipt["committed"]
+    committed = receipt.committed
     with store.transaction() as conn:
         insert = insert_on_conflict(conn, receipts).values(
-            receipt_sha256=receipt["receipt_sha256"],
+            receipt_sha256=receipt.receipt_sha256,
             run_id=run_id,
-            plan_id=committed["plan_id"],
-            action_key=committed["action_key"],
-            outcome=committed["outcome"],
-            reason=committed["reason"],
+            plan_id=committed.plan_id,
+            action_key=committed.action_key,
+            outcome=committed.outcome,
+            reason=committed.reason,
             reusable=reusable,
-            body=json.dumps(receipt, sort_keys=True),
+            # The stored body is the receipt's JSON exactly (docs/ARCHITECTURE.md, "Receipts").
+            body=json.dumps(receipt.json_values(), sort_keys=True),
             created_at=utc_now(),
         )
         stmt = insert.on_conflict_do_nothing(index_elements=["run_id"]).returning(
@@ -112,7 +117,7 @@ def save_receipt(
             conn.execute(
                 receipt_signatures.insert().values(
                     run_id=run_id,
-                    receipt_sha256=receipt["receipt_sha256"],
+                    receipt_sha256=receipt.receipt_sha256,
                     keyid=envelope["signatures"][0]["keyid"],
                     envelope=json.dumps(envelope, sort_keys=True),
                     created_at=utc_now(),
@@ -122,12 +127,12 @@ def save_receipt(
             append_event(
                 conn,
                 "probe",
-                committed["plan_id"],
+                committed.plan_id,
                 {
                     "run_id": run_id,
-                    "receipt_sha256": receipt["receipt_sha256"],
-                    "outcome": committed["outcome"],
-                    "reason": committed["reason"],
+                    "receipt_sha256": receipt.receipt_sha256,
+                    "outcome": committed.outcome,
+                    "reason": committed.reason,
                 },
             )
         if written and also is not None:
@@ -135,13 +140,16 @@ def save_receipt(
     return written
 
 
-def load_receipt(store: Store, receipt_or_run_id: str) -> dict[str, Any]:
-    """Return a stored receipt by its ``receipt_sha256`` or by run id; NotFound otherwise."""
+def load_receipt(store: Store, receipt_or_run_id: str) -> Receipt:
+    """Return a stored receipt by its ``receipt_sha256`` or by run id, read by its version.
+
+    Raises NotFound when it is not stored, ReceiptInvalid when the stored body is not a
+    receipt this release reads (naming the field).
+    """
     body = _first_by_id(store, receipts, receipts.c.body, receipt_or_run_id)
     if body is None:
         raise NotFound(f"receipt {receipt_or_run_id}: not stored")
-    result: dict[str, Any] = json.loads(body)
-    return result
+    return parse_receipt_json(body, f"receipt {receipt_or_run_id}")
 
 
 def load_envelope(store: Store, receipt_or_run_id: str) -> dict[str, Any]:
@@ -170,7 +178,7 @@ def _first_by_id(store: Store, table: Table, column: Column[str], ident: str) ->
     return value
 
 
-def find_reusable_receipt(store: Store, action_key: str) -> dict[str, Any] | None:
+def find_reusable_receipt(store: Store, action_key: str) -> Receipt | None:
     """Return the newest reusable receipt for ``action_key``, or None.
 
     Newest, because a ``--no-reuse`` run exists to replace what an earlier one answered;
@@ -192,11 +200,10 @@ def find_reusable_receipt(store: Store, action_key: str) -> dict[str, Any] | Non
         ).scalar()
     if body is None:
         return None
-    receipt: dict[str, Any] = json.loads(body)
-    return receipt if may_answer_later_runs(receipt["committed"]) else None
+    return _readable(body, f"receipt for action {action_key}", may_answer_later_runs)
 
 
-def newest_receipt_of_plan(store: Store, plan_id: str) -> dict[str, Any] | None:
+def newest_receipt_of_plan(store: Store, plan_id: str) -> Receipt | None:
     """Return the newest stored receipt of ``plan_id`` (reusable or not), or None: what a
     run that is not reused is compared with (docs/ARCHITECTURE.md, "Reuse explained")."""
     with store.reading() as conn:
@@ -208,5 +215,16 @@ def newest_receipt_of_plan(store: Store, plan_id: str) -> dict[str, Any] | None:
         ).scalar()
     if body is None:
         return None
-    receipt: dict[str, Any] = json.loads(body)
-    return receipt
+    return _readable(body, f"newest receipt of plan {plan_id}", lambda _: True)
+
+
+def _readable(body: str, where: str, answers: Callable[[Committed], bool]) -> Receipt | None:
+    """The stored ``body`` read, when this release can read it and ``answers`` holds."""
+    try:
+        receipt = parse_receipt_json(body, where)
+    except ReceiptInvalid as exc:
+        # A receipt this release cannot read (a later version, written by a newer worker
+        # of the farm) answers nothing here: the run executes (docs/UPGRADING.md).
+        log.warning("reuse: %s", exc)
+        return None
+    return receipt if answers(receipt.committed) else None

@@ -12,6 +12,8 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
+from .receipt_model import Receipt
+
 __all__ = ["PHASES", "PhaseClock", "phase_seconds"]
 
 #: Every phase a receipt may time, in the order a run passes through them.
@@ -59,14 +61,7 @@ class PhaseClock:
         return {p: round(self.seconds[p], 6) for p in PHASES if p in self.seconds}
 
 
-def phase_seconds(receipt: Mapping[str, object]) -> dict[str, float]:
-    """The phase timings a stored receipt carries; malformed entries are left out."""
-    operational = receipt.get("operational")
-    phases = operational.get("phases") if isinstance(operational, Mapping) else None
-    if not isinstance(phases, Mapping):
-        return {}
-    return {
-        p: float(v)
-        for p, v in phases.items()
-        if p in PHASES and isinstance(v, int | float) and not isinstance(v, bool) and v >= 0
-    }
+def phase_seconds(receipt: Receipt) -> dict[str, float]:
+    """The phase timings a stored receipt carries, of the known phases."""
+    phases = receipt.operational.phases or {}
+    return {p: float(v) for p, v in phases.items() if p in PHASES and v >= 0}

@@ -12,11 +12,19 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..canonical import sha256_hex
+from .receipt_model import Committed, Receipt
 
-__all__ = ["ReuseExplanation", "explain_miss", "explanation", "recorded_inputs", "reused_by"]
+__all__ = [
+    "ReuseExplanation",
+    "explain_miss",
+    "explanation",
+    "recorded_inputs",
+    "recorded_reuse",
+    "reused_by",
+]
 
 Why = Literal[
     "reused",
@@ -82,6 +90,17 @@ def reused_by(receipt_sha256: str) -> ReuseExplanation:
     return explanation("reused", compared_with=receipt_sha256)
 
 
+def recorded_reuse(value: dict[str, Any] | None) -> ReuseExplanation:
+    """The explanation a receipt recorded when it was written; ``not_recorded`` for a
+    receipt without one, or with one this release does not read (a later release's)."""
+    if value is None:
+        return explanation("not_recorded")
+    try:
+        return ReuseExplanation.model_validate(value)
+    except ValidationError:
+        return explanation("not_recorded")
+
+
 def recorded_inputs(inputs: dict[str, Any]) -> dict[str, Any]:
     """The action inputs a receipt keeps beside its commitment (``ActionInputs`` dumped as
     JSON), environment values replaced by their SHA-256: the names say what differs, and no
@@ -97,17 +116,17 @@ def recorded_inputs(inputs: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _committed_inputs(committed: dict[str, Any]) -> dict[str, Any]:
+def _committed_inputs(committed: Committed) -> dict[str, Any]:
     """What an older receipt's committed fields show of its inputs (no environment, no
     decision rules: it did not record them)."""
-    executable = committed.get("executable") or {}
+    executable = committed.executable
     return {
-        "snapshot_id": committed.get("snapshot_id"),
-        "policy_digest": committed.get("policy_digest"),
-        "executable_path": executable.get("path", "unresolved"),
-        "executable_sha256": executable.get("sha256", "unresolved"),
-        "sandbox_digest": committed.get("sandbox_digest"),
-        "toolchains": {t["name"]: t["sha256"] for t in committed.get("toolchains") or []},
+        "snapshot_id": committed.snapshot_id,
+        "policy_digest": committed.policy_digest,
+        "executable_path": executable.path if executable else "unresolved",
+        "executable_sha256": executable.sha256 if executable else "unresolved",
+        "sandbox_digest": committed.sandbox_digest,
+        "toolchains": {t.name: t.sha256 for t in committed.toolchains or ()},
     }
 
 
@@ -134,7 +153,7 @@ def _named_differences(ours: dict[str, Any], theirs: dict[str, Any]) -> list[str
 def explain_miss(
     inputs: dict[str, Any],
     action_key: str,
-    newest: dict[str, Any] | None,
+    newest: Receipt | None,
     *,
     reuse: bool,
 ) -> ReuseExplanation:
@@ -144,10 +163,10 @@ def explain_miss(
         return explanation("reuse_off")
     if newest is None:
         return explanation("first_run")
-    sha, committed = newest["receipt_sha256"], newest["committed"]
-    if committed.get("action_key") == action_key:
+    sha, committed = newest.receipt_sha256, newest.committed
+    if committed.action_key == action_key:
         return explanation("not_reusable", compared_with=sha)
-    theirs = (newest.get("operational") or {}).get("action_inputs")
+    theirs = newest.operational.action_inputs
     differs = _named_differences(inputs, theirs or _committed_inputs(committed))
     if theirs is None:
         # Its environment and decision rules went unrecorded: one of them differs, or

@@ -13,24 +13,16 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Connection
 
 from ..canonical import sha256_of_json
 from ..envnames import RUNNER_OWNED
-from ..errors import (
-    InfrastructureError,
-    LinkEscapes,
-    PolicyError,
-    ProbeServiceError,
-    SandboxUnavailable,
-)
-from ..fstree import discard_tree
+from ..errors import InfrastructureError, PolicyError, ProbeServiceError, SandboxUnavailable
 from ..policies import (
     Policy,
     PolicyFile,
@@ -40,15 +32,10 @@ from ..policies import (
     resolve_executable,
 )
 from ..policies.model import probe_environment
-from ..rundirs import make_run_dir
-from ..sandbox import SandboxResult, SandboxRuntime, locate_runtime, run_sandboxed
-from ..sandbox.limits import scratch_limits
-from ..sandbox.mounts import NAMESPACE_REASON
-from ..sandbox.scratch import scratch_filesystem
-from ..sandbox.slots import RunSlot, default_slots
-from ..snapshot.warm import default_snapshot_cache
+from ..sandbox import SandboxResult, SandboxRuntime
 from ..store import Store, utc_now
 from ..toolchains.resolve import ResolvedToolchain, resolve_toolchains
+from .backend import ExecutionRequest, Sandbox, SandboxBackend, refused_result
 from .confirm import (
     ConfirmationHandedOff,
     HandOff,
@@ -58,11 +45,11 @@ from .confirm import (
     settle,
 )
 from .denials import RunRefusals, run_facts, run_refusals
-from .extras import add_run_extras
-from .host_tables import HostTableWatch
+from .execution import RuntimeBackend
+from .extras import run_extras
 from .models import Plan
 from .oracle import DECISION_RULES, CheckVerdict, decide_outcome, evaluate_check
-from .overlay import apply_interventions, write_fixtures
+from .output import kept_output
 from .persist import (
     find_reusable_receipt,
     load_plan,
@@ -71,8 +58,17 @@ from .persist import (
     save_receipt,
 )
 from .phases import PhaseClock
-from .receipts import RECEIPT_VERSION, build_receipt
-from .reuse import ReuseExplanation, explain_miss, explanation, recorded_inputs, reused_by
+from .receipt_model import CommittedV1, Operational, Receipt, ReceiptField
+from .receipt_parts import Check, Executable, Limits
+from .receipts import build_receipt
+from .reuse import (
+    ReuseExplanation,
+    explain_miss,
+    explanation,
+    recorded_inputs,
+    recorded_reuse,
+    reused_by,
+)
 from .signing import UNSIGNED, SigningKey, sign_receipt
 from .summary import ReceiptSummary, summarize_receipt
 
@@ -88,9 +84,10 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+_P = TypeVar("_P", bound=BaseModel)
 
 #: Runs inside the transaction that writes a new receipt: ``(connection, receipt)``.
-ReceiptHook = Callable[[Connection, dict[str, Any]], None]
+ReceiptHook = Callable[[Connection, Receipt], None]
 
 #: Bounded output returned to callers (the receipt commits to the full kept bytes' digest).
 MAX_RETURNED_OUTPUT = 64 * 1024
@@ -107,7 +104,8 @@ class ProbeRunResult(ReceiptSummary):
     reused: bool
     #: Why a stored receipt did or did not answer (docs/ARCHITECTURE.md, "Reuse explained").
     reuse: ReuseExplanation
-    receipt: dict[str, Any]
+    #: The receipt, typed; in JSON its document, as stored (docs/ARCHITECTURE.md, "Receipts").
+    receipt: ReceiptField = Field(title="Receipt")
 
 
 #: Variables the runner sets per run: they change every run by design, so they are not
@@ -190,6 +188,7 @@ def probe_run(
     environ: Mapping[str, str],
     runtime: SandboxRuntime | None = None,
     sandbox_dir: Path | None = None,
+    backend: SandboxBackend | None = None,
     reuse: bool = True,
     run_id: str | None = None,
     worker: str | None = None,
@@ -203,8 +202,9 @@ def probe_run(
     ``signing_key`` when one is given (docs/ARCHITECTURE.md, "Signed receipts"). The
     policy's environment names take their values from ``environ`` (the settings' frozen
     copy of the environment, docs/ARCHITECTURE.md, "Settings"), for the action key and the
-    probe alike. Without ``runtime`` the one installed in ``sandbox_dir`` (the settings')
-    is verified here.
+    probe alike. The probe executes through ``backend``, by default the real one over
+    ``runtime`` or, without it, the runtime installed in ``sandbox_dir`` (the settings'),
+    verified here (docs/ARCHITECTURE.md, "Seams").
     ``queued_seconds`` (submission to claim) goes into the receipt's phase timings;
     ``on_written(conn, receipt)`` runs inside the receipt's own transaction when this run
     wrote a new receipt (the queue finishes its run there: one transaction, not two).
@@ -232,20 +232,21 @@ def probe_run(
     context.clock = PhaseClock(queued_seconds)  # the run's own clock starts at its claim
     context.on_written, context.first, context.environ = on_written, first, environ
     try:
-        runtime = runtime or locate_runtime(sandbox_dir)
+        # docs/ARCHITECTURE.md, "Seams": the run's one way to the sandbox.
+        sandbox = (backend or RuntimeBackend(runtime, sandbox_dir)).locate()
     except SandboxUnavailable as exc:
-        return context.finish(store, _refused(exc.reason, str(exc)), None, "unverified", "")
+        refused = refused_result(exc.reason, str(exc))
+        return context.finish(store, refused, None, "unverified", "")
     try:
         # docs/ARCHITECTURE.md, "Toolchains": digests taken now key the action and go into
         # the receipt; the runner rechecks them immediately before launch.
         context.toolchains = resolve_toolchains(policy, (store.root,))
     except PolicyError as exc:
-        return context.finish(
-            store, _refused("toolchain_unavailable", str(exc)), None, runtime.digest, ""
-        )
-    inputs = action_inputs(plan_id, plan, policy, runtime.digest, environ, context.toolchains)
+        refused = refused_result("toolchain_unavailable", str(exc))
+        return context.finish(store, refused, None, sandbox.digest, "")
+    inputs = action_inputs(plan_id, plan, policy, sandbox.digest, environ, context.toolchains)
     key = action_key_for(inputs)
-    if first is not None and first.committed["action_key"] != key:
+    if first is not None and first.committed.action_key != key:
         # Not the same action on this worker: it cannot reproduce that refutation, so the
         # run executes anew here and confirms any refutation of its own here too.
         log.warning("run %s: this worker's action key differs; executing anew", run_id)
@@ -255,12 +256,12 @@ def probe_run(
         if cached is not None:
             return result_from_receipt(run_id, cached, reused=True)
     context.explain(store, inputs, key, reuse)
-    draft = _execute_draft(store, context, runtime, key)
+    draft = _execute_draft(store, context, sandbox, key)
     if context.first is None and awaits_confirmation(draft, policy):
         if hand_off is not None and hand_off(draft):
             raise ConfirmationHandedOff(run_id)
         # docs/ARCHITECTURE.md, "Confirming a refutation": once more, in this process.
-        context.first, draft = draft, _execute_draft(store, context.again(), runtime, key)
+        context.first, draft = draft, _execute_draft(store, context.again(), sandbox, key)
     return context.write(store, draft)
 
 
@@ -283,7 +284,7 @@ def probe_abandon(
     plan = load_plan(store, plan_id)
     policy = find_policy(policy_file, policy_id)
     context = _RunContext(plan_id, plan, policy, run_id, worker, signing_key)
-    return context.finish(store, _refused(reason, detail), None, "not_run", "")
+    return context.finish(store, refused_result(reason, detail), None, "not_run", "")
 
 
 def _executable_identity(policy: Policy, name: str) -> tuple[str, str]:
@@ -296,28 +297,17 @@ def _executable_identity(policy: Policy, name: str) -> tuple[str, str]:
     return identity.path, identity.sha256
 
 
-def _refused(reason: str, detail: str) -> SandboxResult:
-    return SandboxResult.model_validate(
-        {"status": "inconclusive", "reason": reason, "detail": detail}
-    )
-
-
-def _execute_draft(
-    store: Store, context: _RunContext, runtime: SandboxRuntime, key: str
-) -> ReceiptDraft:
+def _execute_draft(store: Store, context: _RunContext, sandbox: Sandbox, key: str) -> ReceiptDraft:
     """Execute the run's plan once and assemble that execution's receipt fields."""
-    plan, policy = context.plan, context.policy
     try:
-        executed = _execute(
-            store, plan, policy, runtime, context.toolchains, context.clock, context.environ
-        )
+        executed = _execute(store, context, sandbox)
     except InfrastructureError:
         raise  # the store may answer on a retry; that is not the probe's outcome
     except Exception as exc:  # any defect still ends in a receipt
         log.exception("run %s: unexpected error", context.run_id)
-        executed = _Executed(_refused("internal_error", f"{type(exc).__name__}: {exc}"))
+        executed = _Executed(refused_result("internal_error", f"{type(exc).__name__}: {exc}"))
     context.refused = executed.refused
-    return context.assemble(executed.result, executed.verdict, runtime.digest, key)
+    return context.assemble(executed.result, executed.verdict, sandbox.digest, key)
 
 
 @dataclass(frozen=True)
@@ -328,101 +318,22 @@ class _Executed:
     refused: RunRefusals = field(default_factory=RunRefusals)
 
 
-def _execute(
-    store: Store,
-    plan: Plan,
-    policy: Policy,
-    runtime: SandboxRuntime,
-    toolchains: Sequence[ResolvedToolchain],
-    clock: PhaseClock,
-    environ: Mapping[str, str],
-) -> _Executed:
-    """Run the probe in disposable directories, removed whatever happens.
-
-    The run holds one run slot from before its first mount to after its last unmount: its
-    snapshot overlay and scratch are mounted in the slot's private mount namespace and
-    reached only through it (docs/ARCHITECTURE.md, "Mount namespaces").
-    """
-    with ExitStack() as cleanup:
-        try:
-            slot = cleanup.enter_context(default_slots().acquire())
-        except SandboxUnavailable as exc:
-            return _Executed(_refused(exc.reason, str(exc)))
-        workdir = make_run_dir(slot.identity.gid)
-        # Last out (after the unmounts in the slot's namespace): iterative and link-safe,
-        # for the probe shaped this tree (docs/ARCHITECTURE.md, "Host-side walks"); a
-        # failure is logged, never raised over the run's receipt.
-        cleanup.callback(discard_tree, workdir)
-        with clock.timing("materialize"):
-            refused = _materialize(store, plan, policy, workdir, cleanup, slot)
-        if refused is not None:
-            return _Executed(refused)
-        scratch = workdir / "scratch"
-        # docs/ARCHITECTURE.md, "Trust rules": host-wide tables full while it ran make a
-        # failure no evidence (``host_resource``).
-        tables = cleanup.enter_context(HostTableWatch())
-        result = run_sandboxed(
-            policy=policy,
-            executable=plan.executable,
-            args=plan.args,
-            snapshot_dir=workdir / "snapshot",
-            scratch_dir=scratch,
-            cwd=plan.cwd,
-            runtime=runtime,
-            extra_forbidden_roots=(store.root,),
-            toolchains=toolchains,
-            preflight=plan.preflight,
-            slot=slot,
-            environment=environ,
-            plan_environment=plan.environment,
-        )
-        full_tables = tables.stop()
+def _execute(store: Store, context: _RunContext, sandbox: Sandbox) -> _Executed:
+    """Execute the probe through ``sandbox`` and judge what it left, before its
+    directories go (docs/ARCHITECTURE.md, "Seams": the judging is never the backend's)."""
+    plan, policy, clock = context.plan, context.policy, context.clock
+    request = ExecutionRequest(store, plan, policy, context.toolchains, clock, context.environ)
+    with sandbox.execute(request) as execution:
+        result, workdir, scratch = execution.result, execution.workdir, execution.scratch
+        if workdir is None or scratch is None:  # refused before the probe could start
+            return _Executed(result)
         clock.merge(result.phases)
         verdict = None
         if result.status == "ok":
             with clock.timing("evaluate"):
-                # The oracle reads scratch as the run's namespace shows it.
-                verdict = evaluate_check(plan, result.exit_code, result.stdout, slot.view(scratch))
-        facts = run_facts(policy, result, workdir, toolchains, full_tables)
+                verdict = evaluate_check(plan, result.exit_code, result.stdout, scratch)
+        facts = run_facts(policy, result, workdir, context.toolchains, execution.full_tables)
         return _Executed(result, verdict, run_refusals(result, verdict, facts))
-
-
-def _materialize(
-    store: Store, plan: Plan, policy: Policy, workdir: Path, cleanup: ExitStack, slot: RunSlot
-) -> SandboxResult | None:
-    """Materialize the snapshot, mount scratch, write fixtures and interventions, all in
-    ``slot``'s mount namespace.
-
-    Returns the refusal when one of them fails; raises InfrastructureError for the store.
-    """
-    snapshot_dir, scratch = workdir / "snapshot", workdir / "scratch"
-    try:
-        # A warm tree when this worker holds one (docs/ARCHITECTURE.md, "Warm snapshots").
-        cache = default_snapshot_cache()
-        cache.materialize(store, plan.snapshot_id, snapshot_dir, slot.namespace)
-        cleanup.callback(cache.release, snapshot_dir)
-    except InfrastructureError:
-        raise  # the store may answer on a retry; that is not the probe's outcome
-    except LinkEscapes as exc:
-        return _refused("snapshot_link_escapes", str(exc))
-    except SandboxUnavailable as exc:
-        return _refused(exc.reason, str(exc))
-    except ProbeServiceError as exc:
-        return _refused("snapshot_unavailable", str(exc))
-    try:
-        scratch.mkdir()
-        # Scratch is a size- and inode-limited filesystem before anything is written
-        # to it, so fixtures count against the same limit (docs/ARCHITECTURE.md, Limits).
-        cleanup.enter_context(scratch_filesystem(scratch, scratch_limits(policy), slot.namespace))
-    except SandboxUnavailable as exc:
-        lost = exc.reason == NAMESPACE_REASON
-        return _refused(exc.reason if lost else "limits_unenforceable", str(exc))
-    try:
-        write_fixtures(slot.view(scratch), plan.fixtures)
-        apply_interventions(slot.view(snapshot_dir), plan.interventions)
-    except (ProbeServiceError, OSError) as exc:
-        return _refused("overlay_failed", str(exc))
-    return None
 
 
 class _RunContext:
@@ -493,76 +404,80 @@ class _RunContext:
         assembling = time.monotonic()
         runner_reason = None if result.status == "ok" else (result.reason or result.status)
         decision = decide_outcome(self.plan, runner_reason, verdict, self.refused.refusals)
-        elapsed = result.probe_elapsed_seconds
-        committed: dict[str, Any] = {
-            "version": RECEIPT_VERSION,
-            "action_key": action_key,
-            "plan_id": self.plan_id,
-            "plan": self.plan.canonical(),
-            "snapshot_id": self.plan.snapshot_id,
-            "policy_id": self.policy.id,
-            "policy_digest": policy_digest(self.policy),
-            "executable": result.executable.model_dump() if result.executable else None,
-            "sandbox_digest": result.sandbox_digest or sandbox_digest,
-            "settings_digest": result.settings_digest,
-            "limits_applied": result.limits.model_dump() if result.limits else None,
-            "status": result.status,
-            "exit_code": result.exit_code,
-            "stdout_sha256": result.stdout_sha256,
-            "stderr_sha256": result.stderr_sha256,
-            "check": verdict.model_dump() if verdict else None,
-            "outcome": decision.outcome,
-            "reason": decision.reason,
-            "elapsed_us": None if elapsed is None else round(elapsed * 1_000_000),
-        }
-        operational: dict[str, Any] = {
-            "run_id": self.run_id,
-            "worker": self.worker,
-            "started_at": self.started_at,
-            "finished_at": utc_now(),
-            "wall_seconds": result.elapsed_seconds,
-            "detail": result.detail,
-            # Which launcher wrapped the canary and the probe: "helper" or "cli".
-            "launcher": result.launcher,
-            **self.reuse_facts,
-        }
-        # Kept output must hash to its committed digest (verify_receipt checks it); a run
-        # that never launched commits no digest, so it keeps no output either.
-        for stream, data, digest in (
-            ("stdout", result.stdout, result.stdout_sha256),
-            ("stderr", result.stderr, result.stderr_sha256),
-        ):
-            if digest is not None:
-                operational[f"{stream}_b64"] = base64.b64encode(data).decode("ascii")
-        add_run_extras(
-            committed,
-            operational,
+        extras = run_extras(
             toolchains=self.toolchains,
             hint=self.refused.hint,
             result=result,
             verdict=verdict,
             refusals=decision.refusals,
         )
+        elapsed = result.probe_elapsed_seconds
+        committed = CommittedV1(
+            version=1,
+            action_key=action_key,
+            plan_id=self.plan_id,
+            plan=self.plan.canonical(),
+            snapshot_id=self.plan.snapshot_id,
+            policy_id=self.policy.id,
+            policy_digest=policy_digest(self.policy),
+            executable=_part(Executable, result.executable),
+            sandbox_digest=result.sandbox_digest or sandbox_digest,
+            settings_digest=result.settings_digest,
+            limits_applied=_part(Limits, result.limits),
+            status=result.status,
+            exit_code=result.exit_code,
+            stdout_sha256=result.stdout_sha256,
+            stderr_sha256=result.stderr_sha256,
+            check=_part(Check, verdict),
+            outcome=decision.outcome,
+            reason=decision.reason,
+            elapsed_us=None if elapsed is None else round(elapsed * 1_000_000),
+            **extras.committed,
+        )
         # "write" is the receipt's assembly (fields, digests, signature) up to its one
         # transaction; the transaction cannot time itself inside the body it writes.
         self.clock.add("write", time.monotonic() - assembling)
-        operational["phases"] = self.clock.as_operational()
-        return ReceiptDraft(committed, operational)
+        return ReceiptDraft(committed, self._operational(result, extras.operational))
+
+    def _operational(self, result: SandboxResult, extras: dict[str, Any]) -> Operational:
+        """The execution's operational fields: who, when, its kept output and advice."""
+        # Kept output must hash to its committed digest (verify_receipt checks it); a run
+        # that never launched commits no digest, so it keeps no output either.
+        kept = {
+            f"{stream}_b64": base64.b64encode(data).decode("ascii") if digest is not None else None
+            for stream, data, digest in (
+                ("stdout", result.stdout, result.stdout_sha256),
+                ("stderr", result.stderr, result.stderr_sha256),
+            )
+        }
+        return Operational(
+            run_id=self.run_id,
+            worker=self.worker,
+            started_at=self.started_at,
+            finished_at=utc_now(),
+            wall_seconds=result.elapsed_seconds,
+            detail=result.detail,
+            # Which launcher wrapped the canary and the probe: "helper" or "cli".
+            launcher=result.launcher,
+            **kept,
+            **extras,
+            phases=self.clock.as_operational(),
+            **self.reuse_facts,
+        )
 
     def write(self, store: Store, draft: ReceiptDraft) -> ProbeRunResult:
         """Sign and write the run's one receipt: ``draft``, as the confirmation of
         ``self.first`` when there is one."""
         signing = time.monotonic()
         settled = settle(draft, self.policy, self.first)
-        committed = {
-            **settled.committed,
-            # Who signs this receipt, inside the commitment: a fingerprint, or "unsigned"
-            # (docs/ARCHITECTURE.md, "Signed receipts").
-            "signer": self.signing_key.fingerprint if self.signing_key else UNSIGNED,
-        }
-        phases = dict(settled.operational.get("phases") or {})
+        # Who signs this receipt, inside the commitment: a fingerprint, or "unsigned"
+        # (docs/ARCHITECTURE.md, "Signed receipts").
+        signer = self.signing_key.fingerprint if self.signing_key else UNSIGNED
+        committed = settled.committed.model_copy(update={"signer": signer})
+        phases = dict(settled.operational.phases or {})
         phases["write"] = round(phases.get("write", 0.0) + time.monotonic() - signing, 6)
-        receipt = build_receipt(committed, {**settled.operational, "phases": phases})
+        operational = settled.operational.model_copy(update={"phases": phases})
+        receipt = build_receipt(committed, operational)
         envelope = sign_receipt(receipt, self.signing_key) if self.signing_key else None
         # Only a probe that ran to completion with a decided outcome, and a refutation
         # only once reproduced, may answer a later identical action (docs/ARCHITECTURE.md,
@@ -576,25 +491,23 @@ class _RunContext:
         return result_from_receipt(self.run_id, receipt, reused=False)
 
 
-def result_from_receipt(
-    run_id: str, receipt: dict[str, Any], *, reused: bool = False
-) -> ProbeRunResult:
+def _part(model: type[_P], value: BaseModel | None) -> _P | None:
+    """``value`` (the runner's own model) as the receipt part it is committed as."""
+    return None if value is None else model.model_validate(value.model_dump())
+
+
+def result_from_receipt(run_id: str, receipt: Receipt, *, reused: bool = False) -> ProbeRunResult:
     """Build the caller's view of a stored receipt."""
-    operational = receipt.get("operational", {})
+    operational = receipt.operational
 
     def text(stream: str) -> str:
-        raw = base64.b64decode(operational.get(f"{stream}_b64", ""))
+        raw = kept_output(receipt, stream)
         return raw[:MAX_RETURNED_OUTPUT].decode("utf-8", "replace")
 
-    if reused:
-        why = reused_by(receipt["receipt_sha256"])
-    elif isinstance(operational.get("reuse"), dict):
-        why = ReuseExplanation.model_validate(operational["reuse"])
-    else:
-        why = explanation("not_recorded")
+    why = reused_by(receipt.receipt_sha256) if reused else recorded_reuse(operational.reuse)
     return ProbeRunResult(
         **summarize_receipt(receipt),
-        run_id=run_id if not reused else str(operational.get("run_id", run_id)),
+        run_id=run_id if not reused else (operational.run_id or run_id),
         stdout=text("stdout"),
         stderr=text("stderr"),
         reused=reused,

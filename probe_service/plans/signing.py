@@ -14,7 +14,7 @@ import binascii
 import json
 import os
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from ..canonical import canonical_json, sha256_hex, sha256_of_json
 from ..errors import KeyFileError, ReceiptInvalid
 from ..settings import SIGNING_KEY_ENV, Settings
-from .receipts import COMMITTED_FIELDS
+from .receipt_model import Receipt, parse_committed
 
 __all__ = [
     "PAYLOAD_TYPE",
@@ -198,25 +198,25 @@ def dsse_pae(payload_type: str, payload: bytes) -> bytes:
     return b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(payload), payload)
 
 
-def statement_for(receipt: Mapping[str, Any]) -> dict[str, Any]:
+def statement_for(receipt: Receipt) -> dict[str, Any]:
     """The in-toto Statement v1 of a receipt: subject snapshot and plan, predicate the
     committed fields and their commitment."""
-    committed = receipt["committed"]
+    committed = receipt.committed
     return {
         "_type": STATEMENT_TYPE,
         "subject": [
-            {"name": "snapshot", "digest": {"sha256": committed["snapshot_id"]}},
-            {"name": "plan", "digest": {"sha256": committed["plan_id"]}},
+            {"name": "snapshot", "digest": {"sha256": committed.snapshot_id}},
+            {"name": "plan", "digest": {"sha256": committed.plan_id}},
         ],
         "predicateType": PREDICATE_TYPE,
         "predicate": {
-            "receipt_sha256": receipt["receipt_sha256"],
-            "committed": committed,
+            "receipt_sha256": receipt.receipt_sha256,
+            "committed": committed.json_values(),
         },
     }
 
 
-def sign_receipt(receipt: Mapping[str, Any], key: SigningKey) -> dict[str, Any]:
+def sign_receipt(receipt: Receipt, key: SigningKey) -> dict[str, Any]:
     """The DSSE envelope of ``receipt``'s statement, signed by ``key``."""
     payload = canonical_json(statement_for(receipt))
     signature = key.sign(dsse_pae(PAYLOAD_TYPE, payload))
@@ -229,11 +229,11 @@ def sign_receipt(receipt: Mapping[str, Any], key: SigningKey) -> dict[str, Any]:
     }
 
 
-def receipt_signer(receipt: Mapping[str, Any], revoked: Iterable[str] = ()) -> str:
-    """The fingerprint a receipt names as its signer, or ``unsigned`` (also when revoked)."""
-    committed = receipt.get("committed")
-    signer = committed.get("signer") if isinstance(committed, Mapping) else None
-    if not isinstance(signer, str) or signer in set(revoked):
+def receipt_signer(receipt: Receipt, revoked: Iterable[str] = ()) -> str:
+    """The fingerprint a receipt names as its signer, or ``unsigned`` (also when revoked,
+    and for a receipt from before signing, which names none)."""
+    signer = receipt.committed.signer
+    if signer is None or signer in set(revoked):
         return UNSIGNED
     return signer
 
@@ -278,8 +278,7 @@ def verify_envelope(
         statement = json.loads(payload.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise ReceiptInvalid("statement: payload is not JSON") from exc
-    sha = _check_statement(statement)
-    named = statement["predicate"]["committed"].get("signer")
+    sha, named = _check_statement(statement)
     if signer is not None and named != signer:
         raise ReceiptInvalid(
             f"statement: the receipt names signer {named!r}, not the key that signed it ({signer})"
@@ -320,7 +319,8 @@ def _check_signatures(
     )
 
 
-def _check_statement(statement: object) -> str:
+def _check_statement(statement: object) -> tuple[str, str | None]:
+    """The statement's commitment and the signer its receipt names, once both check."""
     if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE:
         raise ReceiptInvalid(f"statement: _type is not {STATEMENT_TYPE}")
     if statement.get("predicateType") != PREDICATE_TYPE:
@@ -330,15 +330,10 @@ def _check_statement(statement: object) -> str:
     claimed = predicate.get("receipt_sha256") if isinstance(predicate, dict) else None
     if not isinstance(committed, dict) or not isinstance(claimed, str):
         raise ReceiptInvalid("statement: predicate lacks 'committed' or 'receipt_sha256'")
-    missing = sorted(set(COMMITTED_FIELDS) - set(committed))
-    if missing:
-        raise ReceiptInvalid(f"statement: committed field(s) missing: {', '.join(missing)}")
+    parsed = parse_committed(committed, "statement")
     if sha256_of_json(committed) != claimed:
         raise ReceiptInvalid("commitment: receipt_sha256 does not match the committed fields")
-    expected = {
-        "snapshot": committed.get("snapshot_id"),
-        "plan": committed.get("plan_id"),
-    }
+    expected = {"snapshot": parsed.snapshot_id, "plan": parsed.plan_id}
     subject = statement.get("subject")
     found: dict[str, object] = {}
     if isinstance(subject, list):
@@ -350,4 +345,4 @@ def _check_statement(statement: object) -> str:
             raise ReceiptInvalid(
                 f"subject: {name} digest does not match the receipt's {name} ({digest})"
             )
-    return claimed
+    return claimed, parsed.signer

@@ -4,18 +4,20 @@
 ``receipt show --json``, ``submit --json``, ``probe_run`` and ``receipt_get`` on every face
 carry the same fields under the same names (docs/ARCHITECTURE.md, "Saying why"), so an
 agent reading JSON learns which link, limit, report or oracle error made a run
-``inconclusive``. The receipt stays the evidence: this is read from it, never stored, and
-a stored receipt's fields are read as untrusted data (malformed ones are left out).
+``inconclusive``. The receipt stays the evidence: this is read from it, never stored; its
+fields are typed by its model (a malformed receipt is refused before it gets here), and
+their text is still untrusted data.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from .phases import phase_seconds
+from .receipt_model import Operational, Receipt
+from .receipt_parts import Check, CommittedConfirmation, Junit
 
 __all__ = [
     "MAX_LISTED_CASES",
@@ -126,132 +128,82 @@ class ReceiptSummary(_Frozen):
     possible_sandbox_denial: tuple[str, ...] = ()
 
 
-def summarize_receipt(receipt: Mapping[str, Any]) -> dict[str, Any]:
+def summarize_receipt(receipt: Receipt) -> dict[str, Any]:
     """The summary fields of ``receipt`` (``ReceiptSummary``'s, as keyword values)."""
-    committed = _mapping(receipt.get("committed"))
-    operational = _mapping(receipt.get("operational"))
-    hint = _mapping(operational.get("possible_sandbox_denial"))
+    committed, operational = receipt.committed, receipt.operational
+    hint = operational.possible_sandbox_denial
     summary = ReceiptSummary(
-        receipt_sha256=str(receipt.get("receipt_sha256", "")),
-        plan_id=str(committed.get("plan_id", "")),
-        snapshot_id=str(committed.get("snapshot_id", "")),
-        policy_id=str(committed.get("policy_id", "")),
-        outcome=str(committed.get("outcome", "")),
-        reason=str(committed.get("reason", "")),
-        status=str(committed.get("status", "")),
-        exit_code=_int(committed.get("exit_code")),
-        detail=str(operational.get("detail") or ""),
-        check=_check(committed.get("check")),
-        elapsed_us=_int(committed.get("elapsed_us")),
-        wall_seconds=_number(operational.get("wall_seconds")),
+        receipt_sha256=receipt.receipt_sha256,
+        plan_id=committed.plan_id,
+        snapshot_id=committed.snapshot_id,
+        policy_id=committed.policy_id,
+        outcome=committed.outcome,
+        reason=committed.reason,
+        status=committed.status,
+        exit_code=committed.exit_code,
+        detail=operational.detail or "",
+        check=_check(committed.check),
+        elapsed_us=committed.elapsed_us,
+        wall_seconds=None if operational.wall_seconds is None else float(operational.wall_seconds),
         phases=phase_seconds(receipt),
-        limits_applied=committed.get("limits_applied")
-        if isinstance(committed.get("limits_applied"), dict)
-        else None,
-        toolchains=tuple(_toolchain(t) for t in _list(committed.get("toolchains"))),
-        preflight=tuple(_preflight(p) for p in _list(committed.get("preflight"))),
-        junit=_junit(committed.get("junit")),
-        confirmation=_confirmation(committed.get("confirmation"), operational.get("confirmation")),
-        refusals=tuple(_refusal(r) for r in _list(committed.get("refusals"))[:MAX_LISTED_CASES]),
-        possible_sandbox_denial=tuple(str(p) for p in _list(hint.get("paths"))),
+        limits_applied=None
+        if committed.limits_applied is None
+        else committed.limits_applied.to_json(),
+        toolchains=tuple(
+            ToolchainSummary(name=t.name, sha256=t.sha256) for t in committed.toolchains or ()
+        ),
+        preflight=tuple(
+            PreflightSummary(argv=p.argv, status=p.status, exit_code=p.exit_code)
+            for p in committed.preflight or ()
+        ),
+        junit=_junit(committed.junit),
+        confirmation=_confirmation(committed.confirmation, operational.confirmation),
+        refusals=tuple(
+            RefusalSummary(**r.to_json()) for r in (committed.refusals or ())[:MAX_LISTED_CASES]
+        ),
+        possible_sandbox_denial=hint.paths if hint is not None else (),
     )
     return {name: getattr(summary, name) for name in ReceiptSummary.model_fields}
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _number(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _confirmation(value: object, kept: object) -> ConfirmationSummary | None:
-    confirmation = _mapping(value)
-    if not confirmation:
+def _confirmation(
+    confirmation: CommittedConfirmation | None, kept: Operational | None
+) -> ConfirmationSummary | None:
+    if confirmation is None:
         return None
-    required = confirmation.get("required")
     return ConfirmationSummary(
-        state=str(confirmation.get("state", "")),
-        required=required if isinstance(required, bool) else None,
-        on=_text(confirmation.get("on")),
-        outcome=_text(confirmation.get("outcome")),
-        reason=_text(confirmation.get("reason")),
-        worker=_text(_mapping(kept).get("worker")),
+        state=confirmation.state,
+        required=confirmation.required,
+        on=confirmation.on,
+        outcome=confirmation.outcome,
+        reason=confirmation.reason,
+        worker=None if kept is None else kept.worker,
     )
 
 
-def _refusal(value: object) -> RefusalSummary:
-    item = _mapping(value)
-    return RefusalSummary(
-        kind=str(item.get("kind", "")),
-        operation=str(item.get("operation", "")),
-        target=_text(item.get("target")),
-        evidence=str(item.get("evidence", "")),
-        fix=str(item.get("fix", "")),
-    )
-
-
-def _check(value: object) -> CheckSummary | None:
-    check = _mapping(value)
-    if not check:
+def _check(check: Check | None) -> CheckSummary | None:
+    if check is None:
         return None
-    return CheckSummary(
-        passed=check.get("passed") is True,
-        detail=str(check.get("detail") or ""),
-        error=check.get("error") is True,
-    )
+    return CheckSummary(passed=check.passed, detail=check.detail, error=check.error)
 
 
-def _toolchain(value: object) -> ToolchainSummary:
-    item = _mapping(value)
-    return ToolchainSummary(name=str(item.get("name", "")), sha256=str(item.get("sha256", "")))
-
-
-def _preflight(value: object) -> PreflightSummary:
-    item = _mapping(value)
-    return PreflightSummary(
-        argv=tuple(str(arg) for arg in _list(item.get("argv"))),
-        status=None if item.get("status") is None else str(item.get("status")),
-        exit_code=_int(item.get("exit_code")),
-    )
-
-
-def _junit(value: object) -> JunitSummary | None:
-    report = _mapping(value)
-    if not report:
+def _junit(report: Junit | None) -> JunitSummary | None:
+    if report is None:
         return None
-    cases = [_mapping(c) for c in _list(report.get("cases"))]
-    failing = [c for c in cases if c.get("outcome") in ("failed", "error")]
+    failing = [c for c in report.cases if c.outcome in ("failed", "error")]
     return JunitSummary(
-        tests=_int(report.get("tests")) or 0,
-        passed=_int(report.get("passed")) or 0,
-        failed=_int(report.get("failed")) or 0,
-        error=_int(report.get("error")) or 0,
-        skipped=_int(report.get("skipped")) or 0,
+        tests=report.tests,
+        passed=report.passed,
+        failed=report.failed,
+        error=report.error,
+        skipped=report.skipped,
         not_passed=tuple(
-            JunitCase(
-                id=str(c.get("id", "")),
-                outcome=str(c.get("outcome")),
-                message=str(c.get("message") or ""),
-            )
+            JunitCase(id=c.id, outcome=c.outcome, message=c.message)
             for c in failing[:MAX_LISTED_CASES]
         ),
     )
 
 
-def summary_json(receipt: Mapping[str, Any]) -> dict[str, Any]:
+def summary_json(receipt: Receipt) -> dict[str, Any]:
     """The summary fields of ``receipt`` as JSON values."""
     return ReceiptSummary(**summarize_receipt(receipt)).model_dump(mode="json")

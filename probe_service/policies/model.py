@@ -51,6 +51,7 @@ __all__ = [
     "MAX_TIMEOUT_SECONDS",
     "MAX_TOOLCHAINS",
     "MIN_SCRATCH_INODES",
+    "NEWEST_POLICY_SCHEMA",
     "RESERVED_POLICY_PREFIX",
     "SCHEMA_2_KEYS",
     "SCHEMA_3_KEYS",
@@ -81,6 +82,8 @@ DEFAULT_ALLOWED_PORTS: tuple[int, ...] = (80, 443)
 SCHEMA_2_KEYS: tuple[str, ...] = ("allowed_ports", "scratch_inodes", "toolchains")
 #: Keys schema 3 added; a schema-1 or schema-2 file may not name them.
 SCHEMA_3_KEYS: tuple[str, ...] = ("max_open_files", "confirm_refutes", "plan_environment")
+#: The newest policy file schema this release reads (``capabilities`` reports it).
+NEWEST_POLICY_SCHEMA = 3
 #: The probe's ``RLIMIT_NOFILE`` when a policy sets no ``max_open_files``.
 DEFAULT_MAX_OPEN_FILES = 1024
 #: Largest per-process open-file limit a policy may set.

@@ -16,6 +16,7 @@ from ..store import Store
 
 if TYPE_CHECKING:
     from ..plans import ProbeRunResult
+    from ..plans.backend import SandboxBackend
     from .broker import ProbeQueue
     from .status import RunStatus
 
@@ -73,13 +74,13 @@ class Queue(Protocol):
         ...
 
 
-def open_queue(settings: Settings) -> Queue:
-    """The broker ``PROBE_REDIS_URL`` names, else the embedded queue (nothing connects
-    before a message is sent)."""
+def open_queue(settings: Settings, backend: SandboxBackend | None = None) -> Queue:
+    """The broker ``PROBE_REDIS_URL`` names, else the embedded queue, whose runs execute
+    here through ``backend`` (nothing connects before a message is sent)."""
     if settings.redis_url:
         from .broker import ProbeQueue
 
         return ProbeQueue(settings.redis_url, namespace=settings.redis_namespace)
     from .inline import InlineQueue
 
-    return InlineQueue(settings)
+    return InlineQueue(settings, backend)

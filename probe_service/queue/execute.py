@@ -11,14 +11,15 @@ import os
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection
 
 from ..errors import BrokerUnavailable, InfrastructureError, ProbeServiceError
 from ..plans import probe_abandon, probe_run, run_configuration
+from ..plans.backend import SandboxBackend
 from ..plans.confirm import ConfirmationHandedOff, HandOff, ReceiptDraft
-from ..sandbox import SandboxRuntime
+from ..plans.execution import RuntimeBackend
 from ..settings import Settings, read_settings
 from ..store import Store
 from .confirmations import (
@@ -42,6 +43,7 @@ from .runs import (
 from .tables import DEFAULT_NAMESPACE
 
 if TYPE_CHECKING:
+    from ..plans.receipt_model import Receipt
     from .broker import ProbeQueue
 
 __all__ = ["WorkerContext", "execute_run", "reap_runs"]
@@ -59,7 +61,9 @@ class WorkerContext:
     """What a worker needs to run probes; passed explicitly, never a global."""
 
     store: Store
-    runtime: SandboxRuntime | None = None
+    #: Where this worker's runs execute: the real sandbox unless a test passes another
+    #: (docs/ARCHITECTURE.md, "Seams").
+    backend: SandboxBackend = field(default_factory=RuntimeBackend)
     #: The settings the worker was started with: its runs' policy file, signing key and
     #: environment come from them (docs/ARCHITECTURE.md, "Settings"). A context built
     #: without them reads them once, here.
@@ -168,16 +172,16 @@ def _run_claimed(ctx: WorkerContext, run: RunRow, pending: PendingConfirmation |
     if pending is not None:  # the confirmation's wait starts when the run was queued again
         queued_seconds = max(now_ms() - pending.created_ms, 0) / 1000
 
-    def finish_in_receipt_transaction(conn: Connection, receipt: dict[str, Any]) -> None:
-        committed = receipt["committed"]
+    def finish_in_receipt_transaction(conn: Connection, receipt: Receipt) -> None:
+        committed = receipt.committed
         finished_with_receipt.append(
             finish_run_in(
                 conn,
                 run_id,
-                outcome=committed["outcome"],
-                reason=committed["reason"],
-                receipt_sha256=receipt["receipt_sha256"],
-                action_key=committed.get("action_key") or None,
+                outcome=committed.outcome,
+                reason=committed.reason,
+                receipt_sha256=receipt.receipt_sha256,
+                action_key=committed.action_key or None,
                 reused=False,
             )
         )
@@ -191,7 +195,7 @@ def _run_claimed(ctx: WorkerContext, run: RunRow, pending: PendingConfirmation |
                 run.policy_id,
                 policy_file=setup.policy_file,
                 environ=setup.environ,
-                runtime=ctx.runtime,
+                backend=ctx.backend,
                 sandbox_dir=ctx.settings.sandbox_dir,
                 reuse=ctx.reuse and run.reuse,
                 run_id=run_id,
@@ -218,14 +222,13 @@ def _run_claimed(ctx: WorkerContext, run: RunRow, pending: PendingConfirmation |
             return exc.code
     if finished_with_receipt:  # marked done in the receipt's own transaction
         return result.outcome
-    committed = result.receipt["committed"]
     finish_run(
         ctx.store,
         run_id,
         outcome=result.outcome,
         reason=result.reason,
         receipt_sha256=result.receipt_sha256,
-        action_key=committed.get("action_key") or None,
+        action_key=result.receipt.committed.action_key or None,
         reused=result.reused,
     )
     return result.outcome

@@ -10,13 +10,14 @@ wrote one of the newest receipts (the worker name is an operational field of a r
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import BigInteger, Column, MetaData, String, Table, func, select
 
+from ..errors import ReceiptInvalid
+from ..plans.receipt_model import parse_receipt_json
 from ..plans.tables import receipts
 from ..store import Store
 from .listing import inprocess_runs, iso_of_ms
@@ -175,9 +176,9 @@ def _workers(holders: Sequence[Any], recent: Sequence[Any]) -> list[WorkerSeen]:
         seen[str(owner)] = WorkerSeen(worker=str(owner), last_seen="now", running=int(count))
     for body, created_at in recent:
         try:
-            worker = json.loads(str(body)).get("operational", {}).get("worker")
-        except (ValueError, AttributeError):
+            worker = parse_receipt_json(str(body)).operational.worker
+        except ReceiptInvalid:
             continue
-        if isinstance(worker, str) and worker and worker not in seen:
+        if worker and worker not in seen:
             seen[worker] = WorkerSeen(worker=worker, last_seen=str(created_at), running=0)
     return list(seen.values())

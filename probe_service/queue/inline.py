@@ -25,6 +25,7 @@ from ..store import Store
 
 if TYPE_CHECKING:
     from ..plans import ProbeRunResult
+    from ..plans.backend import SandboxBackend
     from .broker import ProbeQueue
     from .execute import WorkerContext
     from .status import RunStatus
@@ -39,15 +40,18 @@ BACKGROUND_THREADS = 2
 
 
 class InlineQueue:
-    """The queue of a session without a broker: runs execute in this process."""
+    """The queue of a session without a broker: runs execute in this process, through
+    ``backend`` (the real sandbox unless a test passes another; docs/ARCHITECTURE.md,
+    "Seams")."""
 
     embedded = True
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, backend: SandboxBackend | None = None) -> None:
         self.settings = settings
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._context: WorkerContext | None = None
+        self.backend = backend
 
     @property
     def namespace(self) -> str:
@@ -61,7 +65,7 @@ class InlineQueue:
 
     def execute_submitted(self, store: Store, run_ids: Sequence[str], threads: int) -> None:
         """Execute the submitted runs here, on ``threads`` threads."""
-        run_inline(store, run_ids, threads, self.settings)
+        run_inline(store, run_ids, threads, self.settings, self.backend)
 
     def start(self, store: Store, run_ids: Sequence[str]) -> list[Future[str]]:
         """Execute the submitted runs here in the background, ``BACKGROUND_THREADS`` at
@@ -72,7 +76,7 @@ class InlineQueue:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(BACKGROUND_THREADS, "embedded-run")
             if self._context is None or self._context.store is not store:
-                self._context = _context(store, self.settings)
+                self._context = _context(store, self.settings, self.backend)
             context, pool = self._context, self._pool
             futures = [pool.submit(execute_run, context, run_id) for run_id in run_ids]
         for future in futures:
@@ -100,7 +104,9 @@ class InlineQueue:
         from ..plans import run_configuration, run_configured
 
         if timeout_s is None:
-            return run_configured(store, self.settings, plan_id, policy_id, reuse=reuse)
+            return run_configured(
+                store, self.settings, plan_id, policy_id, reuse=reuse, backend=self.backend
+            )
         from ..policies import find_policy
         from .queued_run import settled, submit_one
         from .status import read_run_status
@@ -129,28 +135,39 @@ def _log_failure(future: Future[str]) -> None:
         log.error("embedded run failed: %s: %s", type(error).__name__, error)
 
 
-def _context(store: Store, settings: Settings) -> WorkerContext:
-    """A worker context executing runs of ``store`` in this process."""
+def _context(
+    store: Store, settings: Settings, backend: SandboxBackend | None = None
+) -> WorkerContext:
+    """A worker context executing runs of ``store`` in this process through ``backend``
+    (the real sandbox by default; docs/ARCHITECTURE.md, "Seams")."""
+    from ..plans.execution import RuntimeBackend
     from ..sandbox import SandboxRuntime, locate_runtime
     from .execute import WorkerContext
 
-    try:
-        runtime: SandboxRuntime | None = locate_runtime(settings.sandbox_dir)
-    except SandboxUnavailable:
-        runtime = None  # each run then ends inconclusive with the runtime's own reason
+    if backend is None:
+        try:
+            runtime: SandboxRuntime | None = locate_runtime(settings.sandbox_dir)
+        except SandboxUnavailable:
+            runtime = None  # each run then ends inconclusive with the runtime's own reason
+        backend = RuntimeBackend(runtime, settings.sandbox_dir)
     # The runs were stored under the settings' namespace by the same process's submit.
     return WorkerContext(
-        store=store, runtime=runtime, settings=settings, namespace=settings.redis_namespace
+        store=store, backend=backend, settings=settings, namespace=settings.redis_namespace
     )
 
 
 def run_inline(
-    store: Store, run_ids: Sequence[str], threads: int = 2, settings: Settings | None = None
+    store: Store,
+    run_ids: Sequence[str],
+    threads: int = 2,
+    settings: Settings | None = None,
+    backend: SandboxBackend | None = None,
 ) -> list[str]:
-    """Execute queued runs in-process with ``threads`` workers; return each run's result."""
+    """Execute queued runs in-process with ``threads`` workers through ``backend`` (the
+    real sandbox by default); return each run's result."""
     from ..settings import read_settings
     from .execute import execute_run
 
-    ctx = _context(store, settings or read_settings())
+    ctx = _context(store, settings or read_settings(), backend)
     with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
         return list(pool.map(lambda run_id: execute_run(ctx, run_id), run_ids))

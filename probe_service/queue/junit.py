@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 from xml.etree import ElementTree as ET
 
 from ..plans.output import kept_output
+from ..plans.receipt_model import Receipt
 from ..safe_text import excerpt, safe_line
 from .junit_cases import add_probe_suite
 from .submit import RunSummary
@@ -26,12 +26,14 @@ __all__ = ["write_junit"]
 JUNIT_OUTPUT_LINES = 50
 
 
-def _seconds(receipt: Mapping[str, Any]) -> float:
-    elapsed = receipt.get("committed", {}).get("elapsed_us")
-    if isinstance(elapsed, int):
+def _seconds(receipt: Receipt | None) -> float:
+    if receipt is None:
+        return 0.0
+    elapsed = receipt.committed.elapsed_us
+    if elapsed is not None:
         return elapsed / 1_000_000
-    wall = receipt.get("operational", {}).get("wall_seconds")
-    return float(wall) if isinstance(wall, int | float) else 0.0
+    wall = receipt.operational.wall_seconds
+    return 0.0 if wall is None else float(wall)
 
 
 def _bounded(header: list[str], data: bytes) -> str:
@@ -40,7 +42,7 @@ def _bounded(header: list[str], data: bytes) -> str:
     return "\n".join([*header, *note, *cut.lines]) + "\n"
 
 
-def _testcase(suite: ET.Element, r: RunSummary, receipt: Mapping[str, Any]) -> float:
+def _testcase(suite: ET.Element, r: RunSummary, receipt: Receipt | None) -> float:
     seconds = _seconds(receipt)
     case = ET.SubElement(
         suite,
@@ -57,14 +59,16 @@ def _testcase(suite: ET.Element, r: RunSummary, receipt: Mapping[str, Any]) -> f
         ET.SubElement(case, "skipped", message=f"not finished: {message}", type=r.state)
     elif r.outcome != "supports":
         ET.SubElement(case, "error", message=message, type=r.outcome).text = message
-    exit_code = receipt.get("committed", {}).get("exit_code")
+    exit_code = None if receipt is None else receipt.committed.exit_code
     header = [
         f"[byte-probe: plan {r.plan_id}, run {r.run_id}, receipt {r.receipt_sha256 or 'none'}"
         f"{' (reused)' if r.reused else ''}, outcome {r.outcome or r.state}, reason {reason}, "
         f"exit code {exit_code}]"
     ]
-    ET.SubElement(case, "system-out").text = _bounded(header, kept_output(receipt, "stdout"))
-    ET.SubElement(case, "system-err").text = _bounded([], kept_output(receipt, "stderr"))
+    stdout = b"" if receipt is None else kept_output(receipt, "stdout")
+    stderr = b"" if receipt is None else kept_output(receipt, "stderr")
+    ET.SubElement(case, "system-out").text = _bounded(header, stdout)
+    ET.SubElement(case, "system-err").text = _bounded([], stderr)
     return seconds
 
 
@@ -72,7 +76,7 @@ def write_junit(
     path: Path,
     batch_id: str,
     results: Sequence[RunSummary],
-    receipts: Mapping[str, Mapping[str, Any]] | None = None,
+    receipts: Mapping[str, Receipt] | None = None,
 ) -> None:
     """Write ``results`` as one JUnit testsuite named after the batch.
 
@@ -96,16 +100,16 @@ def write_junit(
     suite_props = ET.SubElement(suite, "properties")
     for name, value in (("batch_id", batch_id), ("reused", str(sum(r.reused for r in results)))):
         ET.SubElement(suite_props, "property", name=name, value=value)
-    total = sum(_testcase(suite, r, found.get(r.receipt_sha256 or "", {})) for r in results)
+    total = sum(_testcase(suite, r, found.get(r.receipt_sha256 or "")) for r in results)
     suite.set("time", f"{total:.3f}")
     totals: list[float] = [len(results), failures, errors, total]
     # docs/ARCHITECTURE.md, "JUnit oracle": each probe's own test cases follow, one
     # testsuite per probe, and count in the document's totals.
     for r in results:
         receipt = found.get(r.receipt_sha256 or "")
-        counts = add_probe_suite(
-            root, r.name or r.plan_id, receipt or {}, suite.get("timestamp", "")
-        )
+        if receipt is None:
+            continue
+        counts = add_probe_suite(root, r.name or r.plan_id, receipt, suite.get("timestamp", ""))
         if counts is not None:
             totals = [a + b for a, b in zip(totals, counts, strict=True)]
     for attribute, count in zip(("tests", "failures", "errors"), totals, strict=False):

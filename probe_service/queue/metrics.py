@@ -7,7 +7,6 @@ submit-to-receipt latency histograms, canary failures.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 from prometheus_client import start_http_server
@@ -20,8 +19,9 @@ from prometheus_client.core import (
 from prometheus_client.registry import CollectorRegistry
 from sqlalchemy import func, select
 
-from ..errors import ProbeServiceError
+from ..errors import ProbeServiceError, ReceiptInvalid
 from ..plans.phases import PHASES, phase_seconds
+from ..plans.receipt_model import parse_receipt_json
 from ..plans.tables import receipts
 from ..settings import METRICS_PORT_ENV
 from ..store import Store
@@ -123,8 +123,11 @@ class StoreCollector:
         durations = []
         by_phase: dict[str, list[float]] = {}
         for body in bodies:
-            receipt = json.loads(body)
-            elapsed = receipt["committed"].get("elapsed_us")
+            try:
+                receipt = parse_receipt_json(body)
+            except ReceiptInvalid:  # a version this worker cannot read counts nowhere
+                continue
+            elapsed = receipt.committed.elapsed_us
             if elapsed is not None:
                 durations.append(elapsed / 1e6)
             for phase, seconds in phase_seconds(receipt).items():

@@ -17,6 +17,7 @@ from pathlib import Path
 import dramatiq
 
 from ..errors import ProbeServiceError, SandboxUnavailable
+from ..plans.execution import RuntimeBackend
 from ..sandbox import SandboxRuntime, locate_runtime
 from ..settings import REDIS_URL_ENV, Settings, read_settings
 from ..store import open_store
@@ -34,7 +35,7 @@ def _context(settings: Settings, root: Path, runtime: SandboxRuntime | None) -> 
     its leases, attempts, re-send delay and namespace from the settings."""
     return WorkerContext(
         store=open_store(root, settings.database_url),
-        runtime=runtime,
+        backend=RuntimeBackend(runtime, settings.sandbox_dir),
         settings=settings,
         lease_ms=settings.lease_ms,
         max_attempts=settings.max_attempts,
@@ -46,7 +47,7 @@ def _context(settings: Settings, root: Path, runtime: SandboxRuntime | None) -> 
 def _note_alive(ctx: WorkerContext, queues: Sequence[str]) -> None:
     """Tell the farm this worker can confirm a refutation sent to ``queues``
     (docs/ARCHITECTURE.md, "Confirming a refutation"); without a sandbox it cannot."""
-    if ctx.runtime is not None:
+    if isinstance(ctx.backend, RuntimeBackend) and ctx.backend.runtime is not None:
         note_alive(ctx.store, ctx.owner, ctx.namespace, queues)
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from ..plans.backend import SandboxBackend
     from .registry import ADMIN, AGENT, HOST, WEB, Operation, Request, operations
     from .session import ProbeService
 
@@ -26,6 +27,7 @@ __all__ = [
     "Operation",
     "ProbeService",
     "Request",
+    "SandboxBackend",
     "operations",
 ]
 

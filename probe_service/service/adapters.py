@@ -13,7 +13,15 @@ if TYPE_CHECKING:
     from ..plans import ProbeRunResult
     from ..plans.output import kept_output
     from ..plans.phases import phase_seconds
-    from ..plans.summary import ConfirmationSummary, ReceiptSummary, summarize_receipt
+    from ..plans.receipt_model import Receipt, parse_receipt
+    from ..plans.receipt_parts import CommittedConfirmation
+    from ..plans.receipt_schema import receipt_schema
+    from ..plans.summary import (
+        ConfirmationSummary,
+        ReceiptSummary,
+        summarize_receipt,
+        summary_json,
+    )
     from ..queue import RunStatus, RunSummary
     from ..store import Event
     from ..toolchains import ToolchainDigest
@@ -24,19 +32,24 @@ __all__ = [
     "RESOLUTIONS",
     "BoundaryResult",
     "ClaimCheck",
+    "CommittedConfirmation",
     "ConfirmationSummary",
     "Event",
     "KnowledgeHit",
     "Obligation",
     "PolicyReport",
     "ProbeRunResult",
+    "Receipt",
     "ReceiptSummary",
     "RunStatus",
     "RunSummary",
     "ToolchainDigest",
     "kept_output",
+    "parse_receipt",
     "phase_seconds",
+    "receipt_schema",
     "summarize_receipt",
+    "summary_json",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, __file__)

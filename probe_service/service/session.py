@@ -29,6 +29,7 @@ from .registry import Face, Operation, Request, lookup
 
 if TYPE_CHECKING:
     from ..claims import ReceiptLookup
+    from ..plans.backend import SandboxBackend
     from ..queue import Queue
 
 __all__ = ["MACHINE_FACES", "ProbeService"]
@@ -52,9 +53,12 @@ class ProbeService(OperationMethods):
         on_progress: Callable[[dict[str, int]], None] | None = None,
         capture_roots: tuple[str, ...] | None = None,
         root: Path | None = None,
+        backend: SandboxBackend | None = None,
     ) -> None:
         """``settings`` default to the environment's, read now; ``policy_file`` replaces
-        theirs for every operation of the session. Raises SettingsError (a bad setting)."""
+        theirs for every operation of the session. Runs in this process execute through
+        ``backend``, the real sandbox unless a test passes another (docs/ARCHITECTURE.md,
+        "Seams"). Raises SettingsError (a bad setting)."""
         if store is None and open_store is None:
             raise TypeError("ProbeService needs a store or a way to open one")
         settings = settings or read_settings()
@@ -69,6 +73,7 @@ class ProbeService(OperationMethods):
         self._queue = queue
         self._embedded: Queue | None = None
         self._queue_lock = threading.Lock()
+        self._backend = backend
         self._cache: dict[str, Any] = {}
         #: Sees a queued batch's counts at each poll while an operation waits on workers
         #: (``probe_run`` via the queue, ``batch_wait``); the CLI's no-worker notice.
@@ -94,6 +99,7 @@ class ProbeService(OperationMethods):
         policy_file: Path | None = None,
         interface: Face = "python",
         lazy: bool = False,
+        backend: SandboxBackend | None = None,
     ) -> ProbeService:
         """Open the store under ``root`` (or the settings' ``PROBE_DATABASE_URL``) and, when
         they name ``PROBE_REDIS_URL``, the queue on first use. ``database_url``,
@@ -120,6 +126,7 @@ class ProbeService(OperationMethods):
             "policy_file": policy_file,
             "capture_roots": roots,
             "root": Path(os.path.abspath(path)),
+            "backend": backend,
         }
         if lazy:
             return cls(open_store=opener, **options)
@@ -150,6 +157,16 @@ class ProbeService(OperationMethods):
         return self._receipts
 
     @property
+    def backend(self) -> SandboxBackend:
+        """Where runs in this process execute: the real sandbox unless one was passed."""
+        if self._backend is None:
+            # Imported on first use: a store read never loads the sandbox.
+            from ..plans.execution import RuntimeBackend
+
+            self._backend = RuntimeBackend(sandbox_dir=self.settings.sandbox_dir)
+        return self._backend
+
+    @property
     def queue(self) -> Queue:
         """The session's queue, chosen once from the settings: a broker (connected on first
         use) or the embedded queue (docs/ARCHITECTURE.md, "Queue")."""
@@ -157,7 +174,7 @@ class ProbeService(OperationMethods):
             if self._queue is None:
                 from ..queue import open_queue
 
-                self._queue = open_queue(self.settings)
+                self._queue = open_queue(self.settings, self._backend)
             return self._queue
 
     @property
@@ -171,7 +188,7 @@ class ProbeService(OperationMethods):
             if self._embedded is None:
                 from ..queue import InlineQueue
 
-                self._embedded = InlineQueue(self.settings)
+                self._embedded = InlineQueue(self.settings, self.backend)
             return self._embedded
 
     def cached(self, key: str, compute: Callable[[], Any]) -> Any:

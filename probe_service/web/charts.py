@@ -109,21 +109,5 @@ def waterfall(phases: Mapping[str, float], *, width: int = 600) -> Chart:
     )
 
 
-def phase_seconds(operational: object) -> dict[str, float]:
-    """The per-phase seconds a receipt's operational part carries (``phases``, or
-    ``timings``), keeping only names with non-negative numbers; {} when absent."""
-    if not isinstance(operational, Mapping):
-        return {}
-    for key in ("phases", "timings"):
-        found = operational.get(key)
-        if isinstance(found, Mapping):
-            return {
-                str(name): float(value)
-                for name, value in found.items()
-                if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
-            }
-    return {}
-
-
 def _css(key: str) -> str:
     return key if key in ("supports", "refutes", "inconclusive", "queued", "running") else ""

@@ -13,7 +13,7 @@ import base64
 import binascii
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -23,7 +23,11 @@ from starlette.templating import Jinja2Templates
 from ..errors import NotFound, ProbeServiceError
 from ..safe_text import safe_line, safe_text
 from ..service import ProbeService
-from .charts import column_chart, phase_seconds, row_chart, waterfall
+from ..service.adapters import parse_receipt, phase_seconds
+from .charts import column_chart, row_chart, waterfall
+
+if TYPE_CHECKING:
+    from ..service.adapters import CommittedConfirmation
 
 __all__ = ["Pages"]
 
@@ -139,37 +143,40 @@ class Pages:
             context.update(await self._receipt_context(receipt))
         return self.render(request, "run.html", **context)
 
-    async def _receipt_context(self, receipt: dict[str, Any]) -> dict[str, Any]:
-        committed = receipt.get("committed", {})
-        operational = receipt.get("operational", {})
+    async def _receipt_context(self, document: dict[str, Any]) -> dict[str, Any]:
+        """The receipt page's values, read from the typed receipt (``document`` is the
+        ``receipt_get`` answer)."""
+        receipt = parse_receipt(document)
+        committed, operational = receipt.committed, receipt.operational
         try:
-            verified = await self.read("receipt_verify", document=receipt)
+            verified = await self.read("receipt_verify", document=document)
             verification = {
                 "ok": True,
                 "text": f"commitment verifies: {verified['receipt_sha256']}",
             }
         except ProbeServiceError as exc:
             verification = {"ok": False, "text": safe_line(exc)}
-        phases = phase_seconds(operational)
-        plan = committed.get("plan") if isinstance(committed.get("plan"), dict) else {}
+        phases = phase_seconds(receipt)
+        fields, kept = committed.to_json(), operational.to_json()
         return {
-            "shown": [(k, committed[k]) for k in SHOWN_FIELDS if k in committed]
-            + _confirmation_row(committed),
+            "receipt": receipt,
+            "shown": [(k, fields[k]) for k in SHOWN_FIELDS if k in fields]
+            + _confirmation_row(committed.confirmation),
             "digested": sorted(
-                (k, v) for k, v in receipt.get("field_digests", {}).items() if k not in SHOWN_FIELDS
+                (k, v) for k, v in (receipt.field_digests or {}).items() if k not in SHOWN_FIELDS
             ),
-            "executable": committed.get("executable", {}),
-            "hypothesis": safe_text(plan.get("hypothesis", "")),
-            "check": committed.get("check", {}),
-            "detail": safe_text(operational.get("detail", "")),
+            "executable": committed.executable,
+            "hypothesis": safe_text(committed.plan.get("hypothesis", "")),
+            "check": committed.check,
+            "detail": safe_text(operational.detail or ""),
             "operational": {
-                k: safe_line(operational[k])
+                k: safe_line(kept[k])
                 for k in ("worker", "started_at", "finished_at", "wall_seconds")
-                if k in operational
+                if k in kept
             },
             "waterfall": waterfall(phases) if phases else None,
-            "stdout": _output(operational.get("stdout_b64")),
-            "stderr": _output(operational.get("stderr_b64")),
+            "stdout": _output(operational.stdout_b64),
+            "stderr": _output(operational.stderr_b64),
             "verification": verification,
         }
 
@@ -272,13 +279,11 @@ def _int(text: str | None, default: int) -> int:
     return int(text) if text and text.isdigit() and len(text) < 6 else default
 
 
-def _confirmation_row(committed: dict[str, Any]) -> list[tuple[str, str]]:
+def _confirmation_row(confirmation: CommittedConfirmation | None) -> list[tuple[str, str]]:
     """docs/ARCHITECTURE.md, "Confirming a refutation": whether a refutation was
     reproduced, where, and what the second execution decided; the digest row stays."""
-    confirmation = committed.get("confirmation")
-    if not isinstance(confirmation, dict):
+    if confirmation is None:
         return []
-    parts = [
-        str(confirmation.get(k)) for k in ("state", "on", "outcome", "reason") if k in confirmation
-    ]
+    carried = confirmation.to_json()
+    parts = [str(carried[k]) for k in ("state", "on", "outcome", "reason") if k in carried]
     return [("confirmation", safe_line(" · ".join(parts)))]

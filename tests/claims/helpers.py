@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from probe_service.plans.persist import save_receipt
-from probe_service.plans.receipts import COMMITTED_FIELDS, build_receipt
 from probe_service.plans.signing import SigningKey, sign_receipt
 from probe_service.snapshot import snapshot_capture
 from probe_service.store import Store
+
+from ..receipt_fields import committed_fields, receipt_of
 
 RECEIPT_SUPPORTS = "a" * 64
 RECEIPT_REFUTES = "b" * 64
@@ -75,21 +76,20 @@ def stored_receipt(
 ) -> str:
     """Store a verified receipt that ran ``executable`` (or ``plan``, moved to
     ``snapshot_id``) on ``snapshot_id``, signed by ``signing_key`` if given; its sha."""
-    committed: dict[str, object] = {field: f"{field}-value" for field in COMMITTED_FIELDS}
     base = plan or {"policy_id": "default", "executable": executable}
-    plan = {**base, "snapshot_id": snapshot_id}
-    committed.update(
-        outcome=outcome,
-        reason="oracle_passed",
-        exit_code=0,
-        elapsed_us=1,
-        snapshot_id=snapshot_id,
-        plan=plan,
-        plan_id=f"plan-{executable}-{snapshot_id[:8]}",
-    )
+    committed = {
+        **committed_fields(),
+        "outcome": outcome,
+        "reason": "oracle_passed",
+        "exit_code": 0,
+        "elapsed_us": 1,
+        "snapshot_id": snapshot_id,
+        "plan": {**base, "snapshot_id": snapshot_id},
+        "plan_id": f"plan-{executable}-{snapshot_id[:8]}",
+    }
     if signing_key is not None:
         committed["signer"] = signing_key.fingerprint
-    receipt = build_receipt(committed, {"worker": "test"})
+    receipt = receipt_of(committed, {"worker": "test"})
     envelope = sign_receipt(receipt, signing_key) if signing_key else None
     save_receipt(store, run_id, receipt, False, envelope)
-    return str(receipt["receipt_sha256"])
+    return receipt.receipt_sha256

@@ -1,4 +1,9 @@
-"""Fixtures of the CLI tests: the CLI in process, a policy file, a snapshot and plans."""
+"""Fixtures of the CLI tests: the CLI in process, a policy file, a snapshot and plans.
+
+``cli`` runs probes through the stub sandbox (``tests/stubsandbox.py``), answering what the
+test canned in ``stub``: the CLI's own behaviour (exit codes, output, ids, reuse) is what
+those tests check. ``real_cli`` runs them in the real sandbox, for the tests about a run.
+"""
 
 from __future__ import annotations
 
@@ -14,23 +19,42 @@ from probe_service.policies import POLICY_FILE_ENV
 from probe_service.store import DATABASE_URL_ENV
 
 from ..conftest import seed_state
+from ..stubsandbox import StubSandbox
 
 POLICY_ID = "cli-python"
 
 CliRunner = Callable[..., tuple[int, str, str]]
 
 
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> CliRunner:
-    """Run `byte-probe ARGS --root <tmp>` in process; return (exit code, stdout, stderr)."""
-
+def _runner(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, backend: StubSandbox | None
+) -> CliRunner:
     def _cli(*args: str, root: bool = True) -> tuple[int, str, str]:
         argv = [*args, "--root", str(tmp_path / "state")] if root else list(args)
-        code = main(argv)
+        code = main(argv, backend=backend)
         out, err = capsys.readouterr()
         return code, out, err
 
     return _cli
+
+
+@pytest.fixture
+def stub(stub_sandbox: StubSandbox) -> StubSandbox:
+    """The stub sandbox ``cli`` runs probes through; a test sets its ``answer``."""
+    return stub_sandbox
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], tmp_path: Path, stub: StubSandbox) -> CliRunner:
+    """Run `byte-probe ARGS --root <tmp>` in process, probes answered by the stub sandbox;
+    return (exit code, stdout, stderr)."""
+    return _runner(capsys, tmp_path, stub)
+
+
+@pytest.fixture
+def real_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> CliRunner:
+    """Like ``cli``, probes run in the real sandbox."""
+    return _runner(capsys, tmp_path, None)
 
 
 @pytest.fixture(autouse=True)

@@ -11,6 +11,7 @@ import pytest
 import probe_service.demo
 from probe_service.safe_text import excerpt, json_output, safe_line, safe_text
 
+from ..stubsandbox import Canned, StubSandbox, by_last_arg
 from .conftest import POLICY_ID, CliRunner, PlanCreator
 
 #: What a hostile probe prints: markup tags, SGR and OSC sequences, CR, NUL, invalid UTF-8.
@@ -19,6 +20,11 @@ HOSTILE_CODE = (
     "sys.stdout.buffer.write(b'[/dim] [server] [bold red]x\\x1b[31mred\\x1b]0;pwned\\x07"
     " \\xff\\xfe nul\\x00 cr\\rEND\\n'); "
     "sys.stderr.buffer.write(b'err [/] \\xc2\\x9b2J\\x1b[2J done\\n')"
+)
+#: What the stub sandbox answers for it: the bytes that code prints.
+HOSTILE_OUTPUT = Canned(
+    stdout=b"[/dim] [server] [bold red]x\x1b[31mred\x1b]0;pwned\x07 \xff\xfe nul\x00 cr\rEND\n",
+    stderr=b"err [/] \xc2\x9b2J\x1b[2J done\n",
 )
 HOSTILE_HYPOTHESIS = "[/dim] [server] \x1b]8;;http://x\x07link\x1b]8;;\x07 \r\x00"
 
@@ -33,8 +39,10 @@ def assert_visible(text: str) -> None:
 
 
 @pytest.fixture
-def hostile_plan(created: PlanCreator) -> str:
-    """A plan whose hypothesis is hostile and whose probe prints hostile bytes (and exits 0)."""
+def hostile_plan(created: PlanCreator, stub: StubSandbox) -> str:
+    """A plan whose hypothesis is hostile and whose probe prints hostile bytes (and exits 0);
+    the stub sandbox answers those bytes (``cli`` runs through it)."""
+    stub.answer = by_last_arg({HOSTILE_CODE: HOSTILE_OUTPUT})
     return created(HOSTILE_CODE, hypothesis=HOSTILE_HYPOTHESIS)
 
 
@@ -111,16 +119,17 @@ class TestHostileOutput:
             assert control not in out
 
     def test_demo_table_keeps_hostile_text_as_data(
-        self, cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+        self, real_cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """`demo` prints a hostile hypothesis literally and still exits 0."""
+        """`demo` prints a hostile hypothesis literally and still exits 0 (its probes run
+        in the real sandbox: the demo opens its own session)."""
         original = probe_service.demo.demo_plans
 
         def hostile(snapshot_id: str) -> list[dict[str, Any]]:
             return [{**p, "hypothesis": HOSTILE_HYPOTHESIS} for p in original(snapshot_id)]
 
         monkeypatch.setattr(probe_service.demo, "demo_plans", hostile)
-        code, out, err = cli("demo", "--workdir", str(tmp_path / "demo"), root=False)
+        code, out, err = real_cli("demo", "--workdir", str(tmp_path / "demo"), root=False)
         assert code == 0, err
         assert "[/dim]" in out
         for control in RAW_CONTROLS:

@@ -55,13 +55,13 @@ def _run(cli: CliRunner, plan_id: str, *extra: str) -> tuple[int, str]:
 
 
 def test_an_oracle_errors_cause_is_in_run_json_and_shown(
-    cli: CliRunner, created: PlanCreator
+    real_cli: CliRunner, created: PlanCreator
 ) -> None:
     """A JUnit oracle whose report was never written: inconclusive, and `run --json` says
     why in `check.detail`, with the phases and the limits that were in force; every row
     the person sees has its field."""
     plan_id = created("print('no report')", oracle=JUNIT)
-    code, out = _run(cli, plan_id, "--json")
+    code, out = _run(real_cli, plan_id, "--json")
     doc = json.loads(out)
     assert code == 2
     assert (doc["outcome"], doc["reason"]) == ("inconclusive", "oracle_error")
@@ -70,7 +70,7 @@ def test_an_oracle_errors_cause_is_in_run_json_and_shown(
     assert {"materialize", "canary", "execute"} <= set(doc["phases"])
     assert doc["limits_applied"]["timeout_seconds"] == 20
     assert "detail" in doc
-    _, text = _run(cli, plan_id)
+    _, text = _run(real_cli, plan_id)
     shown = {line.split("│")[1].strip() for line in text.splitlines() if line.count("│") >= 3}
     assert {"check", "limits_applied"} <= shown
     assert shown - {""} <= set(SHOWN_AS), shown - set(SHOWN_AS)
@@ -78,32 +78,32 @@ def test_an_oracle_errors_cause_is_in_run_json_and_shown(
 
 
 def test_a_refusals_detail_is_in_every_json(
-    cli: CliRunner, repo: Path, tmp_path: Path, created: PlanCreator
+    real_cli: CliRunner, repo: Path, tmp_path: Path, created: PlanCreator
 ) -> None:
     """A run refused for an escaping link names the link in `detail`, and `run --json`,
     `receipt show --json` and `submit --json` carry the same summary under the same
     names."""
     (repo / "data.txt").write_text("x\n")
     os.symlink("/etc/hostname", repo / "out")
-    code, out, _ = cli("snapshot", "capture", str(repo), "--json")
+    code, out, _ = real_cli("snapshot", "capture", str(repo), "--json")
     assert code == 0
     captured = json.loads(out)
     assert "'out'" in captured["escaping_links"][0]
     plan_id = created("print(1)", snapshot_id=captured["snapshot_id"], oracle=exit_oracle())
-    code, out = _run(cli, plan_id, "--json")
+    code, out = _run(real_cli, plan_id, "--json")
     ran = json.loads(out)
     assert (ran["reason"], code) == ("snapshot_link_escapes", 2)
     assert "'out'" in ran["detail"]
-    code, shown, _ = cli("receipt", "show", ran["receipt_sha256"][:12], "--json")
+    code, shown, _ = real_cli("receipt", "show", ran["receipt_sha256"][:12], "--json")
     receipt = json.loads(shown)
     plans = tmp_path / "plans.jsonl"
     plans.write_text(plan_id + "\n")
-    code, submitted, err = cli("submit", str(plans), "--policy", POLICY_ID, "--json")
+    code, submitted, err = real_cli("submit", str(plans), "--policy", POLICY_ID, "--json")
     result = json.loads(submitted)["results"][0]
     for name in SUMMARY:
         assert receipt[name] == ran[name], name
         assert result[name] == ran[name], name
-    code, _, err = cli("receipt", "verify", _write(tmp_path / "r.json", receipt), root=False)
+    code, _, err = real_cli("receipt", "verify", _write(tmp_path / "r.json", receipt), root=False)
     assert code == 0, err  # the summary beside the receipt leaves it verifiable
 
 

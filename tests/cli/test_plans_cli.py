@@ -1,13 +1,16 @@
-"""`byte-probe plan|run|receipt|demo`, in process, through the real sandbox."""
+"""`byte-probe plan|run|receipt|demo`, in process: one run and the demo through the real
+sandbox, the command's exit codes, JSON, receipts and reuse over the stub sandbox."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ..stubsandbox import Canned, StubSandbox
 from .conftest import POLICY_ID, CliRunner, PlanCreator, PlanWriter, exit_oracle
 
 
@@ -48,20 +51,25 @@ class TestPlanCommands:
 
 
 class TestRunCommand:
-    def test_supports_exits_0(self, cli: CliRunner, created: PlanCreator) -> None:
-        """A supported hypothesis exits 0."""
-        code, out, _ = cli("run", created("print(open('data.txt').read())"), "--policy", POLICY_ID)
+    def test_supports_exits_0(self, real_cli: CliRunner, created: PlanCreator) -> None:
+        """A hypothesis the real sandbox supports (the probe reads the snapshot) exits 0."""
+        code, out, _ = real_cli(
+            "run", created("print(open('data.txt').read())"), "--policy", POLICY_ID, "--json"
+        )
         assert code == 0
-        assert "supports" in out
+        doc = json.loads(out)
+        assert (doc["outcome"], doc["stdout"]) == ("supports", "forty-two\n\n")  # print adds one
 
-    def test_refutes_exits_1(self, cli: CliRunner, created: PlanCreator) -> None:
+    def test_refutes_exits_1(self, cli: CliRunner, created: PlanCreator, stub: StubSandbox) -> None:
         """A refuted hypothesis exits 1."""
+        stub.answer = lambda _plan: Canned(exit_code=4)
         plan_id = created("raise SystemExit(4)", failure_refutes=True)
         code, out, _ = cli("run", plan_id, "--policy", POLICY_ID)
         assert code == 1
         assert "refutes" in out
         # docs/ARCHITECTURE.md, "Confirming a refutation": executed twice, in this process.
         assert "confirmed on the same worker" in out
+        assert len(stub.executions) == 2
 
     def test_inconclusive_exits_2(self, cli: CliRunner, created: PlanCreator) -> None:
         """An inconclusive result (model-inferred oracle) exits 2."""
@@ -77,8 +85,9 @@ class TestRunCommand:
         assert "other-policy" in err
         assert err.count("\n") == 1
 
-    def test_json_document(self, cli: CliRunner, created: PlanCreator) -> None:
+    def test_json_document(self, cli: CliRunner, created: PlanCreator, stub: StubSandbox) -> None:
         """`run --json` prints outcome, reason, status, exit code, output, receipt and reuse."""
+        stub.answer = lambda _plan: Canned(stdout=b"hi\n")
         code, out, _ = cli("run", created("print('hi')"), "--policy", POLICY_ID, "--json")
         doc = json.loads(out)
         assert code == 0
@@ -90,7 +99,7 @@ class TestRunCommand:
 class TestReceiptCommands:
     @pytest.fixture
     def receipt_file(self, cli: CliRunner, created: PlanCreator, tmp_path: Path) -> Path:
-        """A receipt saved by `receipt show --json` after a real run."""
+        """A receipt saved by `receipt show --json` after a run."""
         _, out, _ = cli("run", created(), "--policy", POLICY_ID, "--json")
         code, shown, _ = cli("receipt", "show", json.loads(out)["receipt_sha256"], "--json")
         assert code == 0
@@ -116,9 +125,10 @@ class TestReceiptCommands:
 
 
 class TestDemo:
-    def test_demo_exits_0_with_three_outcomes(self, cli: CliRunner, tmp_path: Path) -> None:
-        """`demo` runs the three probes and prints supports, refutes and inconclusive."""
-        code, out, err = cli("demo", "--workdir", str(tmp_path / "demo"), root=False)
+    def test_demo_exits_0_with_three_outcomes(self, real_cli: CliRunner, tmp_path: Path) -> None:
+        """`demo` runs the three probes in the real sandbox and prints supports, refutes
+        and inconclusive."""
+        code, out, err = real_cli("demo", "--workdir", str(tmp_path / "demo"), root=False)
         assert code == 0, err
         for outcome in ("supports", "refutes", "inconclusive"):
             assert outcome in out
@@ -126,10 +136,16 @@ class TestDemo:
 
 class TestReuseIsExact:
     def test_fixed_environment_is_not_served_the_old_receipt(
-        self, cli: CliRunner, created: PlanCreator, monkeypatch: pytest.MonkeyPatch
+        self,
+        cli: CliRunner,
+        created: PlanCreator,
+        monkeypatch: pytest.MonkeyPatch,
+        stub: StubSandbox,
     ) -> None:
         """A changed value of a policy-passed variable runs again; after --no-reuse, later
         runs serve the newest receipt, never the old one."""
+        # The stub answers as the probe would see LANG, which the policy passes through.
+        stub.answer = lambda _plan: Canned(exit_code=0 if os.environ["LANG"] == "C.UTF-8" else 1)
         plan_id = created(
             "import os, sys; sys.exit(0 if os.environ.get('LANG') == 'C.UTF-8' else 1)",
             failure_refutes=True,
@@ -153,3 +169,4 @@ class TestReuseIsExact:
         )
         again = run()
         assert (again["reused"], again["receipt_sha256"]) == (True, fresh["receipt_sha256"])
+        assert len(stub.executions) == 4  # refuted and confirmed, fixed, fresh; again reused

@@ -22,14 +22,14 @@ from probe_service.claims import (
     obligation_list,
     obligation_resolve,
 )
-from probe_service.plans import parse_plan, plan_id_of
+from probe_service.plans import Receipt, parse_plan, plan_id_of
 from probe_service.plans.persist import save_plan, save_receipt
-from probe_service.plans.receipts import COMMITTED_FIELDS, build_receipt
 from probe_service.queue.runs import claim_run, create_runs, finish_run
 from probe_service.snapshot.capture import snapshot_capture
 from probe_service.store import Store, open_store
 
 from ..claims.helpers import claim_request
+from ..receipt_fields import committed_fields, receipt_of
 
 OPERATIONS = ("capture", "plan", "run", "claim", "analyze", "resolve")
 
@@ -58,18 +58,18 @@ def _capture(store: Store, tree: Path, tag: str) -> str:
     return snapshot_capture(store, tree).snapshot_id
 
 
-def _receipt(plan_id: str, snapshot_id: str, run_id: str) -> dict[str, Any]:
-    committed: dict[str, Any] = {name: f"{name}-value" for name in COMMITTED_FIELDS}
-    committed.update(
-        outcome="supports",
-        reason="oracle_passed",
-        exit_code=0,
-        elapsed_us=1,
-        snapshot_id=snapshot_id,
-        plan_id=plan_id,
-        action_key=run_id.ljust(64, "0")[:64],
-    )
-    return build_receipt(committed, {"worker": "crash-test"})
+def _receipt(plan_id: str, snapshot_id: str, run_id: str) -> Receipt:
+    committed = {
+        **committed_fields(),
+        "outcome": "supports",
+        "reason": "oracle_passed",
+        "exit_code": 0,
+        "elapsed_us": 1,
+        "snapshot_id": snapshot_id,
+        "plan_id": plan_id,
+        "action_key": run_id.ljust(64, "0")[:64],
+    }
+    return receipt_of(committed, {"worker": "crash-test"})
 
 
 def _plan(snapshot_id: str, tag: str) -> Any:
@@ -115,8 +115,8 @@ def run_operation(root: Path, url: str | None, operation: str, tag: str, kill_at
             run_id,
             outcome="supports",
             reason="oracle_passed",
-            receipt_sha256=str(receipt["receipt_sha256"]),
-            action_key=str(receipt["committed"]["action_key"]),
+            receipt_sha256=receipt.receipt_sha256,
+            action_key=receipt.committed.action_key,
         )
     elif operation == "claim":
         snapshot_id = _capture(store, tree, tag)

@@ -51,7 +51,8 @@ def _policy_file(directory: Path) -> Path:
 
 
 def _ok(answer: Any) -> dict[str, Any]:
-    assert isinstance(answer, dict) and "error" not in answer, answer
+    assert isinstance(answer, dict), answer
+    assert "error" not in answer, answer
     return answer
 
 
@@ -87,8 +88,15 @@ def test_the_loop_through_the_sdk_client(layout: dict[str, Path]) -> None:
     """Instructions name the loop; policy_describe tells the plan what it may use; submit
     answers at once; run_status ends with the verifiable receipt; a claim rests on it."""
     with open_mcp(layout["root"]) as client:
-        for step in ("byte_snapshot_capture", "byte_policy_describe", "byte_probe_plan",
-                     "byte_probe_submit", "byte_run_status", "byte_claim_create", "byte_gate"):
+        for step in (
+            "byte_snapshot_capture",
+            "byte_policy_describe",
+            "byte_probe_plan",
+            "byte_probe_submit",
+            "byte_run_status",
+            "byte_claim_create",
+            "byte_gate",
+        ):
             assert step in client.instructions  # fmt: skip
         caps = _ok(client.call("capabilities"))
         assert len(json.dumps(caps)) <= 16 * 1024

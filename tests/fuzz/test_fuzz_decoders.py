@@ -29,7 +29,7 @@ from probe_service.errors import (
     UnsafePath,
 )
 from probe_service.plans import parse_plan
-from probe_service.plans.receipts import build_receipt, verify_receipt
+from probe_service.plans.receipts import verify_receipt
 from probe_service.policies.loader import load_policy_file
 from probe_service.queue.submit import read_plans_file
 from probe_service.snapshot.manifest import decode_manifest, file_record
@@ -37,8 +37,9 @@ from probe_service.store import Store, open_store
 
 from ..calls import probe_plan
 from ..claims.helpers import PARSE_PY, STUB_RECEIPTS, WorkTree, claim_request
-from ..plans.conftest import committed_fields, operational_fields, plan_doc
+from ..plans.conftest import plan_doc
 from ..policies.conftest import document
+from ..receipt_fields import committed_fields, operational_fields, receipt_of
 from .strategies import fed, json_texts, json_values, mutated, row_counts
 
 pytestmark = pytest.mark.fuzz
@@ -137,7 +138,7 @@ class TestSubmitLines:
 
 
 def _receipt() -> dict[str, Any]:
-    return build_receipt(committed_fields(), operational_fields())
+    return receipt_of(committed_fields(), operational_fields()).to_json()
 
 
 class TestReceipt:

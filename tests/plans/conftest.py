@@ -3,9 +3,7 @@ probe under a policy to vary (the refusal tests here and in ``tests/security``).
 
 from __future__ import annotations
 
-import base64
 import copy
-import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -67,52 +65,6 @@ def plan_doc(**overrides: Any) -> dict[str, Any]:
     }
     doc.update(overrides)
     return copy.deepcopy(doc)
-
-
-STDOUT = b"[4, 5]\n"
-STDERR = b"warning: x\n"
-
-
-def committed_fields() -> dict[str, Any]:
-    """A realistic committed section (the shape probe_run writes)."""
-    return {
-        "version": 1,
-        "action_key": "1" * 64,
-        "plan_id": "2" * 64,
-        "plan": {
-            "args": ["-c", "print([4, 5])"],
-            "executable": "python3",
-            "oracle": {"check": {"kind": "exit_code", "equals": 0}, "source": "user_requirement"},
-        },
-        "snapshot_id": "3" * 64,
-        "policy_id": "local-python",
-        "policy_digest": "4" * 64,
-        "executable": {"path": "/usr/bin/python3.11", "sha256": "5" * 64, "size": 100},
-        "sandbox_digest": "6" * 64,
-        "settings_digest": "7" * 64,
-        "limits_applied": {"mechanism": "rlimit", "timeout_seconds": 30},
-        "status": "ok",
-        "exit_code": 0,
-        "stdout_sha256": hashlib.sha256(STDOUT).hexdigest(),
-        "stderr_sha256": hashlib.sha256(STDERR).hexdigest(),
-        "check": {"passed": True, "detail": "exit code 0", "error": False},
-        "outcome": "supports",
-        "reason": "oracle_passed",
-        "elapsed_us": 123456,
-    }
-
-
-def operational_fields() -> dict[str, Any]:
-    """Operational fields, outside the commitment."""
-    return {
-        "run_id": "r" * 32,
-        "worker": "host-a",
-        "started_at": "2026-01-01T00:00:00.000000+00:00",
-        "finished_at": "2026-01-01T00:00:01.000000+00:00",
-        "wall_seconds": 1.0,
-        "stdout_b64": base64.b64encode(STDOUT).decode(),
-        "stderr_b64": base64.b64encode(STDERR).decode(),
-    }
 
 
 REFUSAL_POLICY_ID = "refusals"

@@ -10,17 +10,25 @@ from typing import Any
 import pytest
 
 from probe_service.errors import ReceiptInvalid
-from probe_service.plans import build_receipt, find_reusable_receipt, save_receipt, verify_receipt
+from probe_service.plans import (
+    Committed,
+    build_receipt,
+    find_reusable_receipt,
+    save_receipt,
+    verify_receipt,
+)
 from probe_service.plans.confirm import (
     ReceiptDraft,
     awaits_confirmation,
     may_answer_later_runs,
     settle,
 )
+from probe_service.plans.receipt_model import parse_committed, parse_operational
 from probe_service.policies import Policy
 from probe_service.store import Store
 
-from .conftest import TEST_POLICY, committed_fields, operational_fields
+from ..receipt_fields import committed_fields, operational_fields, receipt_of
+from .conftest import TEST_POLICY
 
 REFUTED = {
     "status": "ok",
@@ -36,10 +44,17 @@ def policy(**overrides: Any) -> Policy:
     return Policy.model_validate({**TEST_POLICY, **overrides})
 
 
+def committed_of(**fields: Any) -> Committed:
+    """The realistic committed fields with ``fields`` changed, read into the model."""
+    return parse_committed({**committed_fields(), **fields}, "test")
+
+
 def draft(worker: str = "host-a:1", **committed: Any) -> ReceiptDraft:
     return ReceiptDraft(
-        {**committed_fields(), **REFUTED, **committed},
-        {**operational_fields(), "worker": worker, "phases": {"execute": 0.5}},
+        committed_of(**{**REFUTED, **committed}),
+        parse_operational(
+            {**operational_fields(), "worker": worker, "phases": {"execute": 0.5}}, "test"
+        ),
     )
 
 
@@ -47,19 +62,21 @@ def second(outcome: str, worker: str = "host-a:1") -> ReceiptDraft:
     """A confirming execution that decided ``outcome``, with its own kept stdout."""
     exit_code = 1 if outcome == "refutes" else 0
     return ReceiptDraft(
-        {
-            **committed_fields(),
-            "exit_code": exit_code,
-            "outcome": outcome,
-            "reason": "oracle_failed" if outcome == "refutes" else "oracle_passed",
-            "stdout_sha256": hashlib.sha256(SECOND_STDOUT).hexdigest(),
-        },
-        {
-            **operational_fields(),
-            "worker": worker,
-            "stdout_b64": base64.b64encode(SECOND_STDOUT).decode(),
-            "preflight_output": [{"stdout_b64": "", "stderr_b64": ""}],
-        },
+        committed_of(
+            exit_code=exit_code,
+            outcome=outcome,
+            reason="oracle_failed" if outcome == "refutes" else "oracle_passed",
+            stdout_sha256=hashlib.sha256(SECOND_STDOUT).hexdigest(),
+        ),
+        parse_operational(
+            {
+                **operational_fields(),
+                "worker": worker,
+                "stdout_b64": base64.b64encode(SECOND_STDOUT).decode(),
+                "preflight_output": [{"stdout_b64": "", "stderr_b64": ""}],
+            },
+            "test",
+        ),
     )
 
 
@@ -80,30 +97,39 @@ class TestSettle:
         """Both refute: outcome stands, the confirmation names how and where it ran."""
         settled = settle(second("refutes", worker="host-b:2"), policy(), draft())
         committed = settled.committed
-        assert (committed["outcome"], committed["reason"]) == ("refutes", "oracle_failed")
-        confirmation = committed["confirmation"]
-        assert (confirmation["state"], confirmation["on"]) == ("confirmed", "another_worker")
-        assert confirmation["required"] is True
-        assert settled.operational["worker"] == "host-a:1"
-        assert settled.operational["confirmation"]["worker"] == "host-b:2"
+        assert (committed.outcome, committed.reason) == ("refutes", "oracle_failed")
+        confirmation = committed.confirmation
+        assert confirmation is not None
+        assert (confirmation.state, confirmation.on) == ("confirmed", "another_worker")
+        assert confirmation.required is True
+        assert settled.operational.worker == "host-a:1"
+        assert settled.operational.confirmation is not None
+        assert settled.operational.confirmation.worker == "host-b:2"
 
     def test_disagreement_is_inconclusive_flaky(self) -> None:
         """The second supports: inconclusive/flaky, the first's check kept, the second's
         outcome and output digest committed, its preflight output not kept."""
         settled = settle(second("supports"), policy(), draft())
         committed = settled.committed
-        assert (committed["outcome"], committed["reason"]) == ("inconclusive", "flaky")
-        assert committed["check"]["passed"] is False
-        confirmation = committed["confirmation"]
-        assert (confirmation["state"], confirmation["on"]) == ("disagreed", "same_worker")
-        assert confirmation["outcome"] == "supports"
-        assert "preflight_output" not in settled.operational["confirmation"]
+        assert (committed.outcome, committed.reason) == ("inconclusive", "flaky")
+        assert committed.check is not None
+        assert committed.check.passed is False
+        confirmation = committed.confirmation
+        assert confirmation is not None
+        assert (confirmation.state, confirmation.on) == ("disagreed", "same_worker")
+        assert confirmation.outcome == "supports"
+        assert settled.operational.confirmation is not None
+        assert "preflight_output" not in settled.operational.confirmation.to_json()
         assert may_answer_later_runs(committed) is False
 
     def test_an_exempting_policy_marks_the_refutation_unconfirmed(self) -> None:
         """confirm_refutes: false: the first refutation is written as unconfirmed."""
         settled = settle(draft(), policy(confirm_refutes=False), None)
-        assert settled.committed["confirmation"] == {"state": "unconfirmed", "required": False}
+        assert settled.committed.confirmation is not None
+        assert settled.committed.confirmation.to_json() == {
+            "state": "unconfirmed",
+            "required": False,
+        }
         assert may_answer_later_runs(settled.committed) is True
 
     def test_supports_keeps_its_shape(self) -> None:
@@ -119,31 +145,34 @@ class TestMayAnswerLaterRuns:
             (None, False),  # an older release's refutation
             ({"state": "confirmed", "required": True}, True),
             ({"state": "unconfirmed", "required": False}, True),
-            ({"state": "unconfirmed"}, False),  # not exempted by its policy
+            ({"state": "unconfirmed", "required": True}, False),  # not exempted by its policy
             ({"state": "disagreed", "required": True}, False),
-            ("confirmed", False),
         ],
     )
     def test_a_refutation_answers_only_once_reproduced_or_exempted(
         self, confirmation: object, reusable: bool
     ) -> None:
         """Only a confirmed refutation, or one its policy exempted, may answer."""
-        committed = {**committed_fields(), **REFUTED}
-        if confirmation is not None:
-            committed["confirmation"] = confirmation
-        assert may_answer_later_runs(committed) is reusable
+        extra = {} if confirmation is None else {"confirmation": confirmation}
+        assert may_answer_later_runs(committed_of(**REFUTED, **extra)) is reusable
+
+    @pytest.mark.parametrize("confirmation", [{"state": "unconfirmed"}, "confirmed"])
+    def test_a_malformed_confirmation_is_refused(self, confirmation: object) -> None:
+        """A confirmation without ``required``, or not an object, is no receipt at all."""
+        with pytest.raises(ReceiptInvalid, match="confirmation"):
+            committed_of(**REFUTED, confirmation=confirmation)
 
     def test_supports_and_inconclusive_are_unchanged(self) -> None:
         """supports from a completed probe answers; inconclusive and non-ok never."""
-        assert may_answer_later_runs(committed_fields()) is True
-        assert may_answer_later_runs({**committed_fields(), "outcome": "inconclusive"}) is False
-        assert may_answer_later_runs({**committed_fields(), "status": "timeout"}) is False
+        assert may_answer_later_runs(committed_of()) is True
+        assert may_answer_later_runs(committed_of(outcome="inconclusive")) is False
+        assert may_answer_later_runs(committed_of(status="timeout")) is False
 
 
 def _store_receipt(store: Store, run_id: str, committed: dict[str, Any], reusable: bool) -> str:
-    receipt = build_receipt({**committed_fields(), **committed}, operational_fields())
+    receipt = receipt_of({**committed_fields(), **committed}, operational_fields())
     assert save_receipt(store, run_id, receipt, reusable)
-    return str(receipt["receipt_sha256"])
+    return receipt.receipt_sha256
 
 
 class TestStoredReceipts:
@@ -159,13 +188,13 @@ class TestStoredReceipts:
         sha = _store_receipt(any_store, "r1", confirmed, reusable=True)
         found = find_reusable_receipt(any_store, committed_fields()["action_key"])
         assert found is not None
-        assert found["receipt_sha256"] == sha
+        assert found.receipt_sha256 == sha
 
 
 class TestVerify:
     def _receipt(self) -> dict[str, Any]:
         settled = settle(second("supports"), policy(), draft())
-        return build_receipt(settled.committed, settled.operational)
+        return build_receipt(settled.committed, settled.operational).to_json()
 
     def test_a_confirmed_receipt_verifies(self) -> None:
         """The confirmation's kept output hashes to its committed digest."""

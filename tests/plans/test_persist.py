@@ -12,7 +12,7 @@ from sqlalchemy.exc import DBAPIError
 
 from probe_service.errors import Conflict, NotFound
 from probe_service.plans import (
-    build_receipt,
+    Receipt,
     find_reusable_receipt,
     load_plan,
     load_receipt,
@@ -24,7 +24,8 @@ from probe_service.plans import (
 from probe_service.plans.tables import plans, receipts
 from probe_service.store import Store, read_events, utc_now
 
-from .conftest import committed_fields, operational_fields, plan_doc
+from ..receipt_fields import committed_fields, operational_fields, receipt_of
+from .conftest import plan_doc
 
 
 def row_count(store: Store, table: Any) -> int:
@@ -37,8 +38,8 @@ def event_kinds(store: Store) -> list[str]:
         return [event.kind for event in read_events(conn, 0, 100)]
 
 
-def make_receipt(**committed: Any) -> dict[str, Any]:
-    return build_receipt({**committed_fields(), **committed}, operational_fields())
+def make_receipt(**committed: Any) -> Receipt:
+    return receipt_of({**committed_fields(), **committed}, operational_fields())
 
 
 class TestSavePlan:
@@ -122,7 +123,7 @@ class TestImmutableRows:
         save_receipt(any_store, "run-1", make_receipt(), reusable=True)
         with pytest.raises(DBAPIError, match="immutable"), any_store.engine.begin() as conn:
             conn.execute(text("UPDATE receipts SET outcome = 'refutes'"))
-        assert load_receipt(any_store, "run-1")["committed"]["outcome"] == "supports"
+        assert load_receipt(any_store, "run-1").committed.outcome == "supports"
 
     def test_receipt_row_cannot_be_deleted(self, any_store: Store) -> None:
         """Raw SQL DELETE of a stored receipt is refused."""
@@ -147,7 +148,7 @@ class TestSaveReceipt:
         save_receipt(any_store, "run-1", first, reusable=True)
         again = make_receipt(outcome="inconclusive", reason="timeout", elapsed_us=9)
         assert save_receipt(any_store, "run-1", again, reusable=False) is False
-        assert load_receipt(any_store, "run-1")["receipt_sha256"] == first["receipt_sha256"]
+        assert load_receipt(any_store, "run-1").receipt_sha256 == first.receipt_sha256
         assert row_count(any_store, receipts) == 1
 
     def test_probe_event_names_run_and_receipt(self, any_store: Store) -> None:
@@ -156,10 +157,10 @@ class TestSaveReceipt:
         save_receipt(any_store, "run-1", receipt, reusable=True)
         with any_store.reading() as conn:
             (event,) = read_events(conn, 0, 10)
-        assert event.subject == receipt["committed"]["plan_id"]
+        assert event.subject == receipt.committed.plan_id
         assert event.payload == {
             "run_id": "run-1",
-            "receipt_sha256": receipt["receipt_sha256"],
+            "receipt_sha256": receipt.receipt_sha256,
             "outcome": "supports",
             "reason": "oracle_passed",
         }
@@ -168,7 +169,7 @@ class TestSaveReceipt:
         """A stored receipt loads by its sha and by its run id, unchanged."""
         receipt = make_receipt()
         save_receipt(any_store, "run-1", receipt, reusable=True)
-        assert load_receipt(any_store, receipt["receipt_sha256"]) == receipt
+        assert load_receipt(any_store, receipt.receipt_sha256) == receipt
         assert load_receipt(any_store, "run-1") == receipt
 
     def test_load_unknown_is_not_found(self, any_store: Store) -> None:
@@ -184,7 +185,7 @@ class TestReusableReceipt:
         save_receipt(any_store, "run-1", receipt, reusable=True)
         found = find_reusable_receipt(any_store, "k" * 64)
         assert found is not None
-        assert found["receipt_sha256"] == receipt["receipt_sha256"]
+        assert found.receipt_sha256 == receipt.receipt_sha256
 
     def test_not_reusable_is_never_returned(self, any_store: Store) -> None:
         """A receipt stored as not reusable never answers a later action."""
@@ -203,7 +204,7 @@ class TestReusableReceipt:
         save_receipt(any_store, "run-2", newer, reusable=True)
         found = find_reusable_receipt(any_store, "k" * 64)
         assert found is not None
-        assert found["receipt_sha256"] == newer["receipt_sha256"]
+        assert found.receipt_sha256 == newer.receipt_sha256
 
     def test_inconclusive_is_never_reused(self, any_store: Store) -> None:
         """An inconclusive receipt never answers a later action, even marked reusable."""

@@ -9,10 +9,11 @@ import pytest
 from rich.console import Console
 
 from probe_service.cli.results import print_receipt
+from probe_service.errors import ReceiptInvalid
 from probe_service.plans.phases import PHASES, PhaseClock, phase_seconds
-from probe_service.plans.receipts import build_receipt, verify_receipt
+from probe_service.plans.receipts import verify_receipt
 
-from .conftest import committed_fields, operational_fields
+from ..receipt_fields import committed_fields, operational_fields, receipt_of
 
 
 class TestPhaseClock:
@@ -47,29 +48,30 @@ class TestReceiptPhases:
         slow, fast = operational_fields(), operational_fields()
         slow["phases"] = dict.fromkeys(PHASES, 9.0)
         fast["phases"] = dict.fromkeys(PHASES, 0.001)
-        first = build_receipt(committed_fields(), slow)
-        second = build_receipt(committed_fields(), fast)
-        assert first["receipt_sha256"] == second["receipt_sha256"]
+        first = receipt_of(committed_fields(), slow)
+        second = receipt_of(committed_fields(), fast)
+        assert first.receipt_sha256 == second.receipt_sha256
         assert verify_receipt(first) == verify_receipt(second)
 
-    def test_malformed_phases_are_dropped(self) -> None:
-        """Unknown names, negative, non-number and boolean values never reach a reader."""
+    def test_unknown_and_negative_phases_are_dropped(self) -> None:
+        """Unknown names and negative values never reach a reader."""
         operational = operational_fields()
-        operational["phases"] = {
-            "execute": 0.5,
-            "\x1b[2Jhostile": 1.0,
-            "launch": -1.0,
-            "canary": "fast",
-            "write": True,
-        }
-        receipt = build_receipt(committed_fields(), operational)
+        operational["phases"] = {"execute": 0.5, "\x1b[2Jhostile": 1.0, "launch": -1.0}
+        receipt = receipt_of(committed_fields(), operational)
         assert phase_seconds(receipt) == {"execute": 0.5}
+
+    @pytest.mark.parametrize("value", ["fast", True, None, [1]])
+    def test_a_phase_that_is_not_a_number_is_refused(self, value: object) -> None:
+        """A phase value that is not a JSON number makes no receipt; the refusal names it."""
+        operational = {**operational_fields(), "phases": {"execute": 0.5, "canary": value}}
+        with pytest.raises(ReceiptInvalid, match=r"operational\.phases\.canary"):
+            receipt_of(committed_fields(), operational)
 
     def test_receipt_show_prints_phases_without_hostile_text(self) -> None:
         """The human view lists each phase and drops a name a writer of the store chose."""
         operational = operational_fields()
         operational["phases"] = {"canary": 0.25, "execute": 1.5, "\x1b]0;pwned\x07": 3.0}
-        receipt = build_receipt(committed_fields(), operational)
+        receipt = receipt_of(committed_fields(), operational)
         out = io.StringIO()
         print_receipt(Console(file=out, width=200, color_system=None), receipt, "receipt x")
         text = out.getvalue()

@@ -14,17 +14,20 @@ from hypothesis import strategies as st
 
 from probe_service.canonical import canonical_json
 from probe_service.errors import ReceiptInvalid
-from probe_service.plans import build_receipt, verify_receipt
-from probe_service.plans.receipts import COMMITTED_FIELDS
+from probe_service.plans import verify_receipt
+from probe_service.plans.receipt_model import CommittedV1
 
-from .conftest import committed_fields, operational_fields
+from ..receipt_fields import committed_fields, operational_fields, receipt_of
+
+#: The fields every version-1 receipt commits to (the optional ones aside).
+COMMITTED_FIELDS = tuple(n for n, f in CommittedV1.model_fields.items() if f.is_required())
 
 
 @pytest.fixture
 def receipt() -> dict[str, Any]:
     """A freshly built, valid receipt, as it would come back from JSON."""
-    built = build_receipt(committed_fields(), operational_fields())
-    return dict(json.loads(json.dumps(built)))
+    built = receipt_of(committed_fields(), operational_fields())
+    return dict(json.loads(json.dumps(built.to_json())))
 
 
 def caught(receipt: dict[str, Any]) -> str:
@@ -59,11 +62,11 @@ class TestRoundTrip:
         assert receipt["receipt_sha256"] == hashlib.sha256(raw).hexdigest()
 
     def test_build_refuses_missing_committed_field(self) -> None:
-        """build_receipt refuses a committed section missing a field, naming it."""
+        """Committed fields missing one are refused, naming it."""
         committed = committed_fields()
         del committed["sandbox_digest"]
         with pytest.raises(ReceiptInvalid, match="sandbox_digest"):
-            build_receipt(committed, {})
+            receipt_of(committed, {})
 
     @pytest.mark.parametrize("document", [None, [], "receipt", 1, {}])
     def test_not_a_receipt(self, document: object) -> None:
@@ -188,7 +191,7 @@ class TestTamperingProperty:
     @given(data=st.data())
     def test_any_mutation_of_a_committed_value_is_detected(self, data: st.DataObject) -> None:
         """Replacing any committed value, at any depth, by any other JSON value is caught."""
-        receipt = build_receipt(committed_fields(), operational_fields())
+        receipt = receipt_of(committed_fields(), operational_fields()).to_json()
         tampered = copy.deepcopy(receipt)
         path = data.draw(st.sampled_from(_leaf_paths(tampered["committed"])))
         parent = tampered["committed"]

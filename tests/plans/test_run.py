@@ -1,6 +1,7 @@
-"""probe_run end to end through the REAL Sandbox Runtime: outcomes, policy, reuse, overlay.
+"""probe_run end to end through the REAL Sandbox Runtime: outcomes, policy, overlay; and
+reuse, whose runs the stub sandbox answers (reuse is decided after the execution).
 
-Every run here launches the pinned runtime (bubblewrap on Linux); nothing is mocked.
+Every other run here launches the pinned runtime (bubblewrap on Linux); nothing is mocked.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from probe_service.sandbox import SANDBOX_DIR_ENV, SandboxRuntime
 from probe_service.store import Store, open_store, read_events
 
 from .. import calls as service
+from ..stubsandbox import StubSandbox
 from .conftest import oracle_doc, plan_doc
 
 POLICY_ID = "test-run"
@@ -106,6 +108,16 @@ def run(sqlite_store: Store, runtime: SandboxRuntime, write_policy: PolicyWriter
     return _run
 
 
+@pytest.fixture
+def stub_run(sqlite_store: Store, stub_sandbox: StubSandbox, write_policy: PolicyWriter) -> Runner:
+    """Run a stored plan under POLICY_ID, its probe answered by the stub sandbox."""
+
+    def _run(plan_id: str, policy_id: str = POLICY_ID, **kw: Any) -> ProbeRunResult:
+        return service.probe_run(sqlite_store, plan_id, policy_id, backend=stub_sandbox, **kw)
+
+    return _run
+
+
 def receipt_rows(store: Store) -> int:
     with store.reading() as conn:
         return int(conn.execute(select(func.count()).select_from(receipts)).scalar_one())
@@ -184,7 +196,7 @@ class TestSupportedRun:
         self, result: ProbeRunResult, runtime: SandboxRuntime
     ) -> None:
         """The commitment names the plan, policy, sandbox digest and executable identity."""
-        committed = result.receipt["committed"]
+        committed = result.receipt.committed.to_json()
         assert committed["plan_id"] == result.plan_id
         assert committed["policy_id"] == POLICY_ID
         assert committed["sandbox_digest"] == runtime.digest
@@ -258,38 +270,50 @@ class TestPolicyAndPlanLookup:
 
 class TestReuse:
     def test_second_run_reuses_the_receipt(
-        self, make_plan: PlanMaker, run: Runner, sqlite_store: Store
+        self,
+        make_plan: PlanMaker,
+        stub_run: Runner,
+        sqlite_store: Store,
+        stub_sandbox: StubSandbox,
     ) -> None:
         """The same action again returns the first receipt, reused, with no new row."""
         plan_id = make_plan()
-        first = run(plan_id)
-        second = run(plan_id)
+        first = stub_run(plan_id)
+        second = stub_run(plan_id)
         assert second.reused is True
         assert second.receipt_sha256 == first.receipt_sha256
         assert second.run_id == first.run_id
         assert receipt_rows(sqlite_store) == 1
+        assert len(stub_sandbox.executions) == 1
 
     def test_no_reuse_runs_again(
-        self, make_plan: PlanMaker, run: Runner, sqlite_store: Store
+        self, make_plan: PlanMaker, stub_run: Runner, sqlite_store: Store
     ) -> None:
         """reuse=False executes anew and writes a second receipt."""
         plan_id = make_plan()
-        first = run(plan_id)
-        second = run(plan_id, reuse=False)
+        first = stub_run(plan_id)
+        second = stub_run(plan_id, reuse=False)
         assert second.reused is False
         assert second.run_id != first.run_id
         assert receipt_rows(sqlite_store) == 2
 
     def test_edited_policy_is_a_new_action(
-        self, make_plan: PlanMaker, run: Runner, write_policy: PolicyWriter, sqlite_store: Store
+        self,
+        make_plan: PlanMaker,
+        stub_run: Runner,
+        write_policy: PolicyWriter,
+        sqlite_store: Store,
     ) -> None:
         """Editing the policy body (its timeout) changes the action key: no reuse."""
         plan_id = make_plan()
-        first = run(plan_id)
+        first = stub_run(plan_id)
         write_policy(timeout_seconds=19)
-        second = run(plan_id)
+        second = stub_run(plan_id)
         assert second.reused is False
-        assert second.receipt["committed"]["action_key"] != first.receipt["committed"]["action_key"]
+        assert (
+            second.receipt.committed.to_json()["action_key"]
+            != first.receipt.committed.to_json()["action_key"]
+        )
         assert receipt_rows(sqlite_store) == 2
 
 
@@ -330,7 +354,7 @@ class TestBrokenRuntime:
     def test_not_reusable(self, refused: tuple[str, ProbeRunResult], sqlite_store: Store) -> None:
         """A refused run never answers a later identical action."""
         _, result = refused
-        action_key = result.receipt["committed"]["action_key"]
+        action_key = result.receipt.committed.to_json()["action_key"]
         assert find_reusable_receipt(sqlite_store, action_key) is None
 
     def test_same_refusal_twice_does_not_crash(
@@ -416,7 +440,7 @@ class TestCleanup:
             "open(d + '/deep/er/f', 'w').write('x'); os.chmod(d + '/deep', 0o500); print('ok')"
         )
         result = run(make_plan(code, oracle=contains("ok")))
-        assert result.outcome == "supports", result.receipt["operational"]["detail"]
+        assert result.outcome == "supports", result.receipt.operational.to_json()["detail"]
         assert os.listdir(fresh_tmpdir) == []
 
     def test_removed_after_overlay_failure(

@@ -72,7 +72,7 @@ def test_repository_links_cannot_read_host_files(
     result = service.probe_run(sqlite_store, plan_id, "hostile", runtime=runtime)
     # Absolute links refuse the materialization, naming a link (tracker issue 10, item 6).
     assert (result.status, result.reason) == ("inconclusive", "snapshot_link_escapes")
-    assert "has an absolute target" in result.receipt["operational"]["detail"]
+    assert "has an absolute target" in result.receipt.operational.to_json()["detail"]
     assert SECRET.decode() not in result.stdout + result.stderr
     assert b"SQLite format" not in (result.stdout + result.stderr).encode()
     assert result.outcome == "inconclusive"

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from probe_service.canonical import sha256_of_json
-from probe_service.plans import ProbeRunResult, build_receipt, find_reusable_receipt, verify_receipt
+from probe_service.plans import ProbeRunResult, find_reusable_receipt, verify_receipt
 from probe_service.plans.persist import load_plan, load_receipt, save_receipt
 from probe_service.plans.run import action_inputs, action_key_for
 from probe_service.policies import POLICY_FILE_ENV, find_policy, load_policy_file
@@ -24,6 +24,7 @@ from probe_service.sandbox import SandboxRuntime
 from probe_service.store import Store
 
 from .. import calls as service
+from ..receipt_fields import receipt_of
 from .conftest import REFUSAL_POLICY_ID as POLICY_ID
 from .conftest import RefusalProbe
 
@@ -37,7 +38,7 @@ def probe(refusal_probe: Probe) -> Probe:
 
 
 def refusals(result: ProbeRunResult) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = result.receipt["committed"].get("refusals", [])
+    found: list[dict[str, Any]] = result.receipt.committed.to_json().get("refusals", [])
     return found
 
 
@@ -72,15 +73,15 @@ class TestRefusalsAreNotEvidence:
     def test_the_hint_and_the_verdict_name_the_same_write(self, probe: Probe) -> None:
         """The operational hint is built from the very refusals the verdict rests on."""
         result = probe(WRITE_SOURCE)
-        hint = result.receipt["operational"]["possible_sandbox_denial"]
+        hint = result.receipt.operational.to_json()["possible_sandbox_denial"]
         assert hint["writes"] == [r["target"] for r in refusals(result)] == ["out.txt"]
 
     def test_a_genuine_failure_still_refutes(self, probe: Probe) -> None:
         """A failure with no refusal in sight is the evidence the plan declared it to be."""
         result = probe("assert open('data.txt').read() == 'changed\\n'")
         assert (result.outcome, result.reason) == ("refutes", "oracle_failed")
-        assert "refusals" not in result.receipt["committed"]
-        assert "possible_sandbox_denial" not in result.receipt["operational"]
+        assert "refusals" not in result.receipt.committed.to_json()
+        assert "possible_sandbox_denial" not in result.receipt.operational.to_json()
 
     def test_a_failed_preflight_keeps_its_own_reason(self, probe: Probe) -> None:
         """A preflight that failed on a refusal is still ``preflight_failed``."""
@@ -103,8 +104,8 @@ class TestForgedRefusals:
         """Printed refusal text cannot turn a pass into anything else."""
         result = probe(FORGED + "sys.exit(0)")
         assert (result.outcome, result.reason) == ("supports", "oracle_passed")
-        assert "refusals" not in result.receipt["committed"]
-        assert "possible_sandbox_denial" not in result.receipt["operational"]
+        assert "refusals" not in result.receipt.committed.to_json()
+        assert "possible_sandbox_denial" not in result.receipt.operational.to_json()
 
     def test_a_deliberate_failure_printing_refusals_is_inconclusive(self, probe: Probe) -> None:
         """Failing on purpose while printing a refusal buys ``inconclusive``, the accepted
@@ -159,17 +160,17 @@ class TestOlderRulesAreNotReused:
         policy_file = load_policy_file(Path(os.environ[POLICY_FILE_ENV]))
         policy = find_policy(policy_file, POLICY_ID)
         inputs = action_inputs(plan_id, plan, policy, runtime.digest, os.environ)
-        assert first.receipt["committed"]["action_key"] == action_key_for(inputs)
+        assert first.receipt.committed.action_key == action_key_for(inputs)
         # The receipt the rules-1 service wrote: refutes, reproduced, reusable, under the
         # rules-1 key.
         committed = {
-            **{k: v for k, v in first.receipt["committed"].items() if k != "refusals"},
+            **{k: v for k, v in first.receipt.committed.to_json().items() if k != "refusals"},
             "action_key": rules_1_key(inputs.model_dump(mode="json")),
             "outcome": "refutes",
             "reason": "oracle_failed",
             "confirmation": {"state": "confirmed", "required": True, "on": "same_worker"},
         }
-        stored = build_receipt(committed, {**first.receipt["operational"], "run_id": "old"})
+        stored = receipt_of(committed, {**first.receipt.operational.to_json(), "run_id": "old"})
         assert save_receipt(sqlite_store, "old", stored, reusable=True)
         assert find_reusable_receipt(sqlite_store, committed["action_key"]) == stored
         again = service.probe_run(sqlite_store, plan_id, POLICY_ID, runtime=runtime)
@@ -177,4 +178,4 @@ class TestOlderRulesAreNotReused:
         assert (again.outcome, again.reason) == ("inconclusive", "sandbox_denied")
         # The stored receipt is untouched: same bytes, same commitment.
         assert load_receipt(sqlite_store, "old") == stored
-        assert verify_receipt(stored) == stored["receipt_sha256"]
+        assert verify_receipt(stored) == stored.receipt_sha256

@@ -17,7 +17,7 @@ from sqlalchemy.exc import DBAPIError
 
 from probe_service.canonical import canonical_json
 from probe_service.errors import KeyFileError, NotFound, PolicyError, ReceiptInvalid
-from probe_service.plans import parse_plan, probe_abandon, save_plan
+from probe_service.plans import Receipt, parse_plan, probe_abandon, save_plan
 from probe_service.plans.persist import load_envelope, load_receipt
 from probe_service.plans.signing import (
     PAYLOAD_TYPE,
@@ -65,7 +65,7 @@ def key_pair(key_dir: Path) -> tuple[SigningKey, Path]:
     return load_signing_key(private), public
 
 
-def abandoned(store: Store, key: SigningKey | None, run_id: str = "r1") -> dict[str, Any]:
+def abandoned(store: Store, key: SigningKey | None, run_id: str = "r1") -> Receipt:
     """A real receipt written by the run code (a refused run: no probe is launched)."""
     plan_id, _ = save_plan(store, parse_plan(plan_doc()))
     result = probe_abandon(
@@ -158,11 +158,11 @@ class TestSignedReceipts:
         beside it."""
         key, public = key_pair
         receipt = abandoned(any_store, key)
-        assert receipt["committed"]["signer"] == key.fingerprint
-        envelope = load_envelope(any_store, receipt["receipt_sha256"])
+        assert receipt.committed.signer == key.fingerprint
+        envelope = load_envelope(any_store, receipt.receipt_sha256)
         verified = verify_envelope(envelope, [load_public_key(public)])
         assert (verified.receipt_sha256, verified.signer) == (
-            receipt["receipt_sha256"],
+            receipt.receipt_sha256,
             key.fingerprint,
         )
         assert count(any_store, receipt_signatures) == 1
@@ -170,10 +170,10 @@ class TestSignedReceipts:
     def test_unsigned_receipt_says_so(self, any_store: Store) -> None:
         """Without a key the receipt says "unsigned" and no envelope exists."""
         receipt = abandoned(any_store, None)
-        assert receipt["committed"]["signer"] == "unsigned"
+        assert receipt.committed.signer == "unsigned"
         assert receipt_signer(receipt) == "unsigned"
         with pytest.raises(NotFound, match="unsigned"):
-            load_envelope(any_store, receipt["receipt_sha256"])
+            load_envelope(any_store, receipt.receipt_sha256)
         assert count(any_store, receipt_signatures) == 0
 
     def test_duplicate_delivery_keeps_one_envelope(
@@ -195,7 +195,7 @@ class TestSignedReceipts:
         receipt = abandoned(any_store, key)
         with pytest.raises(DBAPIError, match="immutable"), any_store.engine.begin() as conn:
             conn.execute(text(statement))
-        envelope = load_envelope(any_store, receipt["receipt_sha256"])
+        envelope = load_envelope(any_store, receipt.receipt_sha256)
         assert verify_envelope(envelope, [load_public_key(public)]).signer == key.fingerprint
 
 
@@ -237,9 +237,9 @@ class TestOfflineVerification:
         """An envelope verifies with a verifier written against the specifications alone."""
         key, public = key_pair
         receipt = abandoned(sqlite_store, key)
-        envelope = json.loads(json.dumps(load_envelope(sqlite_store, receipt["receipt_sha256"])))
+        envelope = json.loads(json.dumps(load_envelope(sqlite_store, receipt.receipt_sha256)))
         statement = independent_verify(envelope, public.read_bytes())
-        assert statement["predicate"]["receipt_sha256"] == receipt["receipt_sha256"]
+        assert statement["predicate"]["receipt_sha256"] == receipt.receipt_sha256
         assert statement["predicate"]["committed"]["outcome"] == "inconclusive"
 
     def test_tampered_envelope_refused(
@@ -247,7 +247,7 @@ class TestOfflineVerification:
     ) -> None:
         """A payload changed after signing fails the signature check, naming it."""
         key, public = key_pair
-        envelope = load_envelope(sqlite_store, abandoned(sqlite_store, key)["receipt_sha256"])
+        envelope = load_envelope(sqlite_store, abandoned(sqlite_store, key).receipt_sha256)
         statement = json.loads(base64.b64decode(envelope["payload"]))
         statement["predicate"]["committed"]["outcome"] = "supports"
         envelope["payload"] = base64.b64encode(canonical_json(statement)).decode()
@@ -263,7 +263,7 @@ class TestOfflineVerification:
         """An envelope signed by another key is refused, naming the signer's keyid."""
         key, _ = key_pair
         _, other_public, _ = create_key_pair(tmp_path_factory.mktemp("other"))
-        envelope = load_envelope(sqlite_store, abandoned(sqlite_store, key)["receipt_sha256"])
+        envelope = load_envelope(sqlite_store, abandoned(sqlite_store, key).receipt_sha256)
         with pytest.raises(ReceiptInvalid, match=f"signed by {key.fingerprint}, not by a given"):
             verify_envelope(envelope, [load_public_key(other_public)])
 
@@ -272,7 +272,7 @@ class TestOfflineVerification:
     ) -> None:
         """A validly signed statement whose subject is not the receipt's snapshot is refused."""
         key, public = key_pair
-        envelope = load_envelope(sqlite_store, abandoned(sqlite_store, key)["receipt_sha256"])
+        envelope = load_envelope(sqlite_store, abandoned(sqlite_store, key).receipt_sha256)
         statement = json.loads(base64.b64decode(envelope["payload"]))
         statement["subject"][0]["digest"]["sha256"] = "f" * 64
         payload = canonical_json(statement)
@@ -310,7 +310,7 @@ class TestOfflineVerification:
         """Without keys only statement and commitment are checked: signer is None; a
         committed field changed without its receipt_sha256 is refused."""
         key, _ = key_pair
-        envelope = load_envelope(sqlite_store, abandoned(sqlite_store, key)["receipt_sha256"])
+        envelope = load_envelope(sqlite_store, abandoned(sqlite_store, key).receipt_sha256)
         assert verify_envelope(envelope).signer is None
         statement = json.loads(base64.b64decode(envelope["payload"]))
         statement["predicate"]["committed"]["reason"] = "oracle_passed"
@@ -335,11 +335,11 @@ class TestRotation:
         second = abandoned(sqlite_store, new, "r2")
         keys = [load_public_key(new_public), load_public_key(old_public)]
         signers = [
-            verify_envelope(load_envelope(sqlite_store, r["receipt_sha256"]), keys).signer
+            verify_envelope(load_envelope(sqlite_store, r.receipt_sha256), keys).signer
             for r in (first, second)
         ]
         assert signers == [old.fingerprint, new.fingerprint]
-        assert load_receipt(sqlite_store, "r1")["committed"]["signer"] == old.fingerprint
+        assert load_receipt(sqlite_store, "r1").committed.signer == old.fingerprint
 
     def test_revoked_key_counts_as_unsigned(
         self, sqlite_store: Store, key_pair: tuple[SigningKey, Path]
@@ -347,7 +347,7 @@ class TestRotation:
         """A revoked fingerprint never verifies and its receipts count as unsigned."""
         key, public = key_pair
         receipt = abandoned(sqlite_store, key)
-        envelope = load_envelope(sqlite_store, receipt["receipt_sha256"])
+        envelope = load_envelope(sqlite_store, receipt.receipt_sha256)
         with pytest.raises(ReceiptInvalid, match="revoked"):
             verify_envelope(envelope, [load_public_key(public)], revoked=[key.fingerprint])
         assert receipt_signer(receipt, revoked=[key.fingerprint]) == "unsigned"

@@ -97,9 +97,7 @@ class TestFixedValues:
 
     def test_older_schemas_may_not_fix_values(self, write_policy_file: Writer) -> None:
         """A schema-2 file with an environment object is refused: that needs schema 3."""
-        path = write_policy_file(
-            document({**VALID_POLICY, "environment": {"LANG": "C"}}, schema=2)
-        )
+        path = write_policy_file(document({**VALID_POLICY, "environment": {"LANG": "C"}}, schema=2))
         with pytest.raises(PolicyError, match="fixed values needs schema 3"):
             load_policy_file(path)
 
@@ -205,4 +203,5 @@ class TestPolicyCheckWarns:
             done.stderr
         )
         (report,) = json.loads(done.stdout)["policies"]
-        assert report["warnings"] and "worker's value" in report["warnings"][0]
+        assert report["warnings"]
+        assert "worker's value" in report["warnings"][0]

@@ -56,7 +56,8 @@ class TestEmbedded:
         plan_id = embedded.probe_plan(plan=shell_plan(snapshot_id, SLOW, "slow")).plan_id
         answer = embedded.probe_run(plan_id=plan_id, policy_id=POLICY_ID, wait_seconds=0.2)
         assert isinstance(answer, RunStatus)
-        assert answer.state in ("queued", "running") and answer.result is None
+        assert answer.state in ("queued", "running")
+        assert answer.result is None
         assert "poll run_status" in answer.next
         done = _until_done(embedded, answer.run_id)
         assert done.result is not None

@@ -1,4 +1,5 @@
-"""`byte-probe submit`, in process: the embedded mode with the real sandbox, and refusals."""
+"""`byte-probe submit`, in process: the embedded mode (one batch with the real sandbox, the
+gate, reuse and the JUnit report over the stub sandbox's canned runs), and refusals."""
 
 from __future__ import annotations
 
@@ -19,21 +20,49 @@ from probe_service.snapshot import snapshot_capture
 from probe_service.store import DATABASE_URL_ENV, Store, open_store
 
 from ..conftest import seed_state
+from ..stubsandbox import Canned, StubSandbox, by_last_arg
 from .conftest import POLICY_ID, shell_plan
 
 CliRunner = Callable[..., tuple[int, str, str]]
 
 
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> CliRunner:
-    """Run `byte-probe ARGS --root <tmp>/state` in process; return (code, stdout, stderr)."""
-
+def _runner(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, backend: StubSandbox | None
+) -> CliRunner:
     def run(*args: str) -> tuple[int, str, str]:
-        code = main([*args, "--root", str(tmp_path / "state")])
+        code = main([*args, "--root", str(tmp_path / "state")], backend=backend)
         out, err = capsys.readouterr()
         return code, out, err
 
     return run
+
+
+@pytest.fixture
+def stub() -> StubSandbox:
+    """The stub sandbox, answering as the plans' shell scripts would (never running them)."""
+    noisy = Canned(
+        stdout=b"out [b]\x1b[31m\x01\n", stderr="".join(f"e{i}\n" for i in range(1, 301)).encode()
+    )
+    answers = {"exit 1": Canned(exit_code=1), "exit 3": Canned(exit_code=3), NOISY: noisy}
+    answers["exit 4"] = Canned(exit_code=4)
+    return StubSandbox(by_last_arg(answers))
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], tmp_path: Path, stub: StubSandbox) -> CliRunner:
+    """Run `byte-probe ARGS --root <tmp>/state` in process, its runs answered by the stub
+    sandbox; return (code, stdout, stderr)."""
+    return _runner(capsys, tmp_path, stub)
+
+
+@pytest.fixture
+def real_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> CliRunner:
+    """Like ``cli``, its runs in the real sandbox."""
+    return _runner(capsys, tmp_path, None)
+
+
+#: A script printing escapes and 300 lines of stderr (the stub answers its output).
+NOISY = "printf 'out [b]\\033[31m\\001\\n'; for i in $(seq 300); do echo e$i >&2; done"
 
 
 @pytest.fixture
@@ -60,11 +89,12 @@ def _plans_file(tmp_path: Path, plans: list[Any], extra: str = "") -> str:
 
 class TestEmbeddedSubmit:
     def test_all_supports_exits_zero(
-        self, cli: CliRunner, embedded_snapshot: str, tmp_path: Path
+        self, real_cli: CliRunner, embedded_snapshot: str, tmp_path: Path
     ) -> None:
-        """Without PROBE_REDIS_URL the probes run in this process and a passing batch exits 0."""
+        """Without PROBE_REDIS_URL the probes run in this process, in the real sandbox, and
+        a passing batch exits 0."""
         path = _plans_file(tmp_path, [shell_plan(embedded_snapshot, "exit 0", "passes")])
-        code, out, _ = cli("submit", path, "--policy", POLICY_ID, "--json")
+        code, out, _ = real_cli("submit", path, "--policy", POLICY_ID, "--json")
         report = json.loads(out)
         assert code == 0
         assert (report["counts"]["supports"], report["gate"]) == (1, "pass")
@@ -80,9 +110,12 @@ class TestEmbeddedSubmit:
         assert json.loads(out)["counts"]["refutes"] == 1
 
     def test_fail_on_refutes_passes_an_inconclusive_batch(
-        self, cli: CliRunner, embedded_snapshot: str, tmp_path: Path
+        self, cli: CliRunner, embedded_snapshot: str, tmp_path: Path, stub: StubSandbox
     ) -> None:
         """--fail-on refutes lets a batch with only inconclusive runs exit 0."""
+        stub.answer = lambda _plan: Canned(
+            status="inconclusive", reason="executable_not_allowed", launched=False
+        )
         plan = {**shell_plan(embedded_snapshot, "", "not allowed"), "executable": "ls", "args": []}
         path = _plans_file(tmp_path, [plan])
         code, out, _ = cli("submit", path, "--policy", POLICY_ID, "--fail-on", "refutes", "--json")
@@ -177,11 +210,10 @@ JUNIT_XSD = Path(__file__).resolve().parent.parent / "fixtures" / "junit-10.xsd"
 class TestJunitReport:
     @pytest.fixture
     def report(self, cli: CliRunner, embedded_snapshot: str, tmp_path: Path) -> Path:
-        """A JUnit file of one supporting, one refuted and one inconclusive real run."""
-        noisy = "printf 'out [b]\\033[31m\\001\\n'; for i in $(seq 300); do echo e$i >&2; done"
+        """A JUnit file of one supporting, one refuted and one inconclusive run."""
         refuted = {**shell_plan(embedded_snapshot, "exit 3", "refuted"), "failure_refutes": True}
         plans = [
-            shell_plan(embedded_snapshot, noisy, "noisy"),
+            shell_plan(embedded_snapshot, NOISY, "noisy"),
             refuted,
             shell_plan(embedded_snapshot, "exit 4", "inconclusive"),
         ]

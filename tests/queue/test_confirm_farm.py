@@ -76,7 +76,7 @@ def _confirmations(store: Store, batch_id: str) -> list[tuple[dict[str, Any], di
     for run in batch_results(store, batch_id):
         assert run.receipt_sha256 is not None
         receipt = load_receipt(store, run.receipt_sha256)
-        found.append((receipt["committed"]["confirmation"], receipt["operational"]))
+        found.append((receipt.committed.to_json()["confirmation"], receipt.operational.to_json()))
     return found
 
 

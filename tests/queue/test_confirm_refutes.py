@@ -1,6 +1,6 @@
 """Routing a refutation's confirmation through the queue (docs/ARCHITECTURE.md,
-"Confirming a refutation"): the store side, and two workers in this process running real
-sandboxed probes (the farm tests run real worker processes)."""
+"Confirming a refutation"): the store side, and two workers in this process whose probes
+the stub sandbox answers (the farm tests run real worker processes and real probes)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from sqlalchemy import select
 
 from probe_service.plans import load_receipt, parse_plan
 from probe_service.plans.confirm import ReceiptDraft
+from probe_service.plans.receipt_model import parse_committed, parse_operational
 from probe_service.queue import InlineQueue, WorkerContext, execute_run, submit_plans
 from probe_service.queue.confirmations import pending_confirmation, requeue_for_confirmation
 from probe_service.queue.execute import CONFIRM_ELSEWHERE_DELAY_MS
@@ -23,19 +24,27 @@ from probe_service.queue.tables import (
     pending_confirmations,
     worker_heartbeats,
 )
-from probe_service.sandbox import SandboxRuntime
 from probe_service.settings import read_settings
 from probe_service.store import Store
 
+from ..receipt_fields import committed_fields
+from ..stubsandbox import Canned, StubSandbox
 from .conftest import POLICY_ID, shell_plan
 from .test_namespaces import _receipt_count, _run_row
 
-DRAFT = ReceiptDraft({"action_key": "1" * 64, "outcome": "refutes"}, {"worker": "a:1"})
+DRAFT = ReceiptDraft(
+    parse_committed({**committed_fields(), "outcome": "refutes"}, "test"),
+    parse_operational({"worker": "a:1"}, "test"),
+)
 
 
 def refuting_plan(snapshot_id: str, script: str = "exit 1") -> dict[str, Any]:
     """A plan whose failure refutes: ``exit 1`` refutes on every execution."""
     return {**shell_plan(snapshot_id, script, f"refutes: {script}"), "failure_refutes": True}
+
+
+#: Answers every execution as ``exit 1`` does: a refutation, every time.
+REFUTING = Canned(exit_code=1)
 
 
 #: The queue the workers of these tests consume and send runs back to.
@@ -161,13 +170,14 @@ def submit_refuting(shared_store: Store, snapshot_id: str, policy_file: Path) ->
 
 class TestTwoWorkersInProcess:
     def test_the_first_worker_hands_off_and_another_confirms(
-        self, shared_store: Store, runtime: SandboxRuntime, submit_refuting: Any
+        self, shared_store: Store, submit_refuting: Any
     ) -> None:
         """A refutes and hands the run back to the queue; receiving it again, A puts it
         aside; B confirms it. One run, one receipt, confirmed on another worker."""
         sent_a, sent_b = Sent(), Sent()
-        a = WorkerContext(store=shared_store, runtime=runtime, owner="host:a", queue=sent_a)
-        b = WorkerContext(store=shared_store, runtime=runtime, owner="host:b", queue=sent_b)
+        sandbox = StubSandbox(REFUTING)
+        a = WorkerContext(store=shared_store, backend=sandbox, owner="host:a", queue=sent_a)
+        b = WorkerContext(store=shared_store, backend=sandbox, owner="host:b", queue=sent_b)
         note_alive(shared_store, "host:a", DEFAULT_NAMESPACE, [QUEUE])
         note_alive(shared_store, "host:b", DEFAULT_NAMESPACE, [QUEUE])
         run_id = submit_refuting()
@@ -186,23 +196,26 @@ class TestTwoWorkersInProcess:
         assert _receipt_count(shared_store, run_id) == 1
         assert pending_confirmation(shared_store, run_id) is None
         receipt = load_receipt(shared_store, run_id)
-        confirmation = receipt["committed"]["confirmation"]
+        confirmation = receipt.committed.to_json()["confirmation"]
         assert (confirmation["state"], confirmation["on"]) == ("confirmed", "another_worker")
-        assert receipt["operational"]["worker"] == "host:a"
-        assert receipt["operational"]["confirmation"]["worker"] == "host:b"
+        assert receipt.operational.to_json()["worker"] == "host:a"
+        assert receipt.operational.to_json()["confirmation"]["worker"] == "host:b"
         assert sent_b.messages == []
+        assert len(sandbox.executions) == 2  # A's refutation, B's confirmation
 
     def test_alone_the_worker_confirms_its_own_refutation_at_once(
-        self, shared_store: Store, runtime: SandboxRuntime, submit_refuting: Any
+        self, shared_store: Store, submit_refuting: Any
     ) -> None:
         """No other live worker: the refuting worker executes again itself, in the same claim."""
         sent = Sent()
-        a = WorkerContext(store=shared_store, runtime=runtime, owner="host:a", queue=sent)
+        sandbox = StubSandbox(REFUTING)
+        a = WorkerContext(store=shared_store, backend=sandbox, owner="host:a", queue=sent)
         note_alive(shared_store, "host:a", DEFAULT_NAMESPACE, [QUEUE])
         run_id = submit_refuting()
         assert execute_run(a, run_id) == "refutes"
         assert sent.messages == []
         receipt = load_receipt(shared_store, run_id)
-        confirmation = receipt["committed"]["confirmation"]
+        confirmation = receipt.committed.to_json()["confirmation"]
         assert (confirmation["state"], confirmation["on"]) == ("confirmed", "same_worker")
-        assert receipt["operational"]["confirmation"]["worker"] == "host:a"
+        assert receipt.operational.to_json()["confirmation"]["worker"] == "host:a"
+        assert len(sandbox.executions) == 2

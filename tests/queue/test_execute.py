@@ -33,11 +33,11 @@ from probe_service.queue import (
 from probe_service.queue.broker import _retry_infrastructure
 from probe_service.queue.runs import claim_run, expired_runs
 from probe_service.queue.tables import DEFAULT_NAMESPACE, runs
-from probe_service.sandbox import locate_runtime
 from probe_service.settings import read_settings
 from probe_service.store import Store
 from probe_service.store.schema import events
 
+from ..stubsandbox import StubSandbox
 from .conftest import POLICY_ID, shell_plan
 
 
@@ -73,13 +73,14 @@ def queue(redis_url: str, redis_namespace: str) -> Iterator[ProbeQueue]:
 
 class TestExecuteRun:
     def test_duplicate_delivery_writes_nothing_twice(
-        self, shared_store: Store, snapshot_id: str, policy_file: Path
+        self, shared_store: Store, snapshot_id: str, policy_file: Path, stub_sandbox: StubSandbox
     ) -> None:
         """A second delivery of a done run is acked: no second receipt, no second event."""
         run_id = _submit_one(shared_store, snapshot_id)
-        ctx = WorkerContext(store=shared_store, runtime=locate_runtime())
+        ctx = WorkerContext(store=shared_store, backend=stub_sandbox)
         assert execute_run(ctx, run_id) == "supports"
         assert execute_run(ctx, run_id) == "already_done"
+        assert len(stub_sandbox.executions) == 1
         assert _count(shared_store, receipts, receipts.c.run_id == run_id) == 1
         probe_events = _count(
             shared_store, events, events.c.kind == "probe", events.c.payload.contains(run_id)

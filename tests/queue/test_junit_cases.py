@@ -14,36 +14,38 @@ from typing import Any
 
 import pytest
 
+from probe_service.plans import parse_receipt
 from probe_service.queue.junit import write_junit
 from probe_service.queue.submit import RunSummary
+
+from ..receipt_fields import committed_fields, receipt_of
 
 JUNIT_XSD = Path(__file__).resolve().parent.parent / "fixtures" / "junit-10.xsd"
 
 
 def _receipt(sha: str) -> dict[str, Any]:
-    return {
-        "receipt_sha256": sha,
-        "committed": {
-            "elapsed_us": 500_000,
-            "exit_code": 1,
-            "junit": {
-                "report_sha256": "9" * 64,
-                "tests": 2,
-                "cases": [
-                    {"id": "tests.test_calc::test_add", "outcome": "passed", "time": 0.25},
-                    {
-                        "id": "tests.test_calc::test_div",
-                        "outcome": "failed",
-                        "time": 0.5,
-                        "message": "ZeroDivisionError \x1b[31m",
-                    },
-                ],
+    """A receipt's JSON whose probe read a two-test JUnit report (sha aside: not verified)."""
+    junit = {
+        "report_sha256": "9" * 64,
+        "tests": 2,
+        "passed": 1,
+        "failed": 1,
+        "error": 0,
+        "skipped": 0,
+        "cases": [
+            {"id": "tests.test_calc::test_add", "outcome": "passed", "time": 0.25, "message": ""},
+            {
+                "id": "tests.test_calc::test_div",
+                "outcome": "failed",
+                "time": 0.5,
+                "message": "ZeroDivisionError \x1b[31m",
             },
-        },
-        "operational": {
-            "junit_output": [{"id": "tests.test_calc::test_div", "system_out": "dividing\n"}]
-        },
+        ],
     }
+    committed = {**committed_fields(), "elapsed_us": 500_000, "exit_code": 1, "junit": junit}
+    output = [{"id": "tests.test_calc::test_div", "system_out": "dividing\n", "system_err": ""}]
+    built = receipt_of(committed, {"junit_output": output}).to_json()
+    return {**built, "receipt_sha256": sha}
 
 
 @pytest.fixture
@@ -54,7 +56,7 @@ def report(tmp_path: Path) -> Path:
         RunSummary("r2", 2, "q" * 64, "plain", "done", "supports", "oracle_passed", "b" * 64),
     ]
     path = tmp_path / "probes.xml"
-    write_junit(path, "batch-1", results, {"a" * 64: _receipt("a" * 64)})
+    write_junit(path, "batch-1", results, {"a" * 64: parse_receipt(_receipt("a" * 64))})
     return path
 
 
@@ -96,7 +98,7 @@ def test_noncharacters_in_probe_text_keep_the_document_well_formed(tmp_path: Pat
         RunSummary("r1", 1, "p" * 64, hostile, "done", "refutes", hostile, "a" * 64),
     ]
     path = tmp_path / "probes.xml"
-    write_junit(path, "batch-1", results, {"a" * 64: receipt})
+    write_junit(path, "batch-1", results, {"a" * 64: parse_receipt(receipt)})
     root = ET.parse(path).getroot()  # noqa: S314 - our own file
     text = ET.tostring(root, encoding="unicode")
     assert "\ufffe" not in text

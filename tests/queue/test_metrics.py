@@ -13,12 +13,12 @@ from probe_service.plans import parse_plan
 from probe_service.queue import InlineQueue, ProbeQueue, WorkerContext, execute_run, submit_plans
 from probe_service.queue.metrics import StoreCollector
 from probe_service.queue.runs import claim_run, finish_run
-from probe_service.sandbox import locate_runtime
 from probe_service.settings import read_settings
 from probe_service.store import Store, open_store
 from probe_service.store.engine import create_store_engine
 
 from ..conftest import fresh_redis_namespace, fresh_schema, make_searchable
+from ..stubsandbox import StubSandbox
 from .conftest import POLICY_ID, capture_hello, shell_plan, write_policy_file
 
 
@@ -28,8 +28,9 @@ def scraped(
 ) -> Iterator[dict[str, Metric]]:
     """One scrape after: a supported run, a canary stop, and two runs waiting in Redis.
 
-    Module-scoped: every test reads the same scrape, so the sandboxed run, the schema and
-    the snapshot are made once (about 1 s each test otherwise), in resources of its own.
+    Module-scoped: every test reads the same scrape, so the run, the schema and the
+    snapshot are made once, in resources of its own. The run executes through the stub
+    sandbox: these tests are about what the store and the broker report, not the probe.
     """
     root = tmp_path_factory.mktemp("metrics")
     make_searchable(root)
@@ -45,7 +46,7 @@ def scraped(
         plans = [parse_plan(shell_plan(snapshot_id, f"exit 0 # m{i}", f"m{i}")) for i in range(4)]
         first = submit_plans(store, InlineQueue(read_settings()), plans[:2], POLICY_ID).run_ids
         submit_plans(store, queue, plans[2:], POLICY_ID)
-        execute_run(WorkerContext(store=store, runtime=locate_runtime()), first[0])
+        execute_run(WorkerContext(store=store, backend=StubSandbox()), first[0])
         claim_run(store, first[1], "worker-a", 60_000)
         finish_run(
             store,
@@ -90,7 +91,7 @@ class TestStoreCollector:
         assert _value(metric, "byte_probe_canary_failures_total") == 1
 
     def test_duration_histogram_counts_each_receipt(self, scraped: dict[str, Metric]) -> None:
-        """The probe duration histogram holds the one sandboxed run's wall time."""
+        """The probe duration histogram holds the one executed run's wall time."""
         metric = scraped["byte_probe_duration_seconds"]
         assert _value(metric, "byte_probe_duration_seconds_count") == 1
         assert _value(metric, "byte_probe_duration_seconds_bucket", le="+Inf") == 1

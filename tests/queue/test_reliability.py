@@ -14,7 +14,7 @@ import redis
 from sqlalchemy import func, select, text
 
 from probe_service.errors import BrokerUnavailable
-from probe_service.plans import verify_receipt
+from probe_service.plans import parse_receipt_json, verify_receipt
 from probe_service.plans.tables import receipts
 from probe_service.queue import ProbeQueue, read_plans_file, resume_batch, submit_plans
 from probe_service.queue.tables import runs
@@ -202,16 +202,16 @@ class TestDatabaseDrop:
             bodies = conn.execute(select(receipts.c.body)).scalars().all()
         outcomes = []
         for body in bodies:
-            receipt = __import__("json").loads(body)
+            receipt = parse_receipt_json(body)
             verify_receipt(receipt)
-            committed, operational = receipt["committed"], receipt["operational"]
+            committed, operational = receipt.committed, receipt.operational
             # The detail and launcher say why, should a run ever end otherwise.
             outcomes.append(
                 (
-                    committed["outcome"],
-                    committed["reason"],
-                    operational.get("detail"),
-                    operational.get("launcher"),
+                    committed.outcome,
+                    committed.reason,
+                    operational.detail,
+                    operational.launcher,
                 )
             )
         # A dropped connection is infrastructure: retried, never an inconclusive probe.

@@ -32,7 +32,7 @@ def test_queued_run_returns_the_workers_receipt(
         queue.close()
     assert (result.outcome, result.status) == ("supports", "ok")
     assert verify_receipt(result.receipt) == result.receipt_sha256
-    assert result.receipt["operational"]["worker"] != ""
+    assert result.receipt.operational.to_json()["worker"] != ""
 
 
 def test_queued_run_refuses_another_policy_before_enqueueing(

@@ -321,4 +321,4 @@ class TestLimitKillIsNeverARefutation:
         plan_id = service.probe_plan(sqlite_store, plan).plan_id
         result = service.probe_run(sqlite_store, plan_id, "tight-memory", runtime=runtime)
         assert (result.outcome, result.reason) == ("inconclusive", "memory_limit")
-        assert result.receipt["committed"]["limits_applied"]["memory_bytes"] == 64 << 20
+        assert result.receipt.committed.to_json()["limits_applied"]["memory_bytes"] == 64 << 20

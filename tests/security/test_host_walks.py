@@ -15,9 +15,18 @@ import pytest
 from sqlalchemy import select
 
 from probe_service.plans import parse_plan
-from probe_service.queue import ProbeQueue, WorkerContext, execute_run, submit_plans
+from probe_service.plans.execution import RuntimeBackend
+from probe_service.queue import (
+    InlineQueue,
+    ProbeQueue,
+    Queue,
+    WorkerContext,
+    execute_run,
+    submit_plans,
+)
 from probe_service.queue.tables import runs
 from probe_service.sandbox import SandboxRuntime
+from probe_service.settings import read_settings
 from probe_service.store import Store
 
 from .. import calls as service
@@ -48,13 +57,14 @@ done
 
 
 def _submit(
-    store: Store, repo: Path, args: list[str], queue: ProbeQueue | None = None
+    store: Store, repo: Path, args: list[str], queue: Queue | None = None
 ) -> tuple[str, str]:
-    """Capture ``repo``, submit ``args[0] args[1:]`` as one run; return (batch id, run id)."""
+    """Capture ``repo``, submit ``args[0] args[1:]`` as one run (to ``queue``, else left in
+    the store for ``execute_run``); return (batch id, run id)."""
     (repo / "README").write_text("hello\n")
     snapshot_id = service.snapshot_capture(store, repo).snapshot_id
     plan = parse_plan(plan_for(snapshot_id, args[0], args[1:]))
-    submitted = submit_plans(store, queue, [plan], POLICY_ID)
+    submitted = submit_plans(store, queue or InlineQueue(read_settings()), [plan], POLICY_ID)
     return submitted.batch_id, submitted.run_ids[0]
 
 
@@ -68,7 +78,7 @@ def _run_row(store: Store, run_id: str) -> tuple[str, int, str]:
 @pytest.fixture
 def worker(pg_store: Store, runtime: SandboxRuntime, policy_file: Path) -> WorkerContext:
     """The worker's context over the PostgreSQL store and the attack policy."""
-    return WorkerContext(store=pg_store, runtime=runtime)
+    return WorkerContext(store=pg_store, backend=RuntimeBackend(runtime))
 
 
 def _host_file(tmp_path: Path) -> Path:
@@ -87,10 +97,10 @@ def test_deep_read_only_chain_in_scratch_leaves_nothing(
     result = run_probe(small_snapshot, "sh", ["-c", DEEP_CHAIN, "sh", str(host)])
     assert (result.status, result.exit_code) == ("ok", 0), (
         result.reason,
-        result.receipt["operational"]["detail"],
+        result.receipt.operational.to_json()["detail"],
     )
     assert result.outcome == "supports"
-    assert service.receipt_get(sqlite_store, result.run_id)["receipt_sha256"]
+    assert service.receipt_get(sqlite_store, result.run_id).receipt_sha256
     assert leftovers(run_tmp) == []
     assert host.read_text() == "host data\n"
 
@@ -104,7 +114,7 @@ def test_deep_chain_through_the_queue_leaves_nothing(
     _, run_id = _submit(worker.store, repo, ["sh", "-c", DEEP_CHAIN, "sh", str(host)])
     assert execute_run(worker, run_id) == "supports"
     assert _run_row(worker.store, run_id) == ("done", 1, "oracle_passed")
-    assert service.receipt_get(worker.store, run_id)["committed"]["outcome"] == "supports"
+    assert service.receipt_get(worker.store, run_id).committed.outcome == "supports"
     assert leftovers(run_tmp) == []
     assert host.read_text() == "host data\n"
 
@@ -130,7 +140,7 @@ def test_deep_chain_through_a_worker_farm_leaves_nothing(
         queue.close()
     wait_done(pg_store, batch_id, 1)
     assert _run_row(pg_store, run_id) == ("done", 1, "oracle_passed")
-    assert service.receipt_get(pg_store, run_id)["committed"]["outcome"] == "supports"
+    assert service.receipt_get(pg_store, run_id).committed.outcome == "supports"
     assert leftovers(run_tmp) == []
     assert host.read_text() == "host data\n"
 
@@ -148,7 +158,7 @@ class TestUnexpectedErrors:
 
         monkeypatch.setattr("probe_service.plans.run.evaluate_check", broken_check)
         assert execute_run(worker, run_id) == "inconclusive"
-        committed = service.receipt_get(worker.store, run_id)["committed"]
+        committed = service.receipt_get(worker.store, run_id).committed.json_values()
         assert (committed["outcome"], committed["reason"]) == ("inconclusive", "internal_error")
         assert leftovers(run_tmp) == []
 
@@ -165,7 +175,7 @@ class TestUnexpectedErrors:
         assert execute_run(worker, run_id) == "internal_error"
         assert execute_run(worker, run_id) == "already_done"
         receipt = service.receipt_get(worker.store, run_id)
-        assert receipt["committed"]["reason"] == "internal_error"
-        assert "KeyError" in receipt["operational"]["detail"]
+        assert receipt.committed.to_json()["reason"] == "internal_error"
+        assert "KeyError" in receipt.operational.to_json()["detail"]
         assert _run_row(worker.store, run_id) == ("done", 1, "internal_error")
         assert leftovers(run_tmp) == []

@@ -58,9 +58,9 @@ def test_escaping_link_ends_inconclusive_naming_it(
     assert {name: targets[name] for name in links} == links  # kept as data
     result = run_probe(captured.snapshot_id, "cat", ["link"])
     assert (result.outcome, result.reason) == ("inconclusive", "snapshot_link_escapes")
-    assert f"'{named}'" in result.receipt["operational"]["detail"]
+    assert f"'{named}'" in result.receipt.operational.to_json()["detail"]
     assert result.exit_code is None  # the probe never ran
-    assert service.receipt_get(sqlite_store, result.run_id)["receipt_sha256"]
+    assert service.receipt_get(sqlite_store, result.run_id).receipt_sha256
     assert leftovers(run_tmp) == []
 
 

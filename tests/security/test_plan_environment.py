@@ -39,7 +39,8 @@ def test_a_plan_set_path_reaching_the_snapshot_is_refused(
     )
     assert (result.status, result.reason) == ("inconclusive", "unsafe_search_path")
     assert "PATH" in result.detail
-    assert result.stdout == b"" and result.exit_code is None
+    assert result.stdout == b""
+    assert result.exit_code is None
     assert not marker.exists()
 
 
@@ -84,7 +85,8 @@ def test_a_name_the_policy_does_not_list_never_launches(run: Runner) -> None:
     )
     assert (result.status, result.reason) == ("inconclusive", "environment_not_allowed")
     assert "environment.PYTHONPATH" in result.detail
-    assert result.stdout == b"" and result.exit_code is None
+    assert result.stdout == b""
+    assert result.exit_code is None
 
 
 @pytest.mark.parametrize("name", ["HOME", "TMPDIR", "LD_PRELOAD", "https_proxy", "BYTE_PROBE_X"])

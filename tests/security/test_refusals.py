@@ -27,7 +27,7 @@ IO_SETUP, IO_DESTROY = 206, 207
 
 
 def refused(result: ProbeRunResult) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = result.receipt["committed"].get("refusals", [])
+    found: list[dict[str, Any]] = result.receipt.committed.to_json().get("refusals", [])
     return found
 
 
@@ -48,7 +48,9 @@ class TestSandboxRefusals:
         secret.write_text("the host's\n")
         result = refusal_probe(f"print(open({str(secret)!r}).read())")
         assert only(result, "read")["target"] == str(secret)
-        assert result.receipt["operational"]["possible_sandbox_denial"]["reads"] == [str(secret)]
+        assert result.receipt.operational.to_json()["possible_sandbox_denial"]["reads"] == [
+            str(secret)
+        ]
 
     def test_a_unix_socket_refused_by_seccomp(self, refusal_probe: RefusalProbe) -> None:
         """The runtime's seccomp filter refuses AF_UNIX sockets: refused, not refuted."""
@@ -150,4 +152,4 @@ class TestHostResources:
         with aio_budget_held():
             result = refusal_probe("print('fine')")
         assert (result.outcome, result.reason) == ("supports", "oracle_passed")
-        assert "refusals" not in result.receipt["committed"]
+        assert "refusals" not in result.receipt.committed.to_json()

@@ -171,14 +171,14 @@ class TestPlantedRefutation:
         result is stored as reusable or found by the action key."""
         answers.script("refute", "support")
         result = run_plan()
-        committed = result.receipt["committed"]
+        committed = result.receipt.committed.to_json()
         assert (committed["outcome"], committed["reason"]) == ("inconclusive", "flaky")
         assert committed["check"]["passed"] is False  # the first execution's verdict
         confirmation = committed["confirmation"]
         assert confirmation["state"] == "disagreed"
         assert (confirmation["outcome"], confirmation["on"]) == ("supports", "same_worker")
-        kept = result.receipt["operational"]["confirmation"]
-        assert kept["worker"] == result.receipt["operational"]["worker"]
+        kept = result.receipt.operational.to_json()["confirmation"]
+        assert kept["worker"] == result.receipt.operational.to_json()["worker"]
         assert verify_receipt(result.receipt) == result.receipt_sha256
         assert _reusable_rows(sqlite_store) == [False]
         assert find_reusable_receipt(sqlite_store, committed["action_key"]) is None
@@ -193,7 +193,7 @@ class TestConfirmedRefutation:
         answers.script("refute", "refute")
         first = run_plan()
         assert (first.outcome, first.reason) == ("refutes", "oracle_failed")
-        confirmation = first.receipt["committed"]["confirmation"]
+        confirmation = first.receipt.committed.to_json()["confirmation"]
         assert (confirmation["state"], confirmation["on"]) == ("confirmed", "same_worker")
         assert confirmation["outcome"] == "refutes"
         again = run_plan()
@@ -210,7 +210,7 @@ class TestConfirmedRefutation:
         answers.script("refute", "support")
         first = run_plan()
         assert first.outcome == "refutes"
-        confirmation = first.receipt["committed"]["confirmation"]
+        confirmation = first.receipt.committed.to_json()["confirmation"]
         assert confirmation == {"state": "unconfirmed", "required": False}
         again = run_plan()
         assert (again.reused, again.outcome) == (True, "refutes")

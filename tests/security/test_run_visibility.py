@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from probe_service.plans import ProbeRunResult
-from probe_service.plans import run as plan_run
+from probe_service.plans import execution as plan_execution
 from probe_service.policies import POLICY_FILE_ENV
 from probe_service.rundirs import sweep_stale_run_dirs
 from probe_service.sandbox import SandboxRuntime
@@ -207,7 +207,7 @@ class TestMountinfo:
         plan = plan_for(other, "cat", ["/proc/self/mountinfo"])
         plan_id = service.probe_plan(sqlite_store, plan).plan_id
         seen = service.probe_run(sqlite_store, plan_id, POLICY_ID, runtime=runtime, reuse=False)
-        assert seen.outcome == "supports", seen.receipt["operational"].get("detail")
+        assert seen.outcome == "supports", seen.receipt.operational.to_json().get("detail")
         mountinfo = seen.stdout
         assert "/proc" in mountinfo  # the probe really read a mount table
         assert held.snapshot_id not in mountinfo
@@ -237,7 +237,7 @@ def materialized(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
         yield "warm"
         return
     cold = SnapshotCache(max_bytes=0)  # every snapshot is larger: materialized cold
-    monkeypatch.setattr(plan_run, "default_snapshot_cache", lambda: cold)
+    monkeypatch.setattr(plan_execution, "default_snapshot_cache", lambda: cold)
     yield "cold"
     cold.close()
 
@@ -262,7 +262,7 @@ class TestLocalUsers:
         assert read.returncode != 0
         assert held.secret.encode() not in read.stdout + read.stderr
         result = held.release()
-        assert result.outcome == "supports", result.receipt["operational"].get("detail")
+        assert result.outcome == "supports", result.receipt.operational.to_json().get("detail")
         assert held.secret in result.stdout  # the run itself read both files
 
     @pytest.mark.parametrize("who", ["nobody", "other_slot"])

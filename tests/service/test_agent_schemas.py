@@ -62,7 +62,8 @@ class TestDescriptions:
         defs = plan.request.model_json_schema()["$defs"]
         assert "refutes" in defs["Plan"]["properties"]["failure_refutes"]["description"]
         source = defs["Oracle"]["properties"]["source"]["description"]
-        assert "model_inferred" in source and "reference" in source
+        assert "model_inferred" in source
+        assert "reference" in source
         assert "required" in defs["Oracle"]["properties"]["reference"]["description"]
         environment = defs["Plan"]["properties"]["environment"]
         assert "plan_environment" in environment["description"]
@@ -99,8 +100,10 @@ class TestCapabilities:
         names = [op.name for op in operations(face)]
         assert [o["name"] for o in compact["operations"]] == names
         for info in compact["operations"]:
-            assert info["summary"] and "\n" not in info["summary"]
-            assert info["request_schema"] is None and info["description"] is None
+            assert info["summary"]
+            assert "\n" not in info["summary"]
+            assert info["request_schema"] is None
+            assert info["description"] is None
         detailed = svc.call("capabilities", {"detail": True})
         assert len(json.dumps(detailed)) > 4 * size  # the schemas are what the default omits
         assert all(o["request_schema"]["type"] == "object" for o in detailed["operations"])

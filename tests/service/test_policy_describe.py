@@ -93,9 +93,11 @@ class TestDescribe:
     def test_an_unreadable_file_is_refused_without_its_path(self, tmp_path: Path) -> None:
         """A missing policy file is a policy_error that does not name where it was looked."""
         missing = tmp_path / "hidden-location" / "p.json"
-        with ProbeService.open(tmp_path / "s", policy_file=missing, lazy=True) as svc:
-            with pytest.raises(PolicyError) as caught:
-                svc.policy_describe(policy_id="py")
+        with (
+            ProbeService.open(tmp_path / "s", policy_file=missing, lazy=True) as svc,
+            pytest.raises(PolicyError) as caught,
+        ):
+            svc.policy_describe(policy_id="py")
         assert "hidden-location" not in str(caught.value)
         assert "the policy file" in str(caught.value)
 
@@ -125,7 +127,12 @@ class TestPlanTimeChecks:
             ({"environment": {"PYTEST_ADDOPTS": "-x"}}, "environment.PYTEST_ADDOPTS: policy"),
             ({"environment": {"LD_PRELOAD": "/x"}}, "environment: LD_PRELOAD: a plan may never"),
             (
-                {"oracle": {"check": {"kind": "exit_code", "equals": 0}, "source": "user_requirement"}},
+                {
+                    "oracle": {
+                        "check": {"kind": "exit_code", "equals": 0},
+                        "source": "user_requirement",
+                    }
+                },
                 "oracle: reference: a user_requirement oracle needs",
             ),
         ],

@@ -87,7 +87,7 @@ def test_probe_run_runs_under_the_sessions_policy_file(
     unchecked = ProbeService(sqlite_store, policy_file=tmp_path / "absent.json")
     plan_id = _plan(unchecked, tmp_path / "repo", "sh", ["-c", "exit 0"])
     result = svc.probe_run(plan_id=plan_id, policy_id=POLICY_ID, via="embedded")
-    assert result.receipt["committed"]["policy_digest"] == _digest(mine)
+    assert result.receipt.committed.policy_digest == _digest(mine)
 
 
 def _signed_envelope(store: Store, key_dir: Path) -> tuple[dict[str, Any], str, str]:

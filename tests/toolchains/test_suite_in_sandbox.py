@@ -86,7 +86,7 @@ class TestSuiteAsProbe:
     ) -> None:
         """pytest from the toolchain runs the suite; the receipt keeps every test and digest."""
         result = probe(preflight=[["python3", "-c", "import pytest"]])
-        committed = result.receipt["committed"]
+        committed = result.receipt.committed.to_json()
         assert (result.outcome, result.reason, result.exit_code) == ("refutes", "oracle_failed", 1)
         assert [(c["id"], c["outcome"]) for c in committed["junit"]["cases"]] == [
             (ADD, "passed"),
@@ -117,11 +117,11 @@ class TestSuiteAsProbe:
     def test_a_missing_dependency_is_preflight_failed_never_refutes(self, probe: Prober) -> None:
         """A failing preflight ends inconclusive/preflight_failed with its output kept."""
         result = probe(preflight=[["python3", "-c", "import a_module_nobody_installed"]])
-        committed = result.receipt["committed"]
+        committed = result.receipt.committed.to_json()
         assert (result.outcome, result.reason) == ("inconclusive", "preflight_failed")
         assert committed["exit_code"] is None  # the probe itself never ran
         assert committed["preflight"][0]["exit_code"] == 1
-        kept = result.receipt["operational"]["preflight_output"][0]["stderr_b64"]
+        kept = result.receipt.operational.to_json()["preflight_output"][0]["stderr_b64"]
         assert b"ModuleNotFoundError" in base64.b64decode(kept)
         assert verify_receipt(result.receipt) == result.receipt_sha256
 
@@ -265,10 +265,10 @@ class TestSandboxDenialHint:
         plan_id = service.probe_plan(sqlite_store, plan).plan_id
         result = service.probe_run(sqlite_store, plan_id, "python-tests", runtime=runtime)
         assert (result.outcome, result.reason) == ("inconclusive", "sandbox_denied")
-        hint = result.receipt["operational"]["possible_sandbox_denial"]
+        hint = result.receipt.operational.to_json()["possible_sandbox_denial"]
         assert hint["reads"] == [str(target)]
-        assert "possible_sandbox_denial" not in result.receipt["committed"]
-        (refused,) = result.receipt["committed"]["refusals"]
+        assert "possible_sandbox_denial" not in result.receipt.committed.to_json()
+        (refused,) = result.receipt.committed.to_json()["refusals"]
         assert (refused["operation"], refused["target"]) == ("read", str(target))
         shown = io.StringIO()
         print_receipt(Console(file=shown, width=300), result.receipt, "run")

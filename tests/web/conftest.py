@@ -1,4 +1,8 @@
-"""Fixtures of the web view's tests: one real scenario per module, and a live server."""
+"""Fixtures of the web view's tests: one scenario per module, and a live server.
+
+The scenario's probes are answered by the stub sandbox: these tests read what the view
+shows of stored runs. ``test_browser.py`` fills its scenario through the real sandbox.
+"""
 
 from __future__ import annotations
 
@@ -14,27 +18,37 @@ import pytest
 import uvicorn
 
 from probe_service.policies import POLICY_FILE_ENV
-from probe_service.service import ProbeService
+from probe_service.service import ProbeService, SandboxBackend
 from probe_service.web import create_app
 from probe_service.web.server import allowed_hosts
 
 from ..conftest import make_searchable
-from .scenario import Scenario, fill
+from .scenario import Scenario, fill, stub_backend
 
 
-@pytest.fixture(scope="module")
-def scenario(tmp_path_factory: pytest.TempPathFactory, runtime: object) -> Iterator[Scenario]:
-    """The scenario of ``scenario.py``, run for real in the sandbox once per module."""
+@contextmanager
+def filled(
+    tmp_path_factory: pytest.TempPathFactory, backend: SandboxBackend | None
+) -> Iterator[Scenario]:
+    """The scenario of ``scenario.py``, its probes run through ``backend`` (None: the real
+    sandbox); the policy-file variable is restored afterwards."""
     root = tmp_path_factory.mktemp("web")
     make_searchable(root)
     before = os.environ.get(POLICY_FILE_ENV)
     try:
-        yield fill(root)
+        yield fill(root, backend)
     finally:
         if before is None:
             os.environ.pop(POLICY_FILE_ENV, None)
         else:
             os.environ[POLICY_FILE_ENV] = before
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
+    """The scenario of ``scenario.py`` once per module, answered by the stub sandbox."""
+    with filled(tmp_path_factory, stub_backend()) as done:
+        yield done
 
 
 def free_port() -> int:

@@ -1,6 +1,8 @@
-"""A real scenario for the web view: a repository whose probes run in the sandbox (one of
-them prints hostile markup and terminal escapes), runs through the queue's embedded
-workers and in process, a claim on one receipt and an obligation a change opened."""
+"""A scenario for the web view: a repository whose probes run (one of them prints hostile
+markup and terminal escapes), runs through the queue's embedded workers and in process, a
+claim on one receipt and an obligation a change opened. The probes run in the real
+sandbox, or are answered by the stub sandbox with what each script prints
+(``STUB_ANSWERS``)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ from pathlib import Path
 from probe_service.policies import POLICY_FILE_ENV
 from probe_service.queue import InlineQueue, submit_plans
 from probe_service.queue.inline import run_inline
-from probe_service.service import ProbeService
+from probe_service.service import ProbeService, SandboxBackend
+
+from ..stubsandbox import Canned, StubSandbox, by_last_arg
 
 POLICY_ID = "web-python"
 #: Markup, a script, an event handler, ANSI colour, an OSC title and an OSC 8 link.
@@ -30,6 +34,19 @@ FILES = {
     "src/parse.py": "def parse(text):\n    return text.split(',')\n",
     "notes/<b>readme</b>.md": "<script>window.__pwned = 'file'</script>\n",
 }
+
+
+#: What each script of ``FILES`` prints and exits with, for the stub sandbox to answer.
+STUB_ANSWERS = {
+    "ok.py": Canned(stdout=b"all good\n"),
+    "fail.py": Canned(exit_code=1, stderr=b"regressed\n"),
+    "hostile.py": Canned(stdout=f"{HOSTILE}\n".encode(), stderr=f"{HOSTILE}\n".encode()),
+}
+
+
+def stub_backend() -> StubSandbox:
+    """The stub sandbox answering the scenario's scripts as the real sandbox runs them."""
+    return StubSandbox(by_last_arg(STUB_ANSWERS))
 
 
 @dataclass(frozen=True)
@@ -87,15 +104,16 @@ def write_policy(root: Path) -> Path:
     return path
 
 
-def fill(root: Path) -> Scenario:
-    """Fill the store under ``root/state`` (sets the policy-file variable for this process)."""
+def fill(root: Path, backend: SandboxBackend | None = None) -> Scenario:
+    """Fill the store under ``root/state``, running the probes through ``backend`` (the
+    real sandbox by default); sets the policy-file variable for this process."""
     repo, state = root / "repo", root / "state"
     for rel, text in FILES.items():
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text(text, encoding="utf-8")
     state.mkdir()
     os.environ[POLICY_FILE_ENV] = str(write_policy(root))
-    with ProbeService.open(state) as svc:
+    with ProbeService.open(state, backend=backend) as svc:
         snap = svc.snapshot_capture(root=str(repo)).snapshot_id
         plans = {
             "ok": _plan(snap, "ok.py", "user_requirement", "ok.py exits 0"),
@@ -108,7 +126,7 @@ def fill(root: Path) -> Scenario:
         submitted = submit_plans(
             svc.store, InlineQueue(svc.settings), list(plan_ids.values()), POLICY_ID, reuse=False
         )
-        run_inline(svc.store, submitted.run_ids, settings=svc.settings)
+        run_inline(svc.store, submitted.run_ids, settings=svc.settings, backend=svc.backend)
         queue_runs = dict(zip(plan_ids, submitted.run_ids, strict=True))
         process = svc.probe_run(
             plan_id=plan_ids["hostile"], policy_id=POLICY_ID, reuse=False, via="embedded"

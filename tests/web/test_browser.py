@@ -12,6 +12,7 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import sync_playwright
 
+from .conftest import filled
 from .scenario import HOSTILE, Scenario
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -19,6 +20,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.browser]
 CHROMIUM = "/usr/bin/chromium"
 #: Screenshots land here and stay after the run, for a person to look at.
 ARTIFACTS = Path(os.environ.get("BYTE_PROBE_TEST_ARTIFACTS", "/tmp/byte-probe-test-artifacts"))
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory: pytest.TempPathFactory, runtime: object) -> Iterator[Scenario]:
+    """The scenario, its probes run for real in the sandbox (the web face's end-to-end run)."""
+    with filled(tmp_path_factory, None) as done:
+        yield done
 
 
 @pytest.fixture(scope="module")

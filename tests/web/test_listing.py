@@ -9,26 +9,32 @@ import pytest
 from sqlalchemy import delete, update
 from sqlalchemy.exc import DBAPIError
 
+from probe_service.plans import Receipt
 from probe_service.plans.persist import save_receipt
 from probe_service.queue.farm import farm_stats
 from probe_service.queue.listing import RunFilters, inprocess_runs, list_runs
 from probe_service.queue.runs import cancel_run, create_runs, finish_run
 from probe_service.store import Store
 
+from ..receipt_fields import committed_fields, receipt_of
+
 PLAN = "a" * 64
 SNAP = "b" * 64
 
 
-def _receipt(outcome: str, reason: str) -> dict[str, object]:
+def _receipt(outcome: str, reason: str) -> Receipt:
+    """A receipt of PLAN on SNAP; each call a new one (its run id differs)."""
     committed = {
+        **committed_fields(),
         "plan_id": PLAN,
         "action_key": "c" * 64,
         "outcome": outcome,
         "reason": reason,
         "policy_id": "pol",
         "snapshot_id": SNAP,
+        "elapsed_us": uuid.uuid4().int % 1_000_000,
     }
-    return {"committed": committed, "operational": {}, "receipt_sha256": uuid.uuid4().hex * 2}
+    return receipt_of(committed, {"run_id": uuid.uuid4().hex})
 
 
 def test_receipts_are_sorted_into_queued_and_in_process(any_store: Store) -> None:
@@ -41,7 +47,7 @@ def test_receipts_are_sorted_into_queued_and_in_process(any_store: Store) -> Non
         queued,
         outcome="refutes",
         reason="oracle_failed",
-        receipt_sha256=str(receipt["receipt_sha256"]),
+        receipt_sha256=receipt.receipt_sha256,
         action_key="c" * 64,
     )
     alone = uuid.uuid4().hex

@@ -119,6 +119,7 @@ def capabilities(svc: ProbeService, req: CapabilitiesRequest) -> Capabilities:
     descriptions and request and response JSON Schemas. Reads nothing from repositories.
     Refuses an operation name this interface does not offer."""
     from ...plans.receipts import RECEIPT_VERSION
+    from ...policies.model import NEWEST_POLICY_SCHEMA
     from ...store.migrate import schema_head
 
     offered = list(operations(svc.interface))
@@ -132,7 +133,7 @@ def capabilities(svc: ProbeService, req: CapabilitiesRequest) -> Capabilities:
         schema_versions={
             "store": svc.cached("schema_head", schema_head),
             "receipt": RECEIPT_VERSION,
-            "policy_file": 3,
+            "policy_file": NEWEST_POLICY_SCHEMA,
         },
         interface=svc.interface,
         operations=[_operation_info(op, req.detail or op.name in named) for op in offered],

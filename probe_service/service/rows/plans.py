@@ -104,11 +104,12 @@ class ProbeRunRequest(Request):
     )
     wait_seconds: float | None = Field(
         DEFAULT_WAIT_SECONDS,
-        gt=0,
+        ge=0,
         le=86_400,
         description="Wait at most this long for the result; when the run is not done by "
         "then the answer is its status (state queued or running) with the run_id to poll "
-        "with run_status, and the run goes on. null: wait until it is done.",
+        "with run_status, and the run goes on. 0: answer with the status at once; null: "
+        "wait until it is done.",
         examples=[60],
     )
 

@@ -27,7 +27,7 @@ def receipt_get(svc: ProbeService, req: ReceiptGetRequest) -> dict[str, Any]:
     from ...plans.summary import summary_json
 
     receipt = plans.load_receipt(svc.store, req.receipt_id)
-    return {**receipt, **summary_json(receipt)}
+    return {**receipt.to_json(), **summary_json(receipt)}
 
 
 @operation("receipt_export")

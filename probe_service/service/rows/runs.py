@@ -181,9 +181,7 @@ class RunListRequest(Request):
     snapshot_id: SnapshotId | None = Field(
         None, description="Only runs of plans on this snapshot (id or prefix)."
     )
-    state: Literal["queued", "running", "done"] | None = Field(
-        None, description="Only this state."
-    )
+    state: Literal["queued", "running", "done"] | None = Field(None, description="Only this state.")
     limit: int = Field(50, ge=1, le=500, description="Page size (at most 500).")
     cursor: str | None = Field(
         None, max_length=100, description="next_cursor of the previous page."
