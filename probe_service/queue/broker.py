@@ -178,6 +178,9 @@ class ProbeQueue:
     def close(self) -> None:
         """Close the broker's connections."""
         self.broker.close()
+        # dramatiq's RedisBroker.close leaves its client's sockets open (a ResourceWarning
+        # when collected); they reconnect on next use, so closing them here is safe.
+        self.broker.client.connection_pool.disconnect()
 
 
 def _not_a_worker(run_id: str) -> None:  # pragma: no cover - only senders declare this
