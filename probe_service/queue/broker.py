@@ -124,6 +124,9 @@ class ProbeQueue:
     def execute_submitted(self, store: Store, run_ids: Sequence[str], threads: int) -> None:
         """Nothing: the farm's workers execute them."""
 
+    def admit(self, store: Store, policy_id: str) -> None:
+        """Admit every policy id: the farm's workers judge it against their policy file."""
+
     def require_broker(self, refusal: str) -> ProbeQueue:
         """This queue: it has a broker."""
         return self

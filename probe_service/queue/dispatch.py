@@ -50,6 +50,12 @@ class Queue(Protocol):
         worker will (``close`` waits for them); nothing when a broker sent them."""
         ...
 
+    def admit(self, store: Store, policy_id: str) -> None:
+        """Refuse, before any run row is written, runs this queue could never execute
+        under ``policy_id`` (PolicyError naming it); a broker's workers read their own
+        policy file, so a broker admits every id."""
+        ...
+
     def require_broker(self, refusal: str) -> ProbeQueue:
         """The broker behind this queue; raises InvalidInput(``refusal``) without one."""
         ...

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING
 
-from ..errors import InvalidInput, SandboxUnavailable
+from ..errors import InvalidInput, PolicyError, SandboxUnavailable
 from ..settings import Settings
 from ..store import Store
 
@@ -83,6 +83,19 @@ class InlineQueue:
             future.add_done_callback(_log_failure)
         return futures
 
+    def admit(self, store: Store, policy_id: str) -> None:
+        """Refuse runs this process could not execute, before a run row exists: the runs
+        execute here, so the policy must be in this session's policy file. Raises
+        PolicyError naming ``policy_id`` (or the file's own refusal), or KeyFileError."""
+        from ..plans import run_configuration
+        from ..policies import find_policy
+
+        policy_file = run_configuration(self.settings, store).policy_file
+        try:
+            find_policy(policy_file, policy_id)
+        except PolicyError as exc:
+            raise PolicyError(f"policy_id: {exc}") from None
+
     def require_broker(self, refusal: str) -> ProbeQueue:
         """Raise InvalidInput(``refusal``): there is no broker to send to."""
         raise InvalidInput(refusal)
@@ -101,18 +114,16 @@ class InlineQueue:
         background run, returning its result if it ends within ``timeout_s`` and its status
         (the run id to poll) if not. Raises NotFound, PolicyError or KeyFileError before
         anything is written."""
-        from ..plans import run_configuration, run_configured
+        from ..plans import run_configured
 
         if timeout_s is None:
             return run_configured(
                 store, self.settings, plan_id, policy_id, reuse=reuse, backend=self.backend
             )
-        from ..policies import find_policy
         from .queued_run import settled, submit_one
         from .status import read_run_status
 
-        # What the run would refuse at once is refused here, before a run row exists.
-        find_policy(run_configuration(self.settings, store).policy_file, policy_id)
+        self.admit(store, policy_id)
         _, run_id = submit_one(store, self, plan_id, policy_id, reuse)
         (future,) = self.start(store, [run_id])
         wait([future], timeout=timeout_s)

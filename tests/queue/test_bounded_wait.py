@@ -146,12 +146,14 @@ class TestEmbedded:
     def test_an_unknown_policy_is_refused_before_a_run_row_exists(
         self, gated: ProbeService, shared_store: Store, snapshot_id: str
     ) -> None:
-        """A policy id the file lacks is refused at once (policy_error), and no run row is
-        written for it."""
+        """A policy id the file lacks is refused at once by probe_run and probe_submit
+        (policy_error naming policy_id), and no run row is written for it."""
         plan = {**shell_plan(snapshot_id, "exit 0", "elsewhere"), "policy_id": "farm-only"}
         plan_id = gated.probe_plan(plan=plan).plan_id
-        with pytest.raises(PolicyError, match="no policy with id 'farm-only'"):
+        with pytest.raises(PolicyError, match="policy_id: no policy with id 'farm-only'"):
             gated.probe_run(plan_id=plan_id, policy_id="farm-only", wait_seconds=0)
+        with pytest.raises(PolicyError, match="policy_id: no policy with id 'farm-only'"):
+            gated.probe_submit(plan_ids=[plan_id], policy_id="farm-only")
         with shared_store.reading() as conn:
             assert conn.execute(select(runs.c.run_id)).all() == []
 

@@ -9,9 +9,13 @@ canary runs with its own fixed environment, so nothing a plan sets reaches it.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+
+from probe_service.errors import PolicyError
+from probe_service.policies import load_policy_file
 
 from ..sandbox.conftest import Runner, make_policy
 from .test_canary_path import _plant_tools
@@ -121,3 +125,36 @@ def test_precedence_and_the_runners_names(
     path, lang, lc_all, home = result.stdout.decode().strip().split("|")
     assert (path, lang, lc_all) == ("/usr/bin:/bin", "C.UTF-8", "C")
     assert home == f"{scratch}/home"
+
+
+#: Runner-owned, proxy and loader names in spellings a careless or hostile file might use.
+_OWNED = ["HOME", "home", "TMPDIR", "BYTE_PROBE_SCRATCH", "HTTPS_PROXY", "ld_preload", "LD_AUDIT"]
+
+
+def _policy_document(**keys: object) -> str:
+    policy = {
+        "id": "attack",
+        "allowed_executables": ["sh"],
+        "timeout_seconds": 10,
+        "max_output_bytes": 1000,
+        "allowed_domains": [],
+        "environment": [],
+        **keys,
+    }
+    return json.dumps({"schema": 3, "policies": [policy]})
+
+
+@pytest.mark.parametrize("name", _OWNED)
+@pytest.mark.parametrize("key", ["environment", "plan_environment"])
+def test_a_policy_file_cannot_hand_a_runner_name_to_a_plan_or_fix_it(
+    tmp_path: Path, name: str, key: str
+) -> None:
+    """Through the real loader: a file fixing a runner-owned, proxy or loader name, or
+    listing one among the names a plan may set, is refused naming it; no policy is read."""
+    value: object = {name: "/tmp/evil"} if key == "environment" else [name]
+    path = tmp_path / "probe-policies.json"
+    path.write_text(_policy_document(**{key: value}))
+    path.chmod(0o600)
+    with pytest.raises(PolicyError, match=name) as caught:
+        load_policy_file(path)
+    assert "never set it" in str(caught.value) or "cannot fix it" in str(caught.value)

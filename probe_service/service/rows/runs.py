@@ -43,11 +43,14 @@ def probe_submit(svc: ProbeService, req: ProbeSubmitRequest) -> queues.SubmitRes
     """Queue stored plans under one policy id as one batch and return the batch id and
     run ids at once (poll run_status with each run id); without a configured
     queue the runs execute in this process in the background. Refuses the whole batch
-    (nothing stored) when a plan id is not stored."""
+    (nothing stored) when a plan id is not stored or, without a configured queue, when
+    this service's policy file has no policy_id."""
+    queue = svc.queue
+    queue.admit(svc.store, req.policy_id)
     submitted = queues.submit_plans(
-        svc.store, svc.queue, list(req.plan_ids), req.policy_id, reuse=req.reuse
+        svc.store, queue, list(req.plan_ids), req.policy_id, reuse=req.reuse
     )
-    svc.queue.start(svc.store, submitted.run_ids)
+    queue.start(svc.store, submitted.run_ids)
     return submitted
 
 
