@@ -9,8 +9,11 @@ and a plan can use none of them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..envnames import RUNNER_OWNED
 from .digest import policy_digest
 from .model import DEFAULT_MAX_OPEN_FILES, Policy
 
@@ -68,11 +71,12 @@ class PolicyDescription(BaseModel):
     )
 
 
-def describe_policy(policy: Policy) -> PolicyDescription:
-    """The description of ``policy``: what it allows, without any host path."""
-    from ..envnames import RUNNER_OWNED
-    from ..plans.models import TRUSTED_SOURCES  # the plan model owns the oracle rule
+def describe_policy(policy: Policy, trusted_sources: Iterable[str]) -> PolicyDescription:
+    """The description of ``policy``: what it allows, without any host path.
 
+    ``trusted_sources`` are the oracle sources that can decide an outcome: the plan model
+    owns that rule, above the policies, so the caller hands them in.
+    """
     return PolicyDescription(
         id=policy.id,
         digest=policy_digest(policy),
@@ -95,5 +99,5 @@ def describe_policy(policy: Policy) -> PolicyDescription:
             runner_sets=sorted(RUNNER_OWNED),
         ),
         confirm_refutes=policy.confirm_refutes is not False,
-        trusted_oracle_sources=sorted(TRUSTED_SOURCES),
+        trusted_oracle_sources=sorted(trusted_sources),
     )

@@ -36,7 +36,7 @@ from pydantic import (
 )
 
 from ..envnames import ENV_NAME_PATTERN, MAX_ENV_VALUE_BYTES, reserved_name
-from ..sandbox.search_paths import unsafe_search_path
+from ..search_paths import unsafe_search_path
 
 __all__ = [
     "DEFAULT_ALLOWED_PORTS",

@@ -66,11 +66,11 @@ from probe_service.sandbox.process import Bounded, run_bounded
 from probe_service.sandbox.results import LimitsApplied, SandboxResult
 from probe_service.sandbox.runtime import SandboxRuntime, find_system_tool, verify_unchanged
 from probe_service.sandbox.scratch import run_scratch, scratch_exhausted
-from probe_service.sandbox.search_paths import unsafe_search_path
 from probe_service.sandbox.seccomp import expected_seccomp_filters, write_filter
 from probe_service.sandbox.selfcheck import verify_limits
 from probe_service.sandbox.settings import build_settings, write_settings
 from probe_service.sandbox.slots import RunSlot, default_slots
+from probe_service.search_paths import unsafe_search_path
 from probe_service.toolchains.resolve import (
     ResolvedToolchain,
     ToolchainChanged,

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from ... import policies, toolchains
 from ...errors import NotFound, PolicyError
+from ...plans.models import TRUSTED_SOURCES
 from ...policies.describe import PolicyDescription, describe_policy
 from ...toolchains.verify import PolicyReport, verify_policy_file
 from ..registry import ADMIN, AGENT, WEB, Request, operation
@@ -65,7 +66,7 @@ def policy_describe(svc: ProbeService, req: PolicyDescribeRequest) -> PolicyDesc
         raise PolicyError(str(exc).replace(str(path), "the policy file")) from None
     for policy in found.policies:
         if policy.id == req.policy_id:
-            return describe_policy(policy)
+            return describe_policy(policy, TRUSTED_SOURCES)
     raise NotFound(f"policy_id: no policy {req.policy_id!r} (policy_list names them)")
 
 

@@ -6,6 +6,9 @@ directory, so an empty or relative entry of a search path (``PATH=:/usr/bin:/bin
 ``cat`` would run wherever a command says ``cat``. The worker's value is meant for the
 worker's own working directory and means something else in the sandbox, so such a value is
 refused, never rewritten, and the run ends ``inconclusive`` (``unsafe_search_path``).
+
+Like ``envnames``, it imports nothing of the package: the policy model judges the values a
+policy fixes with it when the file is read, and the runner the whole probe environment.
 """
 
 from __future__ import annotations
