@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING
 
-from ..errors import InvalidInput, PolicyError, SandboxUnavailable
+from ..errors import InvalidInput, SandboxUnavailable
 from ..settings import Settings
 from ..store import Store
 
@@ -90,11 +90,7 @@ class InlineQueue:
         from ..plans import run_configuration
         from ..policies import find_policy
 
-        policy_file = run_configuration(self.settings, store).policy_file
-        try:
-            find_policy(policy_file, policy_id)
-        except PolicyError as exc:
-            raise PolicyError(f"policy_id: {exc}") from None
+        find_policy(run_configuration(self.settings, store).policy_file, policy_id)
 
     def require_broker(self, refusal: str) -> ProbeQueue:
         """Raise InvalidInput(``refusal``): there is no broker to send to."""

@@ -57,12 +57,9 @@ def _next_step(state: State, lease_expired: bool, has_result: bool) -> str:
     return "poll run_status with this run_id again"
 
 
-def read_run_status(store: Store, run_id: str, in_flight: State | None = None) -> RunStatus:
-    """The status of ``run_id``: its queue row, else its receipt (a run made in a
-    process), else ``in_flight`` (this process is running it without a row yet).
-
-    Raises NotFound when the store has neither and nothing runs it here.
-    """
+def read_run_status(store: Store, run_id: str) -> RunStatus:
+    """The status of ``run_id``: its queue row, else its receipt (a run made in a process
+    without a row). Raises NotFound when the store has neither."""
     from .. import plans
 
     with store.reading() as conn:
@@ -71,19 +68,19 @@ def read_run_status(store: Store, run_id: str, in_flight: State | None = None) -
         try:
             receipt = plans.load_receipt(store, run_id)
         except NotFound:
-            if in_flight is None:
-                raise NotFound(f"run_id: run {run_id} is not stored") from None
-            return RunStatus(
-                run_id=run_id,
-                state=in_flight,
-                batch_id=None,
-                outcome=None,
-                reason=None,
-                receipt_sha256=None,
-                reused=None,
-                next=_next_step(in_flight, False, False),
-            )
-        return _done(run_id, None, plans.result_from_receipt(run_id, receipt), reused=False)
+            raise NotFound(f"run_id: run {run_id} is not stored") from None
+        made = plans.result_from_receipt(run_id, receipt)
+        return RunStatus(
+            run_id=run_id,
+            state="done",
+            batch_id=None,
+            outcome=made.outcome,
+            reason=made.reason,
+            receipt_sha256=made.receipt_sha256,
+            reused=False,
+            result=made,
+            next=_next_step("done", False, True),
+        )
     state: State = row.state if row.state in ("queued", "running") else "done"
     expired = state == "running" and (row.lease_expires_ms or 0) < now_ms()
     result: ProbeRunResult | None = None
@@ -102,18 +99,4 @@ def read_run_status(store: Store, run_id: str, in_flight: State | None = None) -
         lease_expired=expired,
         result=result,
         next=_next_step(state, expired, result is not None),
-    )
-
-
-def _done(run_id: str, batch_id: str | None, result: ProbeRunResult, *, reused: bool) -> RunStatus:
-    return RunStatus(
-        run_id=run_id,
-        state="done",
-        batch_id=batch_id,
-        outcome=result.outcome,
-        reason=result.reason,
-        receipt_sha256=result.receipt_sha256,
-        reused=reused,
-        result=result,
-        next=_next_step("done", False, True),
     )

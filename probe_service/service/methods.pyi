@@ -132,7 +132,8 @@ class OperationMethods:
         """Queue stored plans under one policy id as one batch and return the batch id and run ids
         at once (poll run_status with each run id); without a configured queue the runs execute
         in this process in the background. Refuses the whole batch (nothing stored) when a plan
-        id is not stored."""
+        id is not stored or, without a configured queue, when this service's policy file has no
+        policy_id."""
 
     def batch_status(
         self,

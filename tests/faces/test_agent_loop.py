@@ -6,6 +6,7 @@ environment")."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -28,24 +29,15 @@ POLL_BOUND_S = 240
 
 
 def _policy_file(directory: Path) -> Path:
-    """A schema-3 policy with fixed LANG and PATH: runs do not depend on who asked."""
+    """The README session's schema-3 policy (fixed LANG and PATH, GREETING for plans): runs
+    do not depend on who asked."""
+    spec = importlib.util.spec_from_file_location("agent_session", EXAMPLE)
+    assert spec is not None
+    assert spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
     path = directory / "probe-policies.json"
-    document = {
-        "schema": 3,
-        "policies": [
-            {
-                "id": "agent-sh",
-                "allowed_executables": ["sh"],
-                "executable_pins": {"sh": "/usr/bin/dash"},
-                "timeout_seconds": 30,
-                "max_output_bytes": 100_000,
-                "allowed_domains": [],
-                "environment": {"LANG": "C.UTF-8", "PATH": "/usr/bin:/bin"},
-                "plan_environment": ["GREETING"],
-            }
-        ],
-    }
-    path.write_text(json.dumps(document))
+    path.write_text(json.dumps(example.POLICY))
     path.chmod(0o600)
     return path
 
