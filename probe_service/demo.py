@@ -19,7 +19,7 @@ from .errors import InternalError
 from .safe_text import untrusted
 from .service import ProbeService
 from .service.adapters import RunStatus
-from .store import open_store
+from .settings import read_settings
 
 __all__ = ["DEMO_POLICY", "EXAMPLE_REPO", "demo_plans", "run_demo"]
 
@@ -99,8 +99,12 @@ def run_demo(workdir: Path, console: Console) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     # The demo is the administrator here: its session reads the demo's own policy file.
     policy_file = write_demo_policy(workdir)
-    # Through the operation table, as the CLI: one session over the demo's own store.
-    with ProbeService(open_store(workdir), interface="cli", policy_file=policy_file) as svc:
+    # Through the operation table, as the CLI: one session over the demo's own embedded
+    # store under its work directory, whatever PROBE_DATABASE_URL names.
+    settings = read_settings().replace(database_url=None)
+    with ProbeService.open(
+        workdir, settings=settings, interface="cli", policy_file=policy_file
+    ) as svc:
         capture = svc.snapshot_capture(root=str(EXAMPLE_REPO))
         console.print(
             untrusted(f"snapshot {capture.snapshot_id} ({capture.files} files) of {EXAMPLE_REPO}")

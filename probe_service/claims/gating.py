@@ -15,6 +15,7 @@ from collections.abc import Callable
 from sqlalchemy import Connection, select
 
 from ..store import Store
+from .callers import PYTHON_CALLER, Caller, snapshots_for
 from .checking import evaluate_claims, record_checks
 from .obligations import list_in, open_obligations
 from .records import GateResult
@@ -32,7 +33,7 @@ def gate(
     snapshot_id: str,
     *,
     scope: str | None = None,
-    interface: str = "python",
+    caller: Caller = PYTHON_CALLER,
     source: SnapshotSource | None = None,
     require_signed: Callable[[str], str | None] | None = None,
     allow_empty: bool = False,
@@ -51,7 +52,7 @@ def gate(
     this snapshot, must be signed by an accepted key; each refused one is named in
     ``unsigned_evidence`` and fails the gate (docs/ARCHITECTURE.md, "Signed receipts").
     """
-    source = source or SnapshotSource(store)
+    source = source or snapshots_for(store, caller)
     source.require(snapshot_id, "snapshot_id")
     with store.reading() as conn:
         ids = require_live_claims(conn, scope, allow_empty=allow_empty)
@@ -60,10 +61,10 @@ def gate(
         evidence = _receipt_evidence(conn, ids) if require_signed is not None else []
     checks = evaluate_claims(heads, baselines, snapshot_id, source)
     with store.transaction() as conn:
-        opened = open_obligations(conn, checks, None, interface)
+        opened = open_obligations(conn, checks, None, caller.face)
         # an obligation_opened event already carries the claim's applicability
-        record_checks(conn, checks, interface, announced={o.claim_id for o in opened})
-        closed = close_current_again(conn, checks, interface)
+        record_checks(conn, checks, caller.face, announced={o.claim_id for o in opened})
+        closed = close_current_again(conn, checks, caller.face)
         still_open = list_in(conn, scope=scope, snapshot_id=snapshot_id, state="open")
         risk = list_in(conn, scope=scope, snapshot_id=snapshot_id, resolution="accepted_risk")
         rechecked = list_in(conn, scope=scope, snapshot_id=snapshot_id, resolution="rechecked")

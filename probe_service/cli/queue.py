@@ -55,9 +55,9 @@ def worker(
 
     Example: PROBE_REDIS_URL=redis://127.0.0.1:6379/0 byte-probe worker --processes 2
     """
-    # The worker runs the queue's own machinery (the public API of probe_service.queue):
-    # it serves the table's runs rather than calling it (docs/ARCHITECTURE.md, "Parts").
-    from probe_service.queue import DEFAULT_QUEUE, run_supervisor, serve_metrics
+    # The worker runs the queue's own machinery: it serves the table's runs rather than
+    # calling it (docs/ARCHITECTURE.md, "Layers").
+    from probe_service.service.farm import DEFAULT_QUEUE, run_supervisor, serve_metrics
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     settings = read_settings()
@@ -194,9 +194,9 @@ def _submit(
     else:
         if plans_file is None or not policy:
             raise InvalidInput("submit: give PLANS_FILE and --policy (or --resume BATCH)")
-        # Reading the JSONL file is the queue package's public API; persisting and
-        # enqueueing the batch is the table's `batch_submit` row.
-        from probe_service.queue import read_plans_file
+        # Reading the JSONL file is the queue's file format; persisting and enqueueing the
+        # batch is the table's `batch_submit` row.
+        from probe_service.service.farm import read_plans_file
 
         items, skipped = read_plans_file(plans_file, policy, skip_invalid)
         for line in skipped:
@@ -226,7 +226,7 @@ def _submit(
         else {}
     )
     if junit is not None:
-        from probe_service.queue import write_junit  # the JUnit format (queue's public API)
+        from probe_service.service.farm import write_junit  # the queue's JUnit format
 
         write_junit(junit, batch_id, results, receipts)
     code = _gate(results, fail_on)

@@ -22,10 +22,10 @@ from ..sandbox.limits import scratch_limits
 from ..sandbox.mounts import NAMESPACE_REASON
 from ..sandbox.scratch import scratch_filesystem
 from ..sandbox.slots import RunSlot, default_slots
-from ..snapshot.warm import default_snapshot_cache
 from .backend import Execution, ExecutionRequest, refused_result
 from .host_tables import HostTableWatch
 from .overlay import apply_interventions, write_fixtures
+from .warm import default_snapshot_cache
 
 __all__ = ["RuntimeBackend", "RuntimeSandbox"]
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ..plans.receipt_model import Receipt, parse_receipt
     from ..plans.receipt_parts import CommittedConfirmation
     from ..plans.receipt_schema import receipt_schema
+    from ..plans.signing import read_public_key
     from ..plans.summary import (
         ConfirmationSummary,
         ReceiptSummary,
@@ -23,9 +24,9 @@ if TYPE_CHECKING:
         summary_json,
     )
     from ..queue import RunStatus, RunSummary
+    from ..sandbox.policy_check import PolicyReport
     from ..store import Event
     from ..toolchains import ToolchainDigest
-    from ..toolchains.verify import PolicyReport
     from ..typescript.models import BoundaryResult
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "kept_output",
     "parse_receipt",
     "phase_seconds",
+    "read_public_key",
     "receipt_schema",
     "summarize_receipt",
     "summary_json",

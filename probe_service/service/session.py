@@ -3,8 +3,9 @@
 A session holds the settings (read once from the environment at start, or given:
 docs/ARCHITECTURE.md, "Settings"), the store, the queue they choose (a broker when
 ``PROBE_REDIS_URL`` names one, else the embedded queue), the receipt lookup over the store,
-the caller's interface label (written to the audit log), and on a machine face the
-directories ``snapshot_capture`` may read (docs/ARCHITECTURE.md, "Faces": capture roots).
+and its ``CallContext`` (``context.py``): the caller's face label (written to the audit
+log), the settings and, on a machine face, the directories ``snapshot_capture`` may read
+(docs/ARCHITECTURE.md, "Faces": capture roots).
 The long-lived faces open one session and serve every request through it
 (docs/ARCHITECTURE.md, "The operation table"). Every operation is a typed method
 (``methods.pyi``, generated from the table).
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ..settings import Settings, read_settings
 from ..store import Store, open_store
 from .capture_roots import allowed_capture_roots
+from .context import CallContext
 from .ids import resolve_request
 from .methods import OperationMethods
 from .registry import Face, Operation, Request, lookup
@@ -64,12 +66,10 @@ class ProbeService(OperationMethods):
         settings = settings or read_settings()
         if policy_file is not None:
             settings = settings.replace(policy_file=Path(policy_file))
-        self.settings = settings
         self._store = store
         self._open_store = open_store
         self._store_lock = threading.Lock()
         self._receipts: ReceiptLookup | None = None
-        self.interface: Face = interface
         self._queue = queue
         self._embedded: Queue | None = None
         self._queue_lock = threading.Lock()
@@ -86,7 +86,9 @@ class ProbeService(OperationMethods):
         self.root = root if root is not None else (store.root if store is not None else None)
         if capture_roots is None and interface in MACHINE_FACES:
             capture_roots = allowed_capture_roots(settings.capture_roots, self.root)
-        self.capture_roots = capture_roots
+        #: What every row hands the parts it calls (docs/ARCHITECTURE.md, "The operation
+        #: table"): the face label, the settings, the capture roots, the boundary analyzer.
+        self.context = CallContext(face=interface, settings=settings, capture_roots=capture_roots)
 
     @classmethod
     def open(
@@ -131,6 +133,21 @@ class ProbeService(OperationMethods):
         if lazy:
             return cls(open_store=opener, **options)
         return cls(opener(), **options)
+
+    @property
+    def interface(self) -> Face:
+        """The face label of this session (``context.face``)."""
+        return self.context.face
+
+    @property
+    def settings(self) -> Settings:
+        """The settings every operation of this session reads (``context.settings``)."""
+        return self.context.settings
+
+    @property
+    def capture_roots(self) -> tuple[str, ...] | None:
+        """Where ``snapshot_capture`` may read on a machine face; None: not confined."""
+        return self.context.capture_roots
 
     @property
     def policy_file(self) -> Path:

@@ -11,7 +11,7 @@ import pytest
 from probe_service.errors import PolicyError
 from probe_service.policies import Policy, load_policy_file, policy_digest
 from probe_service.policies.model import passed_environment, probe_environment
-from probe_service.toolchains.verify import environment_warnings, verify_policy_file
+from probe_service.sandbox.policy_check import environment_warnings, verify_policy_file
 
 from .conftest import VALID_POLICY, Writer, document
 

@@ -11,7 +11,7 @@ from ... import policies, toolchains
 from ...errors import NotFound, PolicyError
 from ...plans.models import TRUSTED_SOURCES
 from ...policies.describe import PolicyDescription, describe_policy
-from ...toolchains.verify import PolicyReport, verify_policy_file
+from ...sandbox.policy_check import PolicyReport, verify_policy_file
 from ..registry import ADMIN, AGENT, WEB, Request, operation
 from ..session import ProbeService
 from .common import Frozen

@@ -54,7 +54,7 @@ def claim_create(svc: ProbeService, req: ClaimCreateRequest) -> claims.ClaimReco
         svc.store,
         req.claim,
         receipts=svc.receipts,
-        interface=svc.interface,
+        caller=svc.context,
         allow_tombstoned=req.allow_tombstoned,
         allow_incomplete=req.allow_incomplete,
     )
@@ -76,7 +76,7 @@ def claim_supersede(svc: ProbeService, req: ClaimSupersedeRequest) -> claims.Cla
         req.claim,
         rationale=req.rationale,
         receipts=svc.receipts,
-        interface=svc.interface,
+        caller=svc.context,
         allow_tombstoned=req.allow_tombstoned,
         allow_incomplete=req.allow_incomplete,
     )
@@ -93,7 +93,7 @@ def claim_withdraw(svc: ProbeService, req: ClaimWithdrawRequest) -> claims.Tombs
     """Withdraw a claim, leaving a tombstone for its statement and boundary; its open
     obligations close as withdrawn with the same rationale."""
     return claims.claim_withdraw(
-        svc.store, req.claim_id, req.rationale, scope=req.scope, interface=svc.interface
+        svc.store, req.claim_id, req.rationale, scope=req.scope, caller=svc.context
     )
 
 
@@ -130,7 +130,7 @@ def claim_check(svc: ProbeService, req: ClaimCheckRequest) -> ClaimChecks:
         list(req.claim_ids),
         req.target_snapshot,
         scope=req.scope,
-        interface=svc.interface,
+        caller=svc.context,
     )
     return ClaimChecks(checks=checks)
 
@@ -154,7 +154,7 @@ def knowledge_record_answer(
     """Store an agent's interpretation of a question with its validity boundary (the
     spans and dependencies it rests on), so a later change reopens it."""
     return claims.knowledge_record_answer(
-        svc.store, req.answer, interface=svc.interface, allow_tombstoned=req.allow_tombstoned
+        svc.store, req.answer, caller=svc.context, allow_tombstoned=req.allow_tombstoned
     )
 
 
@@ -185,7 +185,7 @@ def knowledge_query(svc: ProbeService, req: KnowledgeQueryRequest) -> KnowledgeH
         text=req.text,
         paths=req.paths,
         limit=req.limit,
-        interface=svc.interface,
+        caller=svc.context,
     )
     return KnowledgeHits(hits=hits)
 
@@ -202,7 +202,7 @@ def knowledge_brief(svc: ProbeService, req: KnowledgeBriefRequest) -> claims.Kno
     """Before a turn: the claims related to a task with their applicability on a
     snapshot, and every open obligation of the scope."""
     return claims.knowledge_brief(
-        svc.store, req.snapshot_id, req.scope, req.text, limit=req.limit, interface=svc.interface
+        svc.store, req.snapshot_id, req.scope, req.text, limit=req.limit, caller=svc.context
     )
 
 
@@ -223,7 +223,7 @@ def change_analyze(svc: ProbeService, req: ChangeAnalyzeRequest) -> claims.Chang
         req.from_snapshot,
         req.to_snapshot,
         scope=req.scope,
-        interface=svc.interface,
+        caller=svc.context,
         allow_empty=req.allow_empty,
     )
 
@@ -291,7 +291,7 @@ def obligation_resolve(svc: ProbeService, req: ObligationResolveRequest) -> clai
         successor_claim_id=req.successor_claim_id,
         receipts=svc.receipts,
         scope=req.scope,
-        interface=svc.interface,
+        caller=svc.context,
         resolved_by=req.resolved_by,
     )
 
@@ -334,7 +334,7 @@ def gate(svc: ProbeService, req: GateRequest) -> claims.GateResult:
         svc.store,
         req.snapshot_id,
         scope=req.scope,
-        interface=svc.interface,
+        caller=svc.context,
         require_signed=check,
         allow_empty=req.allow_empty,
     )
@@ -369,5 +369,9 @@ def gate_preview(svc: ProbeService, req: GatePreviewRequest) -> history.GatePrev
     what the gate refuses (an unknown snapshot; a scope without a live claim unless
     allow_empty)."""
     return history.gate_preview(
-        svc.store, req.snapshot_id, scope=req.scope, allow_empty=req.allow_empty
+        svc.store,
+        req.snapshot_id,
+        scope=req.scope,
+        allow_empty=req.allow_empty,
+        caller=svc.context,
     )

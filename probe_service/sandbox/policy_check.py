@@ -18,13 +18,12 @@ from pydantic import BaseModel, ConfigDict
 
 from ..envnames import RUNNER_OWNED
 from ..errors import PolicyError, ProbeServiceError, SandboxUnavailable
-from ..policies import Policy, capture_identity, load_policy_file, policy_digest
-from ..policies.executables import resolve_executable
+from ..policies import Policy, capture_identity, load_policy_file, policy_digest, resolve_executable
 from ..policies.model import toolchain_of_pin
-from ..sandbox.host_tables import host_table_problem
-from ..sandbox.identity import PROBE_SLOTS, PROBE_UID_BASE, check_reachable
-from ..sandbox.limits import LAUNCHER_TASKS, RELAY_TASKS
-from .resolve import resolve_toolchains
+from ..toolchains import resolve_toolchains
+from .host_tables import host_table_problem
+from .identity import PROBE_SLOTS, PROBE_UID_BASE, check_reachable
+from .limits import LAUNCHER_TASKS, RELAY_TASKS
 
 __all__ = [
     "PinReport",
