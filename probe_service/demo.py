@@ -15,8 +15,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from .errors import InternalError
 from .safe_text import untrusted
 from .service import ProbeService
+from .service.adapters import RunStatus
 from .settings import read_settings
 
 __all__ = ["DEMO_POLICY", "EXAMPLE_REPO", "demo_plans", "run_demo"]
@@ -117,7 +119,11 @@ def run_demo(workdir: Path, console: Console) -> int:
         outcomes = []
         for plan in demo_plans(capture.snapshot_id):
             plan_id = svc.probe_plan(plan=plan).plan_id
-            result = svc.probe_run(plan_id=plan_id, policy_id=plan["policy_id"], via="embedded")
+            result = svc.probe_run(
+                plan_id=plan_id, policy_id=plan["policy_id"], via="embedded", wait_seconds=None
+            )
+            if isinstance(result, RunStatus):  # an unbounded wait ends with the result
+                raise InternalError(f"run {result.run_id}: answered before it was done")
             outcomes.append(result.outcome)
             # Plan text and the reason (which can quote probe output) are data, never markup.
             table.add_row(

@@ -299,3 +299,32 @@ def cancel(
         emit_json({"run_id": full, "cancelled": True})
     else:
         console.print(untrusted(f"run {full} cancelled"))
+
+
+def status(
+    run_id: Annotated[str, typer.Argument(help="Run id, or a unique prefix of 8+ hex.")],
+    root: RootOption = Path("."),
+    json_out: JsonOption = False,
+) -> None:
+    """Show where a run stands (queued, running, done) and its receipt once done.
+
+    A run `run` or an agent's probe_submit left going is followed here, from any shell
+    over the same store. Exit 0 whenever the run was found.
+
+    Example: byte-probe status 3fa85f64 --json
+    """
+    with session(root) as svc:
+        found = svc.run_status(run_id=run_id)
+    if json_out:
+        emit_json(found)
+        return
+    result = found.result
+    if result is None:
+        where = f"run {found.run_id}: {found.state}"
+        console.print(untrusted(f"{where} ({found.reason})" if found.reason else where))
+        console.print(untrusted(found.next))
+        return
+    from .results import print_receipt
+
+    extra = {"reused": "yes" if result.reused else "no", "reuse": result.reuse.explained()}
+    print_receipt(console, result.receipt, f"run {found.run_id}: done", extra)

@@ -94,6 +94,7 @@ class RuntimeSandbox:
                 preflight=plan.preflight,
                 slot=slot,
                 environment=request.environ,
+                plan_environment=plan.environment,
             )
             full_tables = tuple(tables.stop())
             # The oracle reads scratch as the run's namespace shows it.

@@ -119,4 +119,4 @@ def find_policy(policy_file: PolicyFile, policy_id: str) -> Policy:
     for policy in policy_file.policies:
         if policy.id == policy_id:
             return policy
-    raise PolicyError(f"no policy with id {policy_id!r}")
+    raise PolicyError(f"policy_id: no policy with id {policy_id!r}")

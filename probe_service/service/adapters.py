@@ -23,7 +23,7 @@ if TYPE_CHECKING:
         summarize_receipt,
         summary_json,
     )
-    from ..queue import RunSummary
+    from ..queue import RunStatus, RunSummary
     from ..sandbox.policy_check import PolicyReport
     from ..store import Event
     from ..toolchains import ToolchainDigest
@@ -42,6 +42,7 @@ __all__ = [
     "ProbeRunResult",
     "Receipt",
     "ReceiptSummary",
+    "RunStatus",
     "RunSummary",
     "ToolchainDigest",
     "kept_output",
