@@ -22,7 +22,7 @@ against the classes, so it cannot go stale)::
     │   │   └── NotRerunnable              not_rerunnable: nothing of the claim runs again
     │   ├── PolicyError                    policy_error
     │   │   ├── ExecutableNotAllowed       executable_not_allowed (policies/executables.py)
-    │   │   ├── ToolchainUnsafe            toolchain_unsafe (toolchains/roots.py)
+    │   │   ├── ToolchainUnsafe            toolchain_unsafe (policies/toolchain_roots.py)
     │   │   └── ToolchainChanged           toolchain_changed (toolchains/resolve.py)
     │   ├── SettingsError                  invalid_setting: a bad or twice-set variable
     │   ├── UnsafePath                     unsafe_path

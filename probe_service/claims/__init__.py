@@ -3,7 +3,8 @@ change analysis through a dependency index, obligations, supersession, tombstone
 an append-only audit log and knowledge search.
 
 Every function here is a service operation shared by every interface; each takes the
-``Store`` explicitly and an ``interface`` name for the audit log. Decisions worth knowing:
+``Store`` explicitly and its ``caller`` (``callers.py``: the face label for the audit log
+and the TypeScript boundary analyzer, a session's ``CallContext``). Decisions worth knowing:
 
 - Outcome (``supported``/``refuted``/``unresolved``) is fixed at creation from receipts
   read through a ``ReceiptLookup``; applicability (``current``/``needs_recheck``/
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from .analysis import change_analyze, changed_paths
     from .audit import AuditEntry, read_audit
     from .brief import KnowledgeBrief, knowledge_brief
+    from .callers import PYTHON_CALLER, Caller, LocalCaller
     from .checking import claim_check
     from .creation import claim_create, claim_supersede, knowledge_record_answer
     from .gate_report import GateReport
@@ -68,13 +70,16 @@ if TYPE_CHECKING:
     from .service import claim_show
     from .settle import recheck_batch_of_run, settle_recheck
     from .sources import SnapshotSource
-    from .views import TreeView
+    from .views import BoundaryAnalyzer, TreeView
 
 __all__ = [
     "ANALYZER_VERSION",
+    "PYTHON_CALLER",
     "RESOLUTIONS",
     "AnswerRequest",
     "AuditEntry",
+    "BoundaryAnalyzer",
+    "Caller",
     "ChangeAnalysis",
     "ClaimCheck",
     "ClaimRecord",
@@ -86,6 +91,7 @@ __all__ = [
     "GrepQuery",
     "KnowledgeBrief",
     "KnowledgeHit",
+    "LocalCaller",
     "Obligation",
     "PathGlobQuery",
     "PythonSymbolQuery",

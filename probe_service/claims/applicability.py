@@ -127,10 +127,7 @@ def _check_query(baseline: QueryBaseline, tree: TreeView) -> tuple[Applicability
             # docs/ARCHITECTURE.md, "TypeScript boundary": an incomplete or truncated
             # boundary never counts as current, not even on an unchanged snapshot.
             return "needs_recheck", "baseline boundary was incomplete or truncated"
-        # Imported here: the worker's module builds on this one.
-        from ..typescript.claims import check_boundary
-
-        return check_boundary(baseline, tree)
+        return tree.boundary_analyzer().check(baseline, tree)
     if query_domain(baseline.query, tree).content_digest == baseline.content_digest:
         return "current", "domain unchanged"
     result = evaluate_query(baseline.query, tree)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from sqlalchemy import Connection, select
 
 from ..store import Store
+from .callers import PYTHON_CALLER, Caller, snapshots_for
 from .checking import evaluate_claims, record_checks
 from .gate_report import GateReport, gate_entries, refuted_claims
 from .next_steps import recheck_command
@@ -36,7 +37,7 @@ def gate(
     snapshot_id: str,
     *,
     scope: str | None = None,
-    interface: str = "python",
+    caller: Caller = PYTHON_CALLER,
     source: SnapshotSource | None = None,
     require_signed: Callable[[str], str | None] | None = None,
     allow_empty: bool = False,
@@ -59,9 +60,9 @@ def gate(
     Live claims whose outcome is refuted are listed in ``refuted``: a warning, and a
     failure with ``fail_on_refuted`` (docs/ARCHITECTURE.md, "The gate report").
     """
-    source = source or SnapshotSource(store)
+    source = source or snapshots_for(store, caller)
     checks, opened, closed = check_live_claims(
-        store, snapshot_id, scope, interface=interface, source=source, allow_empty=allow_empty
+        store, snapshot_id, scope, interface=caller.face, source=source, allow_empty=allow_empty
     )
     # Held here: the checks memoized their results on this tree, and what moved reads them.
     target = source.tree(snapshot_id)

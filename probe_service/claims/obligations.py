@@ -22,6 +22,7 @@ from ..errors import Conflict, EvidenceMismatch, InvalidClaim, NotFound
 from ..plans.tables import plans
 from ..store import Store, append_events, insert_on_conflict, utc_now
 from .audit import append_audit
+from .callers import PYTHON_CALLER, Caller
 from .digests import digest_json
 from .lineage import record_supersession, withdraw_in
 from .receipts import AGREES, ReceiptFacts, ReceiptLookup, no_receipts, plan_shape
@@ -148,7 +149,7 @@ def obligation_resolve(
     successor_claim_id: str | None = None,
     receipts: ReceiptLookup = no_receipts,
     scope: str | None = None,
-    interface: str = "python",
+    caller: Caller = PYTHON_CALLER,
     resolved_by: str | None = None,
 ) -> Obligation:
     """Resolve an open obligation; the rationale, interface and actor are kept.
@@ -178,13 +179,13 @@ def obligation_resolve(
             [before],
             resolution,
             rationale,
-            interface=interface,
+            interface=caller.face,
             resolved_by=resolved_by,
             receipt=receipt,
             successor_claim_id=successor_claim_id,
             receipt_signer=signer,
         )
-        _apply_side_effect(conn, before, resolution, rationale, successor_claim_id, interface)
+        _apply_side_effect(conn, before, resolution, rationale, successor_claim_id, caller.face)
     return after
 
 

@@ -70,6 +70,11 @@ COMMANDS: dict[str, LazyCommand] = {
         "cancel",
         "Cancel a queued run so that no worker executes it; exit 3 if a worker took it.",
     ),
+    "status": LazyCommand(
+        "queue",
+        "status",
+        "Show where a run stands (queued, running, done) and its receipt once done.",
+    ),
     "claim": LazyCommand("claims", "claim_app", "Record, show and check claims."),
     "change": LazyCommand("claims", "change_app", "Analyse a change between two snapshots."),
     "obligations": LazyCommand(

@@ -19,8 +19,9 @@ if TYPE_CHECKING:
     from .inline import InlineQueue, run_inline
     from .junit import write_junit
     from .metrics import METRICS_PORT_ENV, serve_metrics
-    from .queued_run import run_queued
+    from .queued_run import run_or_status, run_queued
     from .runs import batch_counts, create_runs
+    from .status import RunStatus, read_run_status
     from .submit import (
         RunSummary,
         SubmitResult,
@@ -40,6 +41,7 @@ __all__ = [
     "InlineQueue",
     "ProbeQueue",
     "Queue",
+    "RunStatus",
     "RunSummary",
     "SubmitResult",
     "WorkerContext",
@@ -50,9 +52,11 @@ __all__ = [
     "open_queue",
     "persist_runs_in",
     "read_plans_file",
+    "read_run_status",
     "reap_runs",
     "resume_batch",
     "run_inline",
+    "run_or_status",
     "run_queued",
     "run_supervisor",
     "serve_metrics",

@@ -26,16 +26,17 @@ if TYPE_CHECKING:
     from ..plans.receipt_model import Receipt, parse_receipt
     from ..plans.receipt_parts import CommittedConfirmation
     from ..plans.receipt_schema import receipt_schema
+    from ..plans.signing import read_public_key
     from ..plans.summary import (
         ConfirmationSummary,
         ReceiptSummary,
         summarize_receipt,
         summary_json,
     )
-    from ..queue import RunSummary
+    from ..queue import RunStatus, RunSummary
+    from ..sandbox.policy_check import PolicyReport
     from ..store import Event
     from ..toolchains import ToolchainDigest
-    from ..toolchains.verify import PolicyReport
     from ..typescript.models import BoundaryResult
 
 __all__ = [
@@ -54,12 +55,14 @@ __all__ = [
     "ReceiptSummary",
     "RecheckEntry",
     "RecheckReport",
+    "RunStatus",
     "RunSummary",
     "ToolchainDigest",
     "batches_under_way",
     "kept_output",
     "parse_receipt",
     "phase_seconds",
+    "read_public_key",
     "receipt_schema",
     "render_gate_markdown",
     "render_gate_text",

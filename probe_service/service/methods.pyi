@@ -11,8 +11,10 @@ from probe_service.claims.recheck_records import RecheckReport
 from probe_service.claims.records import ChangeAnalysis, ClaimRecord, Obligation, Tombstone
 from probe_service.plans.models import Plan
 from probe_service.plans.run import ProbeRunResult
+from probe_service.policies.describe import PolicyDescription
 from probe_service.queue.farm import FarmStats
 from probe_service.queue.listing import RunPage
+from probe_service.queue.status import RunStatus
 from probe_service.queue.submit import SubmitResult
 from probe_service.service.rows.admin import KeyCreated, PolicyChecked, PolicyList
 from probe_service.service.rows.claims import ClaimChecks, KnowledgeHits, Obligations
@@ -34,10 +36,15 @@ class OperationMethods:
     def invoke(self, name: str, /, **params: Any) -> Any: ...
     def capabilities(
         self,
+        *,
+        detail: bool = ...,
+        operations: tuple[str, ...] = ...,
     ) -> Capabilities:
         """Negotiate: the engine version, schema versions, every operation this interface offers
-        with its request and response JSON Schemas, and whether the sandbox is ready here
-        (verified runtime, prerequisites, platform). Reads nothing from repositories."""
+        with a one-line summary, and whether the sandbox is ready here (verified runtime,
+        prerequisites, platform); detail: true (or operations: [names]) adds full descriptions
+        and request and response JSON Schemas. Reads nothing from repositories. Refuses an
+        operation name this interface does not offer."""
 
     def snapshot_capture(
         self,
@@ -48,7 +55,8 @@ class OperationMethods:
         in the tree is executed. The same content gives the same snapshot id. Refuses unreadable
         roots, names a materialization would refuse, and trees over the file or size limits; a
         tree that keeps changing is retried, then refused. On the host and MCP faces the root
-        must lie inside the administrator's capture roots."""
+        must lie inside the administrator's capture roots, and a relative root is taken from the
+        face's --root."""
 
     def snapshot_get(
         self,
@@ -72,9 +80,11 @@ class OperationMethods:
         *,
         plan: Plan | dict[str, Any],
     ) -> PlanCreated:
-        """Persist an immutable experiment plan and return its id. Never executes anything and
-        never reads a policy: the plan only names the policy it must run under. Refuses a plan
-        whose snapshot is not stored, and names the first bad field."""
+        """Persist an immutable experiment plan and return its id. Never executes anything. When
+        the administrator's policy file holds the plan's policy_id, the plan is checked against
+        it first (policy_checked): an executable it does not allow or an environment name it
+        does not let a plan set is refused naming the field, and nothing is written. Refuses a
+        plan whose snapshot is not stored, and names the first bad field."""
 
     def probe_get(
         self,
@@ -90,12 +100,23 @@ class OperationMethods:
         policy_id: str,
         reuse: bool = ...,
         via: Literal["auto", "embedded", "queue"] = ...,
-        wait_seconds: float = ...,
-    ) -> ProbeRunResult:
+        wait_seconds: float | None = ...,
+    ) -> ProbeRunResult | RunStatus:
         """Run a stored plan in the sandbox under the administrator policy with exactly that id,
-        and return the oracle outcome (supports, refutes, inconclusive with a reason) and the
-        signed or unsigned receipt. Every prerequisite failure ends inconclusive; nothing ever
-        runs unsandboxed. A queued run no worker took within wait_seconds is cancelled."""
+        and return the oracle outcome (supports, refutes, inconclusive with a reason), the
+        signed or unsigned receipt, and reuse (why a stored receipt did or did not answer).
+        Waits at most wait_seconds (60 by default): a run not done by then is answered with its
+        status and run_id (poll run_status) and keeps going. Every prerequisite failure ends
+        inconclusive; nothing ever runs unsandboxed."""
+
+    def run_status(
+        self,
+        *,
+        run_id: str,
+    ) -> RunStatus:
+        """Where a run stands (queued, running, done) and, once done, its result with the receipt:
+        poll it with the run_id probe_run or probe_submit returned. Read-only; refuses a run id
+        that is not stored."""
 
     def probe_submit(
         self,
@@ -104,9 +125,11 @@ class OperationMethods:
         policy_id: str,
         reuse: bool = ...,
     ) -> SubmitResult:
-        """Queue many stored plans under one policy id as one batch for any worker; returns the
-        batch id and run ids at once (poll batch_status). Without a configured queue the runs
-        are persisted and wait for `byte-probe submit --resume`."""
+        """Queue stored plans under one policy id as one batch and return the batch id and run ids
+        at once (poll run_status with each run id); without a configured queue the runs execute
+        in this process in the background. Refuses the whole batch (nothing stored) when a plan
+        id is not stored or, without a configured queue, when this service's policy file has no
+        policy_id."""
 
     def batch_status(
         self,
@@ -159,6 +182,17 @@ class OperationMethods:
     ) -> PolicyList:
         """The ids and digests of the administrator's policies (never their bodies), so a plan can
         name one. Refuses when the policy file is missing, unsafe or malformed."""
+
+    def policy_describe(
+        self,
+        *,
+        policy_id: str,
+    ) -> PolicyDescription:
+        """What one policy allows, to plan against it: executables, timeout, output, memory,
+        process, open-file and scratch limits, domains and ports, toolchain names, the
+        environment (fixed values, names from the worker, names a plan may set), whether
+        refutations are confirmed, and the oracle sources that need a reference. Never a path of
+        the administrator's. Refuses an unknown id (not_found, naming policy_id)."""
 
     def policy_check(
         self,

@@ -225,7 +225,7 @@ class _NoStart:
         def start(*_: object) -> None:
             self.started += 1
 
-        queue.start_submitted = start  # type: ignore[method-assign]
+        queue.start = start  # type: ignore[method-assign]
 
 
 def _no_followup(store: Store, run_id: str, owner: str) -> None:

@@ -159,7 +159,7 @@ def test_an_interrupted_recheck_is_taken_up_and_waited_for(
     after = capture(api, repo, EDITED)
     svc = api.svc
     # The session's queue is kept from starting the runs: they stay queued, as after a kill.
-    svc.queue.start_submitted = lambda *_: None  # type: ignore[method-assign]
+    svc.queue.start = lambda *_: None  # type: ignore[method-assign]
     first = ok(api.call("obligation_recheck", {"snapshot_id": after, "scope": SCOPE}))
     assert [e["status"] for e in first["entries"]] == ["queued"]
     code, out, err = real_cli("recheck", "--snapshot", after, "--scope", SCOPE)

@@ -15,9 +15,6 @@ from .common import ObligationId, SnapshotId
 
 __all__: list[str] = []
 
-#: Threads the embedded queue runs a recheck's batch on.
-_EMBEDDED_THREADS = 2
-
 
 class ObligationRecheckRequest(Request):
     snapshot_id: SnapshotId
@@ -58,12 +55,12 @@ def obligation_recheck(svc: ProbeService, req: ObligationRecheckRequest) -> clai
     run_ids = claims.queued_run_ids(report)
     if report.batch_id is not None and run_ids:
         queue.send(svc.store, report.batch_id, run_ids)
-        queue.start_submitted(svc.store, run_ids, _EMBEDDED_THREADS)
+        queue.start(svc.store, run_ids)
     for batch_id in claims.batches_under_way(report):
         # An earlier recheck's runs left unfinished by a process that ended (an interrupted
         # CLI on the embedded store) are taken up here; a run a live thread still holds is
         # refused by its lease. On a farm this sends nothing: its janitor re-sends.
         runs = queues.batch_results(svc.store, batch_id)
         unfinished = [r.run_id for r in runs if r.state != "done"]
-        queue.start_submitted(svc.store, unfinished, _EMBEDDED_THREADS)
+        queue.start(svc.store, unfinished)
     return report

@@ -23,23 +23,37 @@ from .common import BatchId, Frozen, PlanId, RunId, SnapshotId
 
 __all__: list[str] = []
 
-_Label = Field(None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
+_LABEL = r"^[A-Za-z0-9_.:-]+$"
 
 
 class ProbeSubmitRequest(Request):
-    plan_ids: tuple[PlanId, ...] = Field(min_length=1, max_length=100_000)
-    policy_id: str = Field(min_length=1, max_length=128)
-    reuse: bool = True
-
-
-@operation("probe_submit", faces=HOST)
-def probe_submit(svc: ProbeService, req: ProbeSubmitRequest) -> queues.SubmitResult:
-    """Queue many stored plans under one policy id as one batch for any worker; returns
-    the batch id and run ids at once (poll batch_status). Without a configured queue the
-    runs are persisted and wait for `byte-probe submit --resume`."""
-    return queues.submit_plans(
-        svc.store, svc.queue, list(req.plan_ids), req.policy_id, reuse=req.reuse
+    plan_ids: tuple[PlanId, ...] = Field(
+        min_length=1,
+        max_length=100_000,
+        description="Stored plan ids (or unique prefixes), each run once.",
     )
+    policy_id: str = Field(
+        min_length=1,
+        max_length=128,
+        description="The administrator policy every plan names (its policy_id).",
+    )
+    reuse: bool = Field(True, description="Serve stored receipts of identical actions.")
+
+
+@operation("probe_submit")
+def probe_submit(svc: ProbeService, req: ProbeSubmitRequest) -> queues.SubmitResult:
+    """Queue stored plans under one policy id as one batch and return the batch id and
+    run ids at once (poll run_status with each run id); without a configured
+    queue the runs execute in this process in the background. Refuses the whole batch
+    (nothing stored) when a plan id is not stored or, without a configured queue, when
+    this service's policy file has no policy_id."""
+    queue = svc.queue
+    queue.admit(svc.store, req.policy_id)
+    submitted = queues.submit_plans(
+        svc.store, queue, list(req.plan_ids), req.policy_id, reuse=req.reuse
+    )
+    queue.start(svc.store, submitted.run_ids)
+    return submitted
 
 
 class BatchStatusRequest(Request):
@@ -164,13 +178,25 @@ def batch_wait(svc: ProbeService, req: BatchWaitRequest) -> BatchStatus:
 
 
 class RunListRequest(Request):
-    run_id: RunId | None = None
-    batch_id: BatchId | None = None
-    outcome: Literal["supports", "refutes", "inconclusive"] | None = None
-    reason: str | None = _Label
-    policy_id: str | None = _Label
-    snapshot_id: SnapshotId | None = None
-    state: Literal["queued", "running", "done"] | None = None
+    run_id: RunId | None = Field(None, description="Only this run (id or prefix).")
+    batch_id: BatchId | None = Field(None, description="Only this batch's runs (id or prefix).")
+    outcome: Literal["supports", "refutes", "inconclusive"] | None = Field(
+        None, description="Only this outcome."
+    )
+    reason: str | None = Field(
+        None,
+        min_length=1,
+        max_length=128,
+        pattern=_LABEL,
+        description="Only this reason (e.g. timeout, executable_not_allowed).",
+    )
+    policy_id: str | None = Field(
+        None, min_length=1, max_length=128, pattern=_LABEL, description="Only this policy's."
+    )
+    snapshot_id: SnapshotId | None = Field(
+        None, description="Only runs of plans on this snapshot (id or prefix)."
+    )
+    state: Literal["queued", "running", "done"] | None = Field(None, description="Only this state.")
     limit: int = Field(50, ge=1, le=500, description="Page size (at most 500).")
     cursor: str | None = Field(
         None, max_length=100, description="next_cursor of the previous page."
