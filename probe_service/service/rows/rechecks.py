@@ -18,14 +18,18 @@ __all__: list[str] = []
 
 class ObligationRecheckRequest(Request):
     snapshot_id: SnapshotId
-    scope: str | None = Field(None, max_length=200)
+    scope: str | None = Field(
+        None, max_length=200, description="Only obligations of this project key (scope)."
+    )
     obligation_ids: tuple[ObligationId, ...] = Field(
         (),
         max_length=1000,
         description="Only these open obligations on the snapshot (default: every one in scope).",
     )
     reuse: bool = Field(True, description="Serve a stored receipt of an identical rerun.")
-    requested_by: str | None = Field(None, max_length=200)
+    requested_by: str | None = Field(
+        None, max_length=200, description="Who asked, recorded with each resolution it makes."
+    )
 
 
 @operation("obligation_recheck")
