@@ -368,6 +368,7 @@ SLOW_PATHS = (
     # the two costliest tests of the quick loop (30 s and 7 s on the loaded machine).
     "tests/faces/test_parity.py",
     "tests/faces/test_bad_input.py",
+    "tests/faces/test_recheck_faces.py",
 )
 
 #: Fixtures that make a test slow wherever it lives: ``start_farm`` starts real worker

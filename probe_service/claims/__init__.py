@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .callers import PYTHON_CALLER, Caller, LocalCaller
     from .checking import claim_check
     from .creation import claim_create, claim_supersede, knowledge_record_answer
+    from .gate_report import GateReport
     from .gating import gate
     from .lineage import claim_withdraw, supersession_chain
     from .models import (
@@ -54,11 +55,12 @@ if TYPE_CHECKING:
     from .obligations import RESOLUTIONS, obligation_list, obligation_resolve
     from .queries import ANALYZER_VERSION, evaluate_query
     from .receipts import ReceiptLookup, no_receipts, store_receipts
+    from .recheck import batches_under_way, obligation_recheck, queued_run_ids
+    from .recheck_records import RecheckReport
     from .records import (
         ChangeAnalysis,
         ClaimCheck,
         ClaimRecord,
-        GateResult,
         KnowledgeHit,
         Obligation,
         QueryResult,
@@ -66,6 +68,7 @@ if TYPE_CHECKING:
     )
     from .search import knowledge_query
     from .service import claim_show
+    from .settle import recheck_batch_of_run, settle_recheck
     from .sources import SnapshotSource
     from .views import BoundaryAnalyzer, TreeView
 
@@ -84,7 +87,7 @@ __all__ = [
     "ContentGlobQuery",
     "Dependency",
     "Evidence",
-    "GateResult",
+    "GateReport",
     "GrepQuery",
     "KnowledgeBrief",
     "KnowledgeHit",
@@ -95,10 +98,12 @@ __all__ = [
     "QueryResult",
     "QuerySpec",
     "ReceiptLookup",
+    "RecheckReport",
     "SnapshotSource",
     "SpanRef",
     "Tombstone",
     "TreeView",
+    "batches_under_way",
     "change_analyze",
     "changed_paths",
     "claim_check",
@@ -113,8 +118,12 @@ __all__ = [
     "knowledge_record_answer",
     "no_receipts",
     "obligation_list",
+    "obligation_recheck",
     "obligation_resolve",
+    "queued_run_ids",
     "read_audit",
+    "recheck_batch_of_run",
+    "settle_recheck",
     "store_receipts",
     "supersession_chain",
 ]

@@ -88,6 +88,12 @@ COMMANDS: dict[str, LazyCommand] = {
         "an obligation on that snapshot in scope is open, or (with --require-signed) while any "
         "receipt evidence is not signed by one of the given keys.",
     ),
+    "recheck": LazyCommand(
+        "recheck",
+        "recheck",
+        "Rerun the evidence of every open obligation on a snapshot (in --scope, or those "
+        "named), wait with progress, and resolve each one whose reruns all agree.",
+    ),
     "events": LazyCommand(
         "events",
         "events",

@@ -27,6 +27,7 @@ from .confirmations import (
     pending_confirmation,
     requeue_for_confirmation,
 )
+from .followups import after_run
 from .heartbeats import another_worker_alive
 from .leases import LeaseKeeper
 from .runs import (
@@ -80,6 +81,10 @@ class WorkerContext:
     #: worker to confirm. None in the embedded mode, where a refutation is confirmed in
     #: this process (docs/ARCHITECTURE.md, "Confirming a refutation").
     queue: ProbeQueue | None = None
+    #: Called with the store, the run id and this context's owner once a run ended here
+    #: (or was found done): a recheck's batch settles when its last run is done
+    #: (docs/ARCHITECTURE.md, "Recheck").
+    after_run: Callable[[Store, str, str], None] = after_run
     #: Renews the leases of the runs this context is running, from one shared thread.
     leases: LeaseKeeper = field(init=False)
 
@@ -87,12 +92,28 @@ class WorkerContext:
         self.leases = LeaseKeeper(self.store, self.owner, self.lease_ms)
 
 
+#: What ``execute_run`` returns when the run did not end in this context (nor before).
+_NOT_ENDED_HERE = frozenset(
+    {"confirm_elsewhere", "unknown_run", "other_namespace", "leased_elsewhere", "lost_race"}
+)
+
+
 def execute_run(ctx: WorkerContext, run_id: str) -> str:
-    """Claim and run one queued run; return what happened (for logs and tests).
+    """Claim and run one queued run, then let what follows it happen (``after_run``);
+    return what happened (for logs and tests).
 
     Raises InfrastructureError (store or broker unavailable) so the actor is retried;
     every other failure ends the run with a recorded reason.
     """
+    what = _execute(ctx, run_id)
+    if what not in _NOT_ENDED_HERE:
+        # A duplicate delivery of a done run counts too: the worker that finished it may
+        # have died before the run's recheck settled.
+        ctx.after_run(ctx.store, run_id, ctx.owner)
+    return what
+
+
+def _execute(ctx: WorkerContext, run_id: str) -> str:
     # Read before the claim: a run waiting to confirm this worker's own refutation is left
     # to another worker without claiming it (docs/ARCHITECTURE.md, "Confirming a refutation").
     pending = pending_confirmation(ctx.store, run_id)
@@ -295,6 +316,7 @@ def reap_runs(ctx: WorkerContext, enqueue: Callable[[Sequence[str]], int]) -> di
             )
             if claim.run is not None:
                 _abandon(ctx, run.run_id, run.plan_id, run.policy_id)
+                ctx.after_run(ctx.store, run.run_id, ctx.owner)
                 counts["abandoned"] += 1
         elif requeue_run(ctx.store, run.run_id):
             enqueue([run.run_id])

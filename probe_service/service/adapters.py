@@ -9,7 +9,17 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from ..claims import RESOLUTIONS, ClaimCheck, KnowledgeHit, Obligation
+    from ..claims import (
+        RESOLUTIONS,
+        ClaimCheck,
+        GateReport,
+        KnowledgeHit,
+        Obligation,
+        RecheckReport,
+        batches_under_way,
+    )
+    from ..claims.gate_render import render_gate_markdown, render_gate_text
+    from ..claims.recheck_records import RecheckEntry
     from ..plans import ProbeRunResult
     from ..plans.output import kept_output
     from ..plans.phases import phase_seconds
@@ -36,20 +46,26 @@ __all__ = [
     "CommittedConfirmation",
     "ConfirmationSummary",
     "Event",
+    "GateReport",
     "KnowledgeHit",
     "Obligation",
     "PolicyReport",
     "ProbeRunResult",
     "Receipt",
     "ReceiptSummary",
+    "RecheckEntry",
+    "RecheckReport",
     "RunStatus",
     "RunSummary",
     "ToolchainDigest",
+    "batches_under_way",
     "kept_output",
     "parse_receipt",
     "phase_seconds",
     "read_public_key",
     "receipt_schema",
+    "render_gate_markdown",
+    "render_gate_text",
     "summarize_receipt",
     "summary_json",
 ]

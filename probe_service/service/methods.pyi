@@ -4,15 +4,11 @@
 from typing import Any, Literal
 
 from probe_service.claims.brief import KnowledgeBrief
+from probe_service.claims.gate_report import GateReport
 from probe_service.claims.history import ClaimHistory, GatePreview
 from probe_service.claims.models import AnswerRequest, ClaimRequest
-from probe_service.claims.records import (
-    ChangeAnalysis,
-    ClaimRecord,
-    GateResult,
-    Obligation,
-    Tombstone,
-)
+from probe_service.claims.recheck_records import RecheckReport
+from probe_service.claims.records import ChangeAnalysis, ClaimRecord, Obligation, Tombstone
 from probe_service.plans.models import Plan
 from probe_service.plans.run import ProbeRunResult
 from probe_service.policies.describe import PolicyDescription
@@ -140,7 +136,10 @@ class OperationMethods:
         *,
         batch_id: str,
     ) -> BatchStatus:
-        """Counts by state and outcome, and every run of a batch with its receipt id."""
+        """Counts by state and outcome, and every run of a batch with its receipt id. For the batch
+        of an obligation_recheck, its report: once every run is done the recheck is settled
+        (exactly once, by whoever sees it first) and each obligation is resolved rechecked or
+        left open naming the receipt that disagreed."""
 
     def run_cancel(
         self,
@@ -347,6 +346,24 @@ class OperationMethods:
         claim's plan on the obligation's snapshot and agrees), superseded (a successor claim) or
         withdrawn. Refuses evidence from another plan or snapshot."""
 
+    def obligation_recheck(
+        self,
+        *,
+        snapshot_id: str,
+        scope: str | None = ...,
+        obligation_ids: tuple[str, ...] = ...,
+        reuse: bool = ...,
+        requested_by: str | None = ...,
+    ) -> RecheckReport:
+        """Rerun, for each open obligation on a snapshot (in a scope, or those named), the evidence
+        its claim rests on: the same plans with only snapshot_id changed, under the same policy
+        ids, as one batch of runs. Returns at once with the batch id; poll batch_status, which
+        settles the recheck when the last run is done: every rerun agrees -> resolved rechecked;
+        otherwise the obligation stays open naming the receipt. A claim with nothing to rerun is
+        listed as needing a person or an agent, with what it rests on. Refuses, writing nothing:
+        an obligation already resolved, of another scope or snapshot, or (named) with nothing to
+        rerun."""
+
     def gate(
         self,
         *,
@@ -354,12 +371,15 @@ class OperationMethods:
         scope: str | None = ...,
         allow_empty: bool = ...,
         require_signed: tuple[str, ...] = ...,
-    ) -> GateResult:
+        fail_on_refuted: bool = ...,
+    ) -> GateReport:
         """Recheck every live claim of a scope against one snapshot and say whether the snapshot
         passes: no open obligation, no claim that is not current (and, with require_signed,
-        every receipt signed by a required key). Refuses, writing nothing, a snapshot the store
-        does not hold (not_found) and a scope (or store) without a live claim (invalid_input,
-        listing the scopes that have one) unless allow_empty."""
+        every receipt signed by a required key). Each open obligation comes with its claim's
+        statement, what moved and the exact recheck command; live claims whose outcome is
+        refuted are a warning (a failure with fail_on_refuted). Refuses, writing nothing, a
+        snapshot the store does not hold (not_found) and a scope (or store) without a live claim
+        (invalid_input, listing the scopes that have one) unless allow_empty."""
 
     def knowledge_events(
         self,

@@ -46,6 +46,7 @@ INDEX: dict[str, str] = {
     "change_analyze": "claims",
     "obligation_list": "claims",
     "obligation_resolve": "claims",
+    "obligation_recheck": "rechecks",
     "gate": "claims",
     "knowledge_events": "events",
     "typescript_boundary": "typescript",

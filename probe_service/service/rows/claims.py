@@ -306,6 +306,9 @@ class GateRequest(Request):
         description="Accept only receipts signed by one of these keys: 64-hex fingerprints "
         "or PEM Ed25519 public keys (a PEM key also verifies the signature).",
     )
+    fail_on_refuted: bool = Field(
+        False, description="Fail on a live claim whose outcome is refuted (else a warning)."
+    )
 
     @field_validator("require_signed")
     @classmethod
@@ -318,12 +321,15 @@ class GateRequest(Request):
 
 
 @operation("gate")
-def gate(svc: ProbeService, req: GateRequest) -> claims.GateResult:
+def gate(svc: ProbeService, req: GateRequest) -> claims.GateReport:
     """Recheck every live claim of a scope against one snapshot and say whether the
     snapshot passes: no open obligation, no claim that is not current (and, with
-    require_signed, every receipt signed by a required key). Refuses, writing nothing, a
-    snapshot the store does not hold (not_found) and a scope (or store) without a live
-    claim (invalid_input, listing the scopes that have one) unless allow_empty."""
+    require_signed, every receipt signed by a required key). Each open obligation comes
+    with its claim's statement, what moved and the exact recheck command; live claims
+    whose outcome is refuted are a warning (a failure with fail_on_refuted). Refuses,
+    writing nothing, a snapshot the store does not hold (not_found) and a scope (or store)
+    without a live claim (invalid_input, listing the scopes that have one) unless
+    allow_empty."""
     check = None
     if req.require_signed:
         from ...plans.signature_check import signature_requirement
@@ -337,6 +343,7 @@ def gate(svc: ProbeService, req: GateRequest) -> claims.GateResult:
         caller=svc.context,
         require_signed=check,
         allow_empty=req.allow_empty,
+        fail_on_refuted=req.fail_on_refuted,
     )
 
 

@@ -6,7 +6,9 @@ from typing import Literal
 
 from pydantic import Field
 
+from ... import claims
 from ... import queue as queues
+from ...claims.recheck_records import RecheckReport
 from ...errors import Conflict, NotFound
 from ...plans.models import Plan
 from ...queue.farm import FarmStats
@@ -62,15 +64,29 @@ class BatchStatus(Frozen):
     batch_id: str
     counts: dict[str, int]
     runs: list[RunSummary]
+    #: For the batch of an obligation_recheck: its report, settled once every run is done.
+    recheck: RecheckReport | None = None
 
 
-@operation("batch_status", faces=HOST)
+@operation("batch_status")
 def batch_status(svc: ProbeService, req: BatchStatusRequest) -> BatchStatus:
-    """Counts by state and outcome, and every run of a batch with its receipt id."""
+    """Counts by state and outcome, and every run of a batch with its receipt id. For the
+    batch of an obligation_recheck, its report: once every run is done the recheck is
+    settled (exactly once, by whoever sees it first) and each obligation is resolved
+    rechecked or left open naming the receipt that disagreed."""
+    return _status(svc, req.batch_id)
+
+
+def _status(svc: ProbeService, batch_id: str) -> BatchStatus:
+    runs = queues.batch_results(svc.store, batch_id)
+    recheck = claims.settle_recheck(
+        svc.store, batch_id, runs, svc.receipts, settled_by=f"poll via {svc.interface}"
+    )
     return BatchStatus(
-        batch_id=req.batch_id,
-        counts=queues.batch_counts(svc.store, req.batch_id),
-        runs=queues.batch_results(svc.store, req.batch_id),
+        batch_id=batch_id,
+        counts=queues.batch_counts(svc.store, batch_id),
+        runs=runs,
+        recheck=recheck,
     )
 
 
@@ -158,11 +174,7 @@ def batch_wait(svc: ProbeService, req: BatchWaitRequest) -> BatchStatus:
     return its status; the session's progress callback sees the counts at each poll."""
     progress = svc.on_progress or (lambda _: None)
     queues.wait_batch(svc.store, req.batch_id, progress, timeout_s=req.timeout_seconds)
-    return BatchStatus(
-        batch_id=req.batch_id,
-        counts=queues.batch_counts(svc.store, req.batch_id),
-        runs=queues.batch_results(svc.store, req.batch_id),
-    )
+    return _status(svc, req.batch_id)
 
 
 class RunListRequest(Request):
