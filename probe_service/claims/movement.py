@@ -25,7 +25,14 @@ from .models import (
     TypeScriptBoundaryQuery,
 )
 from .queries import ANALYZER_VERSION, evaluate_query
-from .records import Baseline, DependencyCheck, ExactBlobBaseline, QueryBaseline, QueryMatch
+from .records import (
+    Baseline,
+    DependencyCheck,
+    ExactBlobBaseline,
+    QueryBaseline,
+    QueryMatch,
+    QueryResult,
+)
 from .views import BlobMissing, TreeView, entry_fingerprint
 
 __all__ = [
@@ -199,13 +206,23 @@ def _after_result(
     """The matches on the gated snapshot and whether the result is complete; a boundary's
     result only when the check computed it (the compiler is never run again here)."""
     if isinstance(baseline.query, TypeScriptBoundaryQuery):
-        # Imported here: the worker's module builds on this one.
-        from ..typescript.claims import checked_boundary
-
         found = checked_boundary(baseline, after)
         return None if found is None else (found.matches, found.complete)
     result = evaluate_query(baseline.query, after)
     return result.matches, result.complete
+
+
+def boundary_checked_key(baseline: QueryBaseline) -> tuple[str, str]:
+    """Where the typescript part's check leaves the result it computed on a view's memo
+    (typescript builds on this part, never the other way: docs/ARCHITECTURE.md "Layers")."""
+    return ("ts-boundary-checked", baseline.query.model_dump_json() + baseline.result_digest)
+
+
+def checked_boundary(baseline: QueryBaseline, tree: TreeView) -> QueryResult | None:
+    """The result the boundary check computed for ``baseline`` on ``tree``, or None when it
+    decided without running the compiler (the gate's report never runs it again)."""
+    found = tree.memo.get(boundary_checked_key(baseline))
+    return found if isinstance(found, QueryResult) else None
 
 
 def _identity(query: QuerySpec, match: QueryMatch) -> tuple[object, ...]:

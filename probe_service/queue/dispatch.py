@@ -80,13 +80,18 @@ class Queue(Protocol):
         ...
 
 
-def open_queue(settings: Settings, backend: SandboxBackend | None = None) -> Queue:
+def open_queue(
+    settings: Settings,
+    backend: SandboxBackend | None = None,
+    after_run: Callable[[Store, str, str], None] | None = None,
+) -> Queue:
     """The broker ``PROBE_REDIS_URL`` names, else the embedded queue, whose runs execute
-    here through ``backend`` (nothing connects before a message is sent)."""
+    here through ``backend``, followed by ``after_run`` (nothing connects before a message
+    is sent)."""
     if settings.redis_url:
         from .broker import ProbeQueue
 
         return ProbeQueue(settings.redis_url, namespace=settings.redis_namespace)
     from .inline import InlineQueue
 
-    return InlineQueue(settings, backend)
+    return InlineQueue(settings, backend, after_run)

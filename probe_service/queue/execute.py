@@ -27,7 +27,6 @@ from .confirmations import (
     pending_confirmation,
     requeue_for_confirmation,
 )
-from .followups import after_run
 from .heartbeats import another_worker_alive
 from .leases import LeaseKeeper
 from .runs import (
@@ -84,7 +83,9 @@ class WorkerContext:
     #: Called with the store, the run id and this context's owner once a run ended here
     #: (or was found done): a recheck's batch settles when its last run is done
     #: (docs/ARCHITECTURE.md, "Recheck").
-    after_run: Callable[[Store, str, str], None] = after_run
+    #: Nothing by default: the service hands in what follows (``service/followups.py``);
+    #: a context without it leaves a recheck's settling to the next poll.
+    after_run: Callable[[Store, str, str], None] = field(default=lambda *_: None)
     #: Renews the leases of the runs this context is running, from one shared thread.
     leases: LeaseKeeper = field(init=False)
 

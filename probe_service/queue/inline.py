@@ -23,6 +23,9 @@ from ..errors import InvalidInput, SandboxUnavailable
 from ..settings import Settings
 from ..store import Store
 
+#: What follows a run that ended here (``WorkerContext.after_run``).
+AfterRun = Callable[[Store, str, str], None]
+
 if TYPE_CHECKING:
     from ..plans import ProbeRunResult
     from ..plans.backend import SandboxBackend
@@ -46,8 +49,14 @@ class InlineQueue:
 
     embedded = True
 
-    def __init__(self, settings: Settings, backend: SandboxBackend | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        backend: SandboxBackend | None = None,
+        after_run: AfterRun | None = None,
+    ) -> None:
         self.settings = settings
+        self.after_run = after_run
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._context: WorkerContext | None = None
@@ -77,6 +86,8 @@ class InlineQueue:
                 self._pool = ThreadPoolExecutor(BACKGROUND_THREADS, "embedded-run")
             if self._context is None or self._context.store is not store:
                 self._context = _context(store, self.settings, self.backend)
+                if self.after_run is not None:
+                    self._context.after_run = self.after_run
             context, pool = self._context, self._pool
             futures = [pool.submit(execute_run, context, run_id) for run_id in run_ids]
         for future in futures:

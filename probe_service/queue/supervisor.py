@@ -19,6 +19,9 @@ __all__ = ["run_supervisor"]
 
 log = logging.getLogger("byte-probe.supervisor")
 
+#: The module each worker process runs.
+WORKER_MODULE = "probe_service.service.worker_process"
+
 #: Seconds a stopping worker gets to finish its current probe before SIGKILL.
 STOP_GRACE_S = 30.0
 RESTART_BACKOFF_S = 1.0
@@ -29,7 +32,9 @@ def _spawn(
 ) -> subprocess.Popen[bytes]:
     # The state directory is an argument and the environment the settings' copy: nothing
     # passes from this process to a worker through the environment but the settings.
-    argv = [sys.executable, "-m", "probe_service.queue.worker_process", "--threads", str(threads)]
+    # The service's entry (service/worker_process.py) wraps queue.worker_process with what
+    # follows each run; named, not imported, so this part stays below the service.
+    argv = [sys.executable, "-m", WORKER_MODULE, "--threads", str(threads)]
     argv += ["--root", str(root)]
     return subprocess.Popen([*argv, "--queues", *queues], env=dict(env))
 

@@ -11,7 +11,7 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import dramatiq
@@ -20,7 +20,7 @@ from ..errors import ProbeServiceError, SandboxUnavailable
 from ..plans.execution import RuntimeBackend
 from ..sandbox import SandboxRuntime, locate_runtime
 from ..settings import REDIS_URL_ENV, Settings, read_settings
-from ..store import open_store
+from ..store import Store, open_store
 from .broker import DEFAULT_QUEUE, ProbeQueue
 from .execute import WorkerContext, execute_run, reap_runs
 from .heartbeats import note_alive, note_gone
@@ -30,10 +30,15 @@ __all__ = ["main"]
 log = logging.getLogger("byte-probe.worker")
 
 
-def _context(settings: Settings, root: Path, runtime: SandboxRuntime | None) -> WorkerContext:
+def _context(
+    settings: Settings,
+    root: Path,
+    runtime: SandboxRuntime | None,
+    after_run: Callable[[Store, str, str], None] | None,
+) -> WorkerContext:
     """The worker's context over the store under ``root`` (or ``PROBE_DATABASE_URL``), with
     its leases, attempts, re-send delay and namespace from the settings."""
-    return WorkerContext(
+    ctx = WorkerContext(
         store=open_store(root, settings.database_url),
         backend=RuntimeBackend(runtime, settings.sandbox_dir),
         settings=settings,
@@ -42,6 +47,9 @@ def _context(settings: Settings, root: Path, runtime: SandboxRuntime | None) -> 
         resend_after_ms=settings.resend_after_ms,
         namespace=settings.redis_namespace,
     )
+    if after_run is not None:
+        ctx.after_run = after_run
+    return ctx
 
 
 def _note_alive(ctx: WorkerContext, queues: Sequence[str]) -> None:
@@ -69,7 +77,9 @@ def _janitor(
             log.info("janitor: %s", counts)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(
+    argv: list[str] | None = None, after_run: Callable[[Store, str, str], None] | None = None
+) -> int:
     """Run one worker process until SIGTERM/SIGINT; return its exit code."""
     parser = argparse.ArgumentParser(prog="byte-probe-worker")
     parser.add_argument("--threads", type=int, default=2)
@@ -96,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     # The context and the broker take the namespace from the same settings, so this
     # worker executes and re-sends only the runs submitted to the queue it consumes.
     namespace = settings.redis_namespace
-    ctx = _context(settings, args.root, runtime)
+    ctx = _context(settings, args.root, runtime, after_run)
 
     def handle(run_id: str) -> None:
         outcome = execute_run(ctx, run_id)

@@ -190,8 +190,9 @@ class ProbeService(OperationMethods):
         with self._queue_lock:
             if self._queue is None:
                 from ..queue import open_queue
+                from .followups import after_run
 
-                self._queue = open_queue(self.settings, self._backend)
+                self._queue = open_queue(self.settings, self._backend, after_run)
             return self._queue
 
     @property
@@ -204,8 +205,9 @@ class ProbeService(OperationMethods):
         with self._queue_lock:
             if self._embedded is None:
                 from ..queue import InlineQueue
+                from .followups import after_run
 
-                self._embedded = InlineQueue(self.settings, self.backend)
+                self._embedded = InlineQueue(self.settings, self.backend, after_run)
             return self._embedded
 
     def cached(self, key: str, compute: Callable[[], Any]) -> Any:

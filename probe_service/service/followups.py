@@ -2,7 +2,9 @@
 
 docs/ARCHITECTURE.md, "Recheck": a recheck's batch settles when its last run is done,
 wherever that run ran — on a farm worker or on the embedded queue's threads — so every
-context that finishes runs calls ``after_run`` (``WorkerContext.after_run``). Settling is
+context that finishes runs calls ``after_run`` (``WorkerContext.after_run``, handed in by
+the service: the queue part never imports the claims part, docs/ARCHITECTURE.md "Layers";
+the worker processes start through ``service/worker_process.py``). Settling is
 exactly-once however many finish at the same time (``claims.settle``); a settlement that
 fails here (the store went away) is left to the next poll, never retried in a loop: the
 run itself is already done.
@@ -12,9 +14,10 @@ from __future__ import annotations
 
 import logging
 
+from ..claims import recheck_batch_of_run, settle_recheck, store_receipts
 from ..errors import ProbeServiceError
+from ..queue import batch_results
 from ..store import Store
-from .submit import batch_results
 
 __all__ = ["after_run"]
 
@@ -23,9 +26,6 @@ log = logging.getLogger(__name__)
 
 def after_run(store: Store, run_id: str, settled_by: str) -> None:
     """Settle the recheck whose rerun ``run_id`` is, if it is one and its batch is done."""
-    # Imported here: the claims part is needed only by the runs of a recheck.
-    from ..claims import recheck_batch_of_run, settle_recheck, store_receipts
-
     try:
         batch_id = recheck_batch_of_run(store, run_id)
         if batch_id is None:
