@@ -197,9 +197,12 @@ def finish_run(
     action_key: str | None,
     reused: bool | None = None,
 ) -> bool:
-    """Mark a run done (once); False when it was already done."""
-    with store.transaction() as conn:
-        return finish_run_in(
+    """Mark a run done (once); False when it was already done.
+
+    Retried when the connection drops (a second attempt finds the run done).
+    """
+    return store.retrying(
+        lambda conn: finish_run_in(
             conn,
             run_id,
             outcome=outcome,
@@ -207,7 +210,9 @@ def finish_run(
             receipt_sha256=receipt_sha256,
             action_key=action_key,
             reused=reused,
-        )
+        ),
+        what=f"finish run {run_id}",
+    )
 
 
 def finish_run_in(
