@@ -81,7 +81,7 @@ def _own_first_outbox_id(conn: Connection, subject: str) -> int:
     found = conn.execute(
         select(event_outbox.c.id).where(event_outbox.c.subject == subject)
     ).scalar()
-    if found is None:  # a writer numbering in ``events`` itself (the lock-free sequence this test exists to catch)
+    if found is None:  # numbered in ``events`` at write: the design this test must catch
         found = conn.execute(select(events.c.cursor).where(events.c.subject == subject)).scalar()
     return int(found or 0)
 
