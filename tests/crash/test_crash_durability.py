@@ -4,10 +4,11 @@ For each operation a forked child runs it and kills itself just before its Nth S
 statement: every N once for an operation of at most 15 statements (a queue run: inside
 its take, between take and finish, inside its finish), the rest drawn from
 ``random.Random`` seeded by the operation, so CI kills at the same points every run.
-After every kill the janitor passes and the checks run: SQLite's ``PRAGMA integrity_check``; no receipt without its run and its one event;
-no claim without its dependencies; no snapshot without its blobs; event cursors 1, 2, 3 …
-with no hole; no run left ``running`` (a run killed between its take and its finish is
-queued again: nothing lost, nothing twice).
+After every kill the janitor passes and the checks run: SQLite's ``PRAGMA
+integrity_check``; no receipt without its run and its one event; no claim without its
+dependencies; no snapshot without its blobs; event cursors 1, 2, 3 … with no hole; no run
+left ``running`` (a run killed between its take and its finish is queued again: nothing
+lost, nothing twice).
 """
 
 from __future__ import annotations
