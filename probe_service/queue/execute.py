@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from ..plans.receipt_model import Receipt
     from .broker import ProbeQueue
 
-__all__ = ["WorkerContext", "execute_run", "reap_runs"]
+__all__ = ["WorkerContext", "execute_run", "execute_taken", "reap_runs"]
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,14 @@ def execute_run(ctx: WorkerContext, run_id: str) -> str:
         if taking.why == "other_namespace":
             log.warning("run %s: submitted to another queue namespace; refused", run_id)
         return taking.why  # duplicate delivery, another worker or namespace: ack, do nothing
+    return execute_taken(ctx, taken)
+
+
+def execute_taken(ctx: WorkerContext, taken: TakenRun) -> str:
+    """Run a run this worker has taken (``take.take_run`` or ``take.take_runs``); return
+    what happened. Raises InfrastructureError like ``execute_run``."""
     run = taken.run
+    run_id = run.run_id
     if run.attempts > ctx.max_attempts:
         _abandon(ctx, run.run_id, run.plan_id, run.policy_id)
         return "worker_lost"

@@ -11,11 +11,11 @@ reconnect-and-retry never leaves a run leased to nobody.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, func, select, update
 
 from ..errors import ReceiptInvalid
 from ..plans.confirm import ReceiptDraft
@@ -27,7 +27,14 @@ from .confirmations import PendingConfirmation
 from .runs import Claim, RunRow, now_ms
 from .tables import DEFAULT_NAMESPACE, pending_confirmations, runs
 
-__all__ = ["REUSE_CANDIDATES", "TakenRun", "Taking", "reuse_lookup", "take_run"]
+__all__ = [
+    "REUSE_CANDIDATES",
+    "TakenRun",
+    "Taking",
+    "reuse_lookup",
+    "take_run",
+    "take_runs",
+]
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +139,11 @@ def take_run(
 
 def _run_with_plan(run_id: str) -> Any:
     """The run's row with its plan's body and its pending confirmation, in one statement."""
+    return _runs_with_plans([run_id])
+
+
+def _runs_with_plans(run_ids: Sequence[str]) -> Any:
+    """The runs' rows with their plans' bodies and pending confirmations, in one statement."""
     pending = pending_confirmations.c
     return (
         select(
@@ -146,7 +158,7 @@ def _run_with_plan(run_id: str) -> Any:
                 pending_confirmations, pending.run_id == runs.c.run_id
             )
         )
-        .where(runs.c.run_id == run_id)
+        .where(runs.c.run_id.in_(list(run_ids)))
     )
 
 
@@ -172,20 +184,114 @@ def _taken(
     run = RunRow(row.run_id, row.plan_id, row.policy_id, "running", attempts, reuse, queued)
     candidates: tuple[tuple[str, str], ...] = ()
     if reuse and pending is None:
-        candidates = tuple(
-            (found.action_key, found.run_id)
-            for found in conn.execute(
-                select(receipts.c.action_key, receipts.c.run_id)
-                .where(
-                    receipts.c.plan_id == row.plan_id,
-                    receipts.c.reusable.is_(True),
-                    receipts.c.outcome != "inconclusive",
+        candidates = _candidates(conn, [row.plan_id]).get(row.plan_id, ())
+    return Taking(TakenRun(run, row.plan_body, pending, candidates), "claimed", pending)
+
+
+def _attempts(rows: Any) -> dict[str, int]:
+    """``run_id → attempts`` of rows holding those two columns."""
+    return {str(run_id): int(attempts) for run_id, attempts in rows}
+
+
+def _candidates(
+    conn: Connection, plan_ids: Sequence[str]
+) -> dict[str, tuple[tuple[str, str], ...]]:
+    """``(action_key, run_id)`` of each plan's REUSE_CANDIDATES newest reusable receipts,
+    newest first (the order ``find_reusable_receipt`` picks in), in one statement."""
+    newest = (
+        func.row_number()
+        .over(
+            partition_by=receipts.c.plan_id,
+            order_by=(receipts.c.created_at.desc(), receipts.c.receipt_sha256.desc()),
+        )
+        .label("newest")
+    )
+    ranked = (
+        select(receipts.c.plan_id, receipts.c.action_key, receipts.c.run_id, newest)
+        .where(
+            receipts.c.plan_id.in_(list(plan_ids)),
+            receipts.c.reusable.is_(True),
+            receipts.c.outcome != "inconclusive",
+        )
+        .subquery()
+    )
+    found: dict[str, list[tuple[str, str]]] = {}
+    for row in conn.execute(
+        select(ranked.c.plan_id, ranked.c.action_key, ranked.c.run_id)
+        .where(ranked.c.newest <= REUSE_CANDIDATES)
+        .order_by(ranked.c.plan_id, ranked.c.newest)
+    ):
+        found.setdefault(row.plan_id, []).append((row.action_key, row.run_id))
+    return {plan_id: tuple(keys) for plan_id, keys in found.items()}
+
+
+def take_runs(
+    store: Store, run_ids: Sequence[str], owner: str, lease_ms: int, *, namespace: str
+) -> list[TakenRun]:
+    """Take every run of ``run_ids`` that is free (queued, or its lease expired) in one
+    transaction of three statements, whatever their number; return those taken, in the
+    order of ``run_ids``. The others are left as they are (done, leased elsewhere, another
+    namespace's or unknown): whoever holds them finishes them.
+
+    For a queue that hands a worker many runs at once (the embedded mode's batch);
+    retried when the connection drops. Raises StoreUnavailable.
+    """
+    now = now_ms()
+    expires = now + lease_ms
+    wanted = list(dict.fromkeys(run_ids))
+    free = (runs.c.state == "queued") | (
+        (runs.c.state == "running") & (runs.c.lease_expires_ms < now)
+    )
+
+    def body(conn: Connection) -> list[TakenRun]:
+        claimed = _attempts(
+            conn.execute(
+                update(runs)
+                .where(runs.c.run_id.in_(wanted), runs.c.namespace == namespace, free)
+                .values(
+                    state="running",
+                    attempts=runs.c.attempts + 1,
+                    lease_owner=owner,
+                    lease_expires_ms=expires,
                 )
-                .order_by(receipts.c.created_at.desc(), receipts.c.receipt_sha256.desc())
-                .limit(REUSE_CANDIDATES)
+                .returning(runs.c.run_id, runs.c.attempts)
             )
         )
-    return Taking(TakenRun(run, row.plan_body, pending, candidates), "claimed", pending)
+        # A retry after a commit whose answer was lost finds its own leases.
+        if not claimed:
+            claimed = _attempts(
+                conn.execute(
+                    select(runs.c.run_id, runs.c.attempts).where(
+                        runs.c.run_id.in_(wanted),
+                        runs.c.state == "running",
+                        runs.c.lease_owner == owner,
+                        runs.c.lease_expires_ms == expires,
+                    )
+                )
+            )
+        if not claimed:
+            return []
+        rows = {row.run_id: row for row in conn.execute(_runs_with_plans(list(claimed)))}
+        reusing = [
+            r.plan_id for r in rows.values() if r.reuse is not False and r.first_worker is None
+        ]
+        candidates = _candidates(conn, reusing) if reusing else {}
+        taken = []
+        for run_id in wanted:
+            row = rows.get(run_id)
+            if row is None:
+                continue
+            pending = _pending(row)
+            queued = None if row.submitted_ms is None else (now - row.submitted_ms) / 1000
+            reuse = row.reuse is not False
+            run = RunRow(
+                run_id, row.plan_id, row.policy_id, "running", claimed[run_id], reuse, queued
+            )
+            keys = candidates.get(row.plan_id, ()) if reuse and pending is None else ()
+            taken.append(TakenRun(run, row.plan_body, pending, keys))
+        return taken
+
+    return store.retrying(body, what=f"take {len(wanted)} run(s)")
 
 
 def reuse_lookup(store: Store, taken: TakenRun) -> Callable[[str], Receipt | None]:
