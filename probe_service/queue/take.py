@@ -24,7 +24,7 @@ from ..plans.receipt_model import Receipt
 from ..plans.tables import plans, receipts
 from ..store import Store
 from .confirmations import PendingConfirmation
-from .runs import Claim, RunRow, now_ms
+from .runs import Claim, RunRow, lease_update, now_ms
 from .tables import DEFAULT_NAMESPACE, pending_confirmations, runs
 
 __all__ = [
@@ -114,22 +114,7 @@ def take_run(
         pending = _pending(row)
         if pending and leave_to_other is not None and leave_to_other(pending.first_worker):
             return Taking(None, "confirm_elsewhere", pending)
-        claimed = conn.execute(
-            update(runs)
-            .where(
-                runs.c.run_id == run_id,
-                runs.c.namespace == namespace,
-                runs.c.state == row.state,
-                runs.c.attempts == row.attempts,
-                runs.c.lease_expires_ms.is_not_distinct_from(row.lease_expires_ms),
-            )
-            .values(
-                state="running",
-                attempts=row.attempts + 1,
-                lease_owner=owner,
-                lease_expires_ms=expires,
-            )
-        ).rowcount
+        claimed = conn.execute(lease_update(row, namespace, owner, expires)).rowcount
         if claimed != 1:
             return Taking(None, "lost_race")
         return _taken(conn, row, row.attempts + 1, now, pending)
