@@ -24,7 +24,7 @@ from ..plans.receipt_model import Receipt
 from ..plans.tables import plans, receipts
 from ..store import Store
 from .confirmations import PendingConfirmation
-from .runs import Claim, RunRow, lease_update, now_ms
+from .runs import RunRow, lease_update, now_ms
 from .tables import DEFAULT_NAMESPACE, pending_confirmations, runs
 
 __all__ = [
@@ -73,11 +73,6 @@ class Taking:
     why: str
     pending: PendingConfirmation | None = None
 
-    @property
-    def claim(self) -> Claim:
-        """The same answer as ``runs.claim_run`` gives."""
-        return Claim(None if self.taken is None else self.taken.run, self.why)
-
 
 def take_run(
     store: Store,
@@ -100,7 +95,7 @@ def take_run(
     expires = now + lease_ms
 
     def body(conn: Connection) -> Taking:
-        row = conn.execute(_run_with_plan(run_id)).first()
+        row = conn.execute(_runs_with_plans([run_id])).first()
         if row is None:
             return Taking(None, "unknown_run")
         if row.namespace != namespace:
@@ -120,11 +115,6 @@ def take_run(
         return _taken(conn, row, row.attempts + 1, now, pending)
 
     return store.retrying(body, what=f"take run {run_id}")
-
-
-def _run_with_plan(run_id: str) -> Any:
-    """The run's row with its plan's body and its pending confirmation, in one statement."""
-    return _runs_with_plans([run_id])
 
 
 def _runs_with_plans(run_ids: Sequence[str]) -> Any:
