@@ -13,7 +13,7 @@ BENCH_ARGS ?=
 EXPLORE_TESTS ?= tests/claims/test_state_machine.py tests/claims/test_globs.py \
 	tests/plans/test_models.py tests/plans/test_receipts.py tests/snapshot/test_materialize.py
 
-.PHONY: setup system-packages sandbox-runtime demo test quick security explore lint typecheck check bench bench-detail clean
+.PHONY: setup system-packages sandbox-runtime demo test quick security explore lint imports typecheck check bench bench-detail clean
 
 setup: system-packages $(STAMP) sandbox-runtime
 	@$(PY) -m probe_service.sandbox
@@ -36,9 +36,11 @@ demo: setup
 test: setup
 	$(PY) -m pytest
 
-# The quick loop: everything but the tests marked `slow` (attacks, farms, state machines, crashes).
+# The quick loop: everything but the tests marked `slow` (attacks, farms, state machines, crashes),
+# on two processes (pytest-xdist): every test owns its store, namespace, slot and run directory.
+QUICK_WORKERS ?= 2
 quick: setup
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -m "not slow" -n $(QUICK_WORKERS)
 
 # Containment suite, decoder fuzzers and crash injection, then one summary line (0 losses).
 security: setup
@@ -52,10 +54,15 @@ lint: setup
 	$(VENV)/bin/ruff check probe_service tests benchmarks
 	$(VENV)/bin/ruff format --check probe_service tests benchmarks
 
+# The layers of docs/ARCHITECTURE.md ("Layers"): the import-linter contracts in pyproject.toml
+# (tests/test_layers.py runs them too, so `make test` alone keeps them).
+imports: setup
+	$(VENV)/bin/lint-imports --no-cache
+
 typecheck: setup
 	$(VENV)/bin/mypy
 
-check: lint typecheck test
+check: lint imports typecheck test
 
 # One table of ratios, side by side in one run, plus benchmarks/results/bench.{json,png}.
 # `make bench BENCH_ARGS=--quick` takes a few minutes; the full run uses 10,000-file trees.

@@ -38,6 +38,7 @@ from standin import patched_sandbox
 
 from probe_service.claims import change_analyze
 from probe_service.plans.execution import RuntimeBackend
+from probe_service.plans.warm import SnapshotCache
 from probe_service.policies import Policy
 from probe_service.queue import (
     InlineQueue,
@@ -52,7 +53,6 @@ from probe_service.sandbox import SandboxRuntime, locate_runtime, run_sandboxed
 from probe_service.sandbox.helper import LauncherPool
 from probe_service.settings import read_settings
 from probe_service.snapshot import snapshot_capture, snapshot_materialize
-from probe_service.snapshot.warm import SnapshotCache
 from probe_service.store import Store, open_store
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -9,11 +9,16 @@ from typing import Any
 __all__ = ["canonical_json", "sha256_hex", "sha256_of_json"]
 
 
+#: ``json.dumps`` with these options builds this encoder on every call; one shared
+#: instance (it keeps no state between calls) encodes byte for byte the same.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
+
 def canonical_json(value: Any) -> bytes:
     """Encode ``value`` as canonical JSON: sorted keys, no insignificant whitespace, UTF-8."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+    return _CANONICAL.encode(value).encode("utf-8")
 
 
 def sha256_hex(data: bytes) -> str:

@@ -15,9 +15,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from .errors import InternalError
 from .safe_text import untrusted
 from .service import ProbeService
-from .store import open_store
+from .service.adapters import RunStatus
+from .settings import read_settings
 
 __all__ = ["DEMO_POLICY", "EXAMPLE_REPO", "demo_plans", "run_demo"]
 
@@ -97,8 +99,12 @@ def run_demo(workdir: Path, console: Console) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     # The demo is the administrator here: its session reads the demo's own policy file.
     policy_file = write_demo_policy(workdir)
-    # Through the operation table, as the CLI: one session over the demo's own store.
-    with ProbeService(open_store(workdir), interface="cli", policy_file=policy_file) as svc:
+    # Through the operation table, as the CLI: one session over the demo's own embedded
+    # store under its work directory, whatever PROBE_DATABASE_URL names.
+    settings = read_settings().replace(database_url=None)
+    with ProbeService.open(
+        workdir, settings=settings, interface="cli", policy_file=policy_file
+    ) as svc:
         capture = svc.snapshot_capture(root=str(EXAMPLE_REPO))
         console.print(
             untrusted(f"snapshot {capture.snapshot_id} ({capture.files} files) of {EXAMPLE_REPO}")
@@ -113,7 +119,11 @@ def run_demo(workdir: Path, console: Console) -> int:
         outcomes = []
         for plan in demo_plans(capture.snapshot_id):
             plan_id = svc.probe_plan(plan=plan).plan_id
-            result = svc.probe_run(plan_id=plan_id, policy_id=plan["policy_id"], via="embedded")
+            result = svc.probe_run(
+                plan_id=plan_id, policy_id=plan["policy_id"], via="embedded", wait_seconds=None
+            )
+            if isinstance(result, RunStatus):  # an unbounded wait ends with the result
+                raise InternalError(f"run {result.run_id}: answered before it was done")
             outcomes.append(result.outcome)
             # Plan text and the reason (which can quote probe output) are data, never markup.
             table.add_row(

@@ -18,10 +18,11 @@ against the classes, so it cannot go stale)::
     │   ├── UsageError                     usage: the CLI's form of a bad flag or argument
     │   ├── InvalidPlan                    invalid_plan
     │   ├── InvalidClaim                   invalid_claim
-    │   │   └── EvidenceMismatch           evidence_mismatch
+    │   │   ├── EvidenceMismatch           evidence_mismatch
+    │   │   └── NotRerunnable              not_rerunnable: nothing of the claim runs again
     │   ├── PolicyError                    policy_error
     │   │   ├── ExecutableNotAllowed       executable_not_allowed (policies/executables.py)
-    │   │   ├── ToolchainUnsafe            toolchain_unsafe (toolchains/roots.py)
+    │   │   ├── ToolchainUnsafe            toolchain_unsafe (policies/toolchain_roots.py)
     │   │   └── ToolchainChanged           toolchain_changed (toolchains/resolve.py)
     │   ├── SettingsError                  invalid_setting: a bad or twice-set variable
     │   ├── UnsafePath                     unsafe_path
@@ -87,6 +88,7 @@ __all__ = [
     "LimitExceeded",
     "LinkEscapes",
     "NotFound",
+    "NotRerunnable",
     "OSFailure",
     "PolicyError",
     "ProbeServiceError",
@@ -147,6 +149,14 @@ class EvidenceMismatch(InvalidClaim):
     """A receipt ran elsewhere (another snapshot or plan) or says another outcome."""
 
     code = "evidence_mismatch"
+
+
+class NotRerunnable(InvalidClaim):
+    """A recheck named an obligation whose claim rests on no evidence the service can run
+    again (no receipt that carried its outcome, no declared plan): a person or an agent
+    decides it."""
+
+    code = "not_rerunnable"
 
 
 class PolicyError(InvalidInput):

@@ -19,7 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["discard_tree", "remove_tree"]
+from .errors import UnsafePath
+
+__all__ = ["discard_tree", "make_directory", "remove_tree"]
 
 log = logging.getLogger(__name__)
 
@@ -166,3 +168,14 @@ def _open_parent(fd: int, expected: tuple[int, int]) -> int:
         os.close(parent)
         raise OSError(errno.ESTALE, "a directory moved while its tree was walked")
     return parent
+
+
+def make_directory(path: Path, mode: int, what: str) -> None:
+    """Create the directory ``path`` with ``mode`` unless something is already there (the
+    caller checks what it is, without following links); raises UnsafePath naming ``what``."""
+    try:
+        os.mkdir(path, mode)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise UnsafePath(f"{path}: cannot create {what} ({exc.strerror})") from exc

@@ -22,11 +22,11 @@ from hypothesis import settings
 from sqlalchemy import create_engine, make_url, text
 
 from probe_service.errors import SandboxUnavailable
+from probe_service.plans.warm import close_default_snapshot_cache
 from probe_service.sandbox import SandboxRuntime, locate_runtime
 from probe_service.sandbox import helper as launcher_helper
 from probe_service.sandbox.helper import close_default_launchers
 from probe_service.sandbox.slots import close_default_slots
-from probe_service.snapshot.warm import close_default_snapshot_cache
 from probe_service.store import DB_FILENAME, STATE_DIRNAME, Store, open_store
 from probe_service.store.safety import prepare_state_dir
 
@@ -368,6 +368,7 @@ SLOW_PATHS = (
     # the two costliest tests of the quick loop (30 s and 7 s on the loaded machine).
     "tests/faces/test_parity.py",
     "tests/faces/test_bad_input.py",
+    "tests/faces/test_recheck_faces.py",
 )
 
 #: Fixtures that make a test slow wherever it lives: ``start_farm`` starts real worker

@@ -10,13 +10,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_walkthrough_script_passes() -> None:
-    """claim -> edit -> gate fails -> recheck (resolved with a receipt prefix) -> resolve ->
-    gate passes; a refuting recheck is refused; the gate on the reverted snapshot passes
-    with no manual resolution; an unknown snapshot and a misspelled scope are refused."""
+def test_walkthrough_script_passes(tmp_path: Path) -> None:
+    """claim -> edit -> gate fails naming the statement and the command -> that recheck
+    command resolves it -> gate passes; a refuting recheck leaves the obligation open
+    (exit 1) naming the receipt; the gate on the reverted snapshot passes with no manual
+    resolution; an unknown snapshot and a misspelled scope are refused."""
     env = {**os.environ, "BYTE_PROBE": str(Path(sys.executable).parent / "byte-probe")}
     env.pop("PROBE_DATABASE_URL", None)
     env.pop("PROBE_REDIS_URL", None)
+    summary = tmp_path / "summary.md"
+    env["GITHUB_STEP_SUMMARY"] = str(summary)
     done = subprocess.run(
         ["bash", str(REPO / "examples" / "walkthrough.sh")],
         env=env,
@@ -26,12 +29,27 @@ def test_walkthrough_script_passes() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "gate closed: 1 claim(s) checked, 1 open obligation(s)" in done.stdout
-    refused = done.stdout.split("## 6.")[1].split("## 7.")[0]
-    assert "byte-probe: error: receipt: receipt" in refused
-    assert "record the new outcome as a new claim superseding" in refused
+    closed = done.stdout.split("## 3.")[1].split("## 4.")[0]
+    assert "gate closed: 1 claim(s) checked, 1 open obligation(s)" in closed
+    assert "open needs_recheck: parse_list accepts a trailing comma" in closed
+    assert "  next: byte-probe recheck --snapshot " in closed
+    rechecked = done.stdout.split("## 4.")[1].split("## 5.")[0]
+    # Step 4 runs, as it is, the command the failing gate printed.
+    printed = closed.split("  next: ")[1].splitlines()[0]
+    assert rechecked.splitlines()[1] == f"$ {printed}"
+    assert "rechecked: parse_list accepts a trailing comma" in rechecked
+    passed = done.stdout.split("## 5.")[1].split("## 6.")[0]
+    assert "gate passed: 1 claim(s) checked, 0 open obligation(s)" in passed
+    refuted = done.stdout.split("## 6.")[1].split("## 7.")[0]
+    assert "still open: a rerun disagreed" in refuted
+    assert "refutes while the claim is supported: record the new outcome" in refuted
+    assert "exit 1" in refuted
     reverted = done.stdout.split("## 7.")[1].split("## 8.")[0]
     assert "gate passed: 1 claim(s) checked, 0 open obligation(s)" in reverted
+    markdown = summary.read_text(encoding="utf-8")
+    assert markdown.startswith("## ❌ byte-probe gate closed\n")
+    assert "parse\\_list accepts a trailing comma" in markdown
+    assert "```sh\nbyte-probe recheck --snapshot " in markdown
     refusals = done.stdout.split("## 8.")[1]
     assert "snapshot_id: no snapshot '0123456789abcdef" in refusals
     assert "no live claim in scope 'tinyprase'; scopes with live claims: tinyparse" in refusals

@@ -3,7 +3,8 @@ change analysis through a dependency index, obligations, supersession, tombstone
 an append-only audit log and knowledge search.
 
 Every function here is a service operation shared by every interface; each takes the
-``Store`` explicitly and an ``interface`` name for the audit log. Decisions worth knowing:
+``Store`` explicitly and its ``caller`` (``callers.py``: the face label for the audit log
+and the TypeScript boundary analyzer, a session's ``CallContext``). Decisions worth knowing:
 
 - Outcome (``supported``/``refuted``/``unresolved``) is fixed at creation from receipts
   read through a ``ReceiptLookup``; applicability (``current``/``needs_recheck``/
@@ -33,8 +34,10 @@ if TYPE_CHECKING:
     from .analysis import change_analyze, changed_paths
     from .audit import AuditEntry, read_audit
     from .brief import KnowledgeBrief, knowledge_brief
+    from .callers import PYTHON_CALLER, Caller, LocalCaller
     from .checking import claim_check
     from .creation import claim_create, claim_supersede, knowledge_record_answer
+    from .gate_report import GateReport
     from .gating import gate
     from .lineage import claim_withdraw, supersession_chain
     from .models import (
@@ -52,11 +55,12 @@ if TYPE_CHECKING:
     from .obligations import RESOLUTIONS, obligation_list, obligation_resolve
     from .queries import ANALYZER_VERSION, evaluate_query
     from .receipts import ReceiptLookup, no_receipts, store_receipts
+    from .recheck import batches_under_way, obligation_recheck, queued_run_ids
+    from .recheck_records import RecheckReport
     from .records import (
         ChangeAnalysis,
         ClaimCheck,
         ClaimRecord,
-        GateResult,
         KnowledgeHit,
         Obligation,
         QueryResult,
@@ -64,14 +68,18 @@ if TYPE_CHECKING:
     )
     from .search import knowledge_query
     from .service import claim_show
+    from .settle import recheck_batch_of_run, settle_recheck
     from .sources import SnapshotSource
-    from .views import TreeView
+    from .views import BoundaryAnalyzer, TreeView
 
 __all__ = [
     "ANALYZER_VERSION",
+    "PYTHON_CALLER",
     "RESOLUTIONS",
     "AnswerRequest",
     "AuditEntry",
+    "BoundaryAnalyzer",
+    "Caller",
     "ChangeAnalysis",
     "ClaimCheck",
     "ClaimRecord",
@@ -79,20 +87,23 @@ __all__ = [
     "ContentGlobQuery",
     "Dependency",
     "Evidence",
-    "GateResult",
+    "GateReport",
     "GrepQuery",
     "KnowledgeBrief",
     "KnowledgeHit",
+    "LocalCaller",
     "Obligation",
     "PathGlobQuery",
     "PythonSymbolQuery",
     "QueryResult",
     "QuerySpec",
     "ReceiptLookup",
+    "RecheckReport",
     "SnapshotSource",
     "SpanRef",
     "Tombstone",
     "TreeView",
+    "batches_under_way",
     "change_analyze",
     "changed_paths",
     "claim_check",
@@ -107,8 +118,12 @@ __all__ = [
     "knowledge_record_answer",
     "no_receipts",
     "obligation_list",
+    "obligation_recheck",
     "obligation_resolve",
+    "queued_run_ids",
     "read_audit",
+    "recheck_batch_of_run",
+    "settle_recheck",
     "store_receipts",
     "supersession_chain",
 ]

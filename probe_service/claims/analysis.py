@@ -17,6 +17,7 @@ from sqlalchemy import Connection, select
 
 from ..store import Store
 from .audit import append_audit
+from .callers import PYTHON_CALLER, Caller, snapshots_for
 from .checking import evaluate_claims, record_checks
 from .digests import digest_json
 from .globs import ancestor_prefixes, compile_glob
@@ -38,7 +39,7 @@ def change_analyze(
     to_snapshot: str,
     *,
     scope: str | None = None,
-    interface: str = "python",
+    caller: Caller = PYTHON_CALLER,
     source: SnapshotSource | None = None,
     allow_empty: bool = False,
 ) -> ChangeAnalysis:
@@ -47,7 +48,7 @@ def change_analyze(
     Raises, before writing anything, NotFound when either snapshot is not in the store and
     InvalidInput when the scope (or the store) holds no live claim, unless ``allow_empty``.
     """
-    source = source or SnapshotSource(store)
+    source = source or snapshots_for(store, caller)
     before = source.require(from_snapshot, "from_snapshot")
     after = source.require(to_snapshot, "to_snapshot")
     changed = changed_paths(before, after)
@@ -58,15 +59,15 @@ def change_analyze(
         baselines = load_baselines(conn, list(heads))
     checks = evaluate_claims(heads, baselines, to_snapshot, source)
     with store.transaction() as conn:
-        opened = open_obligations(conn, checks, from_snapshot, interface)
+        opened = open_obligations(conn, checks, from_snapshot, caller.face)
         # an obligation_opened event already carries the claim's applicability
-        record_checks(conn, checks, interface, announced={o.claim_id for o in opened})
-        close_current_again(conn, checks, interface)
+        record_checks(conn, checks, caller.face, announced={o.claim_id for o in opened})
+        close_current_again(conn, checks, caller.face)
         for group_scope in sorted({c.scope for c in checks}):
             append_audit(
                 conn,
                 operation="change_analyze",
-                interface=interface,
+                interface=caller.face,
                 scope=group_scope,
                 subject_ids=[from_snapshot, to_snapshot],
                 before=None,

@@ -29,10 +29,11 @@ from .records import (
     DependencyCheck,
     ExactBlobBaseline,
     QueryBaseline,
+    QueryResult,
 )
 from .views import BlobMissing, TreeView, entry_fingerprint
 
-__all__ = ["blobs_to_recheck", "check_dependency", "combine_checks"]
+__all__ = ["blobs_to_recheck", "check_dependency", "combine_checks", "result_changed"]
 
 #: needs_recheck is known-stale, unknown is cannot-tell; either opens an obligation.
 _SEVERITY: dict[Applicability, int] = {"current": 0, "unknown": 1, "needs_recheck": 2}
@@ -88,6 +89,16 @@ def _decided_without_reading(baseline: QueryBaseline) -> bool:
     return stale_version or (baseline.form == "negative_query" and not baseline.complete)
 
 
+def result_changed(before_count: int, result: QueryResult) -> str:
+    """The reason of a query result that changed; with as many matches as before it says
+    that their content changed (never "1 -> 1": the gate's report lists which)."""
+    if before_count == len(result.matches):
+        counted = f"the same {before_count} match(es), content changed"
+    else:
+        counted = f"{before_count} -> {len(result.matches)} match(es)"
+    return f"result changed: {counted}, complete={result.complete}, truncated={result.truncated}"
+
+
 def _check_exact(baseline: ExactBlobBaseline, tree: TreeView) -> tuple[Applicability, str]:
     if baseline.analyzer_version != ANALYZER_VERSION["exact_blob"]:
         return "needs_recheck", (
@@ -116,20 +127,14 @@ def _check_query(baseline: QueryBaseline, tree: TreeView) -> tuple[Applicability
             # docs/ARCHITECTURE.md, "TypeScript boundary": an incomplete or truncated
             # boundary never counts as current, not even on an unchanged snapshot.
             return "needs_recheck", "baseline boundary was incomplete or truncated"
-        # Imported here: the worker's module builds on this one.
-        from ..typescript.claims import check_boundary
-
-        return check_boundary(baseline, tree)
+        return tree.boundary_analyzer().check(baseline, tree)
     if query_domain(baseline.query, tree).content_digest == baseline.content_digest:
         return "current", "domain unchanged"
     result = evaluate_query(baseline.query, tree)
     if baseline.form == "query_set":
         if result.result_digest == baseline.result_digest:
             return "current", "domain changed; result re-evaluated and unchanged"
-        return "needs_recheck", (
-            f"result changed: {baseline.match_count} -> {len(result.matches)} match(es), "
-            f"complete={result.complete}, truncated={result.truncated}"
-        )
+        return "needs_recheck", result_changed(baseline.match_count, result)
     if result.matches:
         return "needs_recheck", f"a match appeared: {result.matches[0].path}"
     if not result.complete:

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, Row, insert, select
 
 from ..store import utc_now
 from .tables import claim_audit
 
-__all__ = ["AuditEntry", "append_audit", "read_audit"]
+__all__ = ["AuditEntry", "append_audit", "audit_entry", "read_audit"]
 
 
 class AuditEntry(BaseModel):
@@ -65,16 +66,18 @@ def read_audit(conn: Connection, scope: str | None = None) -> list[AuditEntry]:
     query = select(claim_audit).order_by(claim_audit.c.audit_id)
     if scope is not None:
         query = query.where(claim_audit.c.scope == scope)
-    return [
-        AuditEntry(
-            audit_id=row.audit_id,
-            at=row.at,
-            operation=row.operation,
-            interface=row.interface,
-            scope=row.scope,
-            subject_ids=tuple(json.loads(row.subject_ids)),
-            before_digest=row.before_digest,
-            after_digest=row.after_digest,
-        )
-        for row in conn.execute(query)
-    ]
+    return [audit_entry(row) for row in conn.execute(query)]
+
+
+def audit_entry(row: Row[Any]) -> AuditEntry:
+    """One ``claim_audit`` row as an entry."""
+    return AuditEntry(
+        audit_id=row.audit_id,
+        at=row.at,
+        operation=row.operation,
+        interface=row.interface,
+        scope=row.scope,
+        subject_ids=tuple(json.loads(row.subject_ids)),
+        before_digest=row.before_digest,
+        after_digest=row.after_digest,
+    )

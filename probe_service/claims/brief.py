@@ -10,6 +10,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from ..store import Store
+from .callers import PYTHON_CALLER, Caller
 from .records import KnowledgeHit, Obligation
 from .resolutions import list_in
 from .search import MAX_HITS, knowledge_query
@@ -36,7 +37,7 @@ def knowledge_brief(
     text: str,
     *,
     limit: int = 20,
-    interface: str = "python",
+    caller: Caller = PYTHON_CALLER,
     source: SnapshotSource | None = None,
 ) -> KnowledgeBrief:
     """Claims of ``scope`` related to ``text`` with their applicability on ``snapshot_id``,
@@ -50,7 +51,7 @@ def knowledge_brief(
         target_snapshot=snapshot_id,
         text=text,
         limit=min(limit, MAX_HITS),
-        interface=interface,
+        caller=caller,
         source=source,
     )
     with store.reading() as conn:

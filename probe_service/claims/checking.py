@@ -14,6 +14,7 @@ from ..errors import LimitExceeded, NotFound
 from ..store import Store, append_events, utc_now
 from .applicability import blobs_to_recheck, check_dependency, combine_checks
 from .audit import append_audit
+from .callers import PYTHON_CALLER, Caller, snapshots_for
 from .digests import digest_json
 from .records import Baseline, ClaimCheck, DependencyCheck
 from .resolutions import close_current_again
@@ -35,7 +36,7 @@ def claim_check(
     target_snapshot: str,
     *,
     scope: str | None = None,
-    interface: str = "python",
+    caller: Caller = PYTHON_CALLER,
     source: SnapshotSource | None = None,
 ) -> list[ClaimCheck]:
     """Applicability of each named claim at ``target_snapshot``, in the order named.
@@ -48,7 +49,7 @@ def claim_check(
     """
     if len(claim_ids) > MAX_CHECK_CLAIMS:
         raise LimitExceeded(f"claim_ids: more than {MAX_CHECK_CLAIMS}")
-    source = source or SnapshotSource(store)
+    source = source or snapshots_for(store, caller)
     source.require(target_snapshot, "target_snapshot")
     with store.reading() as conn:
         require_claims_in_scope(conn, scope)
@@ -61,8 +62,8 @@ def claim_check(
         baselines = load_baselines(conn, list(heads))
     checks = evaluate_claims(heads, baselines, target_snapshot, source)
     with store.transaction() as conn:
-        record_checks(conn, checks, interface)
-        close_current_again(conn, checks, interface)
+        record_checks(conn, checks, caller.face)
+        close_current_again(conn, checks, caller.face)
     by_id = {c.claim_id: c for c in checks}
     return [by_id[claim_id] for claim_id in claim_ids]
 

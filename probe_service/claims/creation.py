@@ -16,10 +16,11 @@ from typing import Any
 from sqlalchemy import Connection, insert, select
 
 from ..errors import Conflict, EvidenceMismatch, InvalidClaim, NotFound
-from ..plans.persist import load_plan
+from ..plans import load_plan
 from ..store import Store, append_event, utc_now
 from .audit import append_audit
 from .baselines import boundary_key, compute_baseline, compute_span
+from .callers import PYTHON_CALLER, Caller, snapshots_for
 from .digests import digest_json
 from .models import AnswerRequest, ClaimRequest, Dependency, parse_request
 from .receipts import ReceiptLookup, outcome_from_receipts
@@ -39,7 +40,7 @@ def claim_create(
     request: ClaimRequest | dict[str, Any],
     *,
     receipts: ReceiptLookup,
-    interface: str = "python",
+    caller: Caller = PYTHON_CALLER,
     allow_tombstoned: bool = False,
     allow_incomplete: bool = False,
     source: SnapshotSource | None = None,
@@ -57,14 +58,13 @@ def claim_create(
     """
     req = parse_request(ClaimRequest, request)
     record = build_claim(
-        req, receipts, source or SnapshotSource(store), allow_incomplete=allow_incomplete
+        req, receipts, source or snapshots_for(store, caller), allow_incomplete=allow_incomplete
     )
     with store.transaction() as conn:
         twin = _live_twin(conn, record)
         if twin is not None:
             return twin
-        record = _admit(conn, record, allow_tombstoned)
-        _write(conn, record, "claim_create", interface)
+        record = _write(conn, record, "claim_create", caller.face, allow_tombstoned)
     return record
 
 
@@ -75,7 +75,7 @@ def claim_supersede(
     *,
     rationale: str,
     receipts: ReceiptLookup,
-    interface: str = "python",
+    caller: Caller = PYTHON_CALLER,
     allow_tombstoned: bool = False,
     allow_incomplete: bool = False,
     source: SnapshotSource | None = None,
@@ -90,14 +90,15 @@ def claim_supersede(
         raise InvalidClaim("rationale: required")
     req = parse_request(ClaimRequest, request)
     record = build_claim(
-        req, receipts, source or SnapshotSource(store), allow_incomplete=allow_incomplete
+        req, receipts, source or snapshots_for(store, caller), allow_incomplete=allow_incomplete
     )
     with store.transaction() as conn:
         link_supersession(
             conn, predecessor_id, record.claim_id, record.scope, rationale, check_successor=False
         )
-        record = _admit(conn, record, allow_tombstoned)
-        _write(conn, record, "claim_supersede", interface, subjects=[predecessor_id])
+        record = _write(
+            conn, record, "claim_supersede", caller.face, allow_tombstoned, [predecessor_id]
+        )
         conn.execute(
             insert(claim_supersessions).values(
                 predecessor_id=predecessor_id,
@@ -120,7 +121,7 @@ def knowledge_record_answer(
     store: Store,
     request: AnswerRequest | dict[str, Any],
     *,
-    interface: str = "python",
+    caller: Caller = PYTHON_CALLER,
     allow_tombstoned: bool = False,
     source: SnapshotSource | None = None,
 ) -> ClaimRecord:
@@ -130,7 +131,7 @@ def knowledge_record_answer(
     (matches a withdrawn answer's boundary, unless ``allow_tombstoned``).
     """
     req = parse_request(AnswerRequest, request, "answer")
-    tree = (source or SnapshotSource(store)).require(req.snapshot_id)
+    tree = (source or snapshots_for(store, caller)).require(req.snapshot_id)
     evidence = [compute_span(i, span, tree) for i, span in enumerate(req.spans)]
     # Current code is not proof that the model interpreted it correctly
     # (docs/ARCHITECTURE.md, "Trust rules").
@@ -147,8 +148,7 @@ def knowledge_record_answer(
         question=req.question,
     )
     with store.transaction() as conn:
-        record = _admit(conn, record, allow_tombstoned)
-        _write(conn, record, "knowledge_record_answer", interface)
+        record = _write(conn, record, "knowledge_record_answer", caller.face, allow_tombstoned)
     return record
 
 
@@ -313,8 +313,12 @@ def _write(
     record: ClaimRecord,
     operation: str,
     interface: str,
+    allow_tombstoned: bool,
     subjects: Sequence[str] = (),
-) -> None:
+) -> ClaimRecord:
+    """Admit ``record`` (``_admit``), insert it, audit it and announce it; the admitted
+    record (flagged when it overrides a tombstone)."""
+    record = _admit(conn, record, allow_tombstoned)
     insert_claim(conn, record)
     append_audit(
         conn,
@@ -336,6 +340,7 @@ def _write(
             "flagged": record.flagged,
         },
     )
+    return record
 
 
 def link_supersession(

@@ -15,14 +15,14 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import select
 
 from ..store import Store
-from .audit import AuditEntry
+from .audit import AuditEntry, audit_entry
+from .callers import PYTHON_CALLER, Caller, snapshots_for
 from .checking import evaluate_claims
 from .lineage import _chain
 from .records import ClaimCheck, ClaimRecord, Obligation, Tombstone
 from .resolutions import list_in
 from .rows import load_baselines, load_claim, load_heads
 from .scopes import require_live_claims
-from .sources import SnapshotSource
 from .tables import (
     claim_audit,
     claim_checks,
@@ -127,19 +127,7 @@ def claim_history(
             for r in checks
         ),
         obligations=tuple(obligations),
-        audit=tuple(
-            AuditEntry(
-                audit_id=r.audit_id,
-                at=r.at,
-                operation=r.operation,
-                interface=r.interface,
-                scope=r.scope,
-                subject_ids=tuple(json.loads(r.subject_ids)),
-                before_digest=r.before_digest,
-                after_digest=r.after_digest,
-            )
-            for r in audit
-        ),
+        audit=tuple(audit_entry(r) for r in audit),
     )
 
 
@@ -156,14 +144,19 @@ class GatePreview(_Frozen):
 
 
 def gate_preview(
-    store: Store, snapshot_id: str, *, scope: str | None = None, allow_empty: bool = False
+    store: Store,
+    snapshot_id: str,
+    *,
+    scope: str | None = None,
+    allow_empty: bool = False,
+    caller: Caller = PYTHON_CALLER,
 ) -> GatePreview:
     """Recheck every live claim (in ``scope``) at ``snapshot_id`` in memory and say whether
     the gate would pass: no claim that is not current and no open obligation on that
     snapshot. Nothing is opened, closed or recorded. Refuses what the gate refuses:
     NotFound for a snapshot the store does not hold, InvalidInput for a scope (or store)
     without a live claim unless ``allow_empty``. Raises StoreUnavailable."""
-    source = SnapshotSource(store)
+    source = snapshots_for(store, caller)
     source.require(snapshot_id, "snapshot_id")
     with store.reading() as conn:
         ids = require_live_claims(conn, scope, allow_empty=allow_empty)

@@ -9,6 +9,7 @@ from sqlalchemy import Connection, insert, select
 from ..errors import Conflict, InvalidClaim
 from ..store import Store, append_event, utc_now
 from .audit import append_audit
+from .callers import PYTHON_CALLER, Caller
 from .creation import link_supersession
 from .digests import digest_json
 from .records import Tombstone
@@ -28,7 +29,7 @@ def claim_withdraw(
     rationale: str,
     *,
     scope: str | None = None,
-    interface: str = "python",
+    caller: Caller = PYTHON_CALLER,
 ) -> Tombstone:
     """Withdraw a claim, leaving a tombstone for its statement and boundary; its open
     obligations are resolved as ``withdrawn`` with the same rationale.
@@ -37,7 +38,7 @@ def claim_withdraw(
     InvalidClaim (empty rationale).
     """
     with store.transaction() as conn:
-        return withdraw_in(conn, claim_id, rationale, scope=scope, interface=interface)
+        return withdraw_in(conn, claim_id, rationale, scope=scope, interface=caller.face)
 
 
 def withdraw_in(

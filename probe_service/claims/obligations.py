@@ -22,9 +22,10 @@ from ..errors import Conflict, EvidenceMismatch, InvalidClaim, NotFound
 from ..plans.tables import plans
 from ..store import Store, append_events, insert_on_conflict, utc_now
 from .audit import append_audit
+from .callers import PYTHON_CALLER, Caller
 from .digests import digest_json
 from .lineage import record_supersession, withdraw_in
-from .receipts import ReceiptFacts, ReceiptLookup, no_receipts, plan_shape
+from .receipts import AGREES, ReceiptFacts, ReceiptLookup, no_receipts, plan_shape
 from .records import ClaimCheck, ClaimRecord, Obligation
 from .resolutions import MAX_LIST, list_in, obligation_from_row, resolve_in
 from .rows import load_claim, reasons_json
@@ -32,6 +33,8 @@ from .tables import obligations
 
 __all__ = [
     "RESOLUTIONS",
+    "check_recheck",
+    "declared_shapes",
     "list_in",
     "obligation_list",
     "obligation_resolve",
@@ -41,8 +44,6 @@ __all__ = [
 Resolution = Literal["rechecked", "accepted_risk", "superseded", "withdrawn", "current_again"]
 #: What a caller may resolve with; ``current_again`` is recorded by checks only.
 RESOLUTIONS: tuple[str, ...] = ("rechecked", "accepted_risk", "superseded", "withdrawn")
-#: The claim outcome each oracle outcome carries.
-_AGREES = {"supports": "supported", "refutes": "refuted", "inconclusive": "unresolved"}
 
 
 def open_obligations(
@@ -148,7 +149,7 @@ def obligation_resolve(
     successor_claim_id: str | None = None,
     receipts: ReceiptLookup = no_receipts,
     scope: str | None = None,
-    interface: str = "python",
+    caller: Caller = PYTHON_CALLER,
     resolved_by: str | None = None,
 ) -> Obligation:
     """Resolve an open obligation; the rationale, interface and actor are kept.
@@ -171,20 +172,20 @@ def obligation_resolve(
         signer = None
         if resolution == "rechecked" and receipt is not None:
             claim = load_claim(conn, before.claim_id)
-            facts = _check_recheck(claim, before, receipt, receipts, _declared_shapes(conn, claim))
+            facts = check_recheck(claim, before, receipt, receipts, declared_shapes(conn, claim))
             signer = facts.signer
         (after,) = resolve_in(
             conn,
             [before],
             resolution,
             rationale,
-            interface=interface,
+            interface=caller.face,
             resolved_by=resolved_by,
             receipt=receipt,
             successor_claim_id=successor_claim_id,
             receipt_signer=signer,
         )
-        _apply_side_effect(conn, before, resolution, rationale, successor_claim_id, interface)
+        _apply_side_effect(conn, before, resolution, rationale, successor_claim_id, caller.face)
     return after
 
 
@@ -203,7 +204,7 @@ def _check_resolution(
         raise InvalidClaim("successor_claim_id: named by, and only by, a 'superseded' resolution")
 
 
-def _check_recheck(
+def check_recheck(
     claim: ClaimRecord,
     obligation: Obligation,
     receipt: str,
@@ -227,7 +228,7 @@ def _check_recheck(
             f"receipt: receipt {receipt} did not run the plan of claim {claim.claim_id}"
             + ("" if plans else " (the claim names no plan: no receipt or declared plan)")
         )
-    if _AGREES.get(facts.outcome) != claim.outcome:
+    if AGREES.get(facts.outcome) != claim.outcome:
         raise EvidenceMismatch(
             f"receipt: receipt {receipt} {facts.outcome} while claim {claim.claim_id} is "
             f"{claim.outcome}; record the new outcome as a new claim superseding "
@@ -243,7 +244,7 @@ def _claim_plans(claim: ClaimRecord, receipts: ReceiptLookup) -> set[str]:
     return {f.plan_shape for f in found if isinstance(f, ReceiptFacts) and f.plan_shape}
 
 
-def _declared_shapes(conn: Connection, claim: ClaimRecord) -> set[str]:
+def declared_shapes(conn: Connection, claim: ClaimRecord) -> set[str]:
     """The snapshot-independent shapes of the plans the claim declares."""
     ids = [ev.plan for ev in claim.evidence if ev.plan is not None]
     if not ids:

@@ -183,10 +183,7 @@ def evaluate_query(query: QuerySpec, tree: TreeView) -> QueryResult:
 
 def _evaluate(query: QuerySpec, tree: TreeView) -> QueryResult:
     if isinstance(query, TypeScriptBoundaryQuery):
-        # Imported here: the worker's module builds on this one.
-        from ..typescript.claims import evaluate_boundary_query
-
-        return evaluate_boundary_query(query, tree)
+        return tree.boundary_analyzer().evaluate(query, tree)
     domain = domain_of(query.domain, tree)
     scan = _Scan(limit=query.max_results)
     if isinstance(query, PathGlobQuery | ContentGlobQuery):

@@ -23,6 +23,7 @@ from ..store import Store
 from .records import Outcome
 
 __all__ = [
+    "AGREES",
     "ReceiptFacts",
     "ReceiptLookup",
     "no_receipts",
@@ -55,6 +56,9 @@ def plan_shape(plan: object) -> str | None:
 
 
 ReceiptLookup = Callable[[str], ReceiptFacts | None]
+
+#: The claim outcome each oracle outcome carries.
+AGREES = {"supports": "supported", "refutes": "refuted", "inconclusive": "unresolved"}
 
 
 def no_receipts(receipt: str) -> ReceiptFacts | None:

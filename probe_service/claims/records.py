@@ -17,7 +17,6 @@ __all__ = [
     "DependencyCheck",
     "EvidenceRecord",
     "ExactBlobBaseline",
-    "GateResult",
     "IdentifierSet",
     "KnowledgeHit",
     "Obligation",
@@ -235,23 +234,3 @@ class KnowledgeHit(_Frozen):
     claim: ClaimRecord
     matched_by: tuple[str, ...]
     applicability: ClaimCheck
-
-
-class GateResult(_Frozen):
-    """Outcome of ``gate``: passes only while no obligation in scope is open."""
-
-    snapshot_id: str
-    scope: str | None
-    checked: int
-    opened: tuple[Obligation, ...]
-    open_obligations: tuple[Obligation, ...]
-    passed: bool
-    #: Obligations on this snapshot resolved as accepted risk: listed, never counted checked.
-    accepted_risk: tuple[Obligation, ...] = ()
-    #: Obligations on this snapshot a check closed because the claim is current again.
-    current_again: tuple[Obligation, ...] = ()
-    #: True when no scope was given and the whole store was gated.
-    whole_store: bool = False
-    #: With ``require_signed``: each receipt evidence the gate refused, naming claim,
-    #: receipt and why (unsigned, another key, revoked, bad signature); any fails the gate.
-    unsigned_evidence: tuple[str, ...] = ()

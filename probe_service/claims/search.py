@@ -21,6 +21,7 @@ from ..errors import InvalidClaim
 from ..store import Store
 from .analysis import affected_claims
 from .baselines import check_path
+from .callers import PYTHON_CALLER, Caller, snapshots_for
 from .checking import evaluate_claims, record_checks
 from .records import KnowledgeHit
 from .resolutions import close_current_again
@@ -89,7 +90,7 @@ def knowledge_query(
     text: str | None = None,
     paths: Sequence[str] = (),
     limit: int = 20,
-    interface: str = "python",
+    caller: Caller = PYTHON_CALLER,
     source: SnapshotSource | None = None,
 ) -> list[KnowledgeHit]:
     """Live claims of ``scope`` related to ``text`` and/or ``paths``.
@@ -102,7 +103,7 @@ def knowledge_query(
     if not 1 <= limit <= MAX_HITS:
         raise InvalidClaim(f"limit: {limit} is outside 1..{MAX_HITS}")
     clean = [check_path(p, "paths") for p in paths]
-    source = source or SnapshotSource(store)
+    source = source or snapshots_for(store, caller)
     source.require(target_snapshot, "target_snapshot")
     matched: dict[str, list[str]] = {}
     with store.reading() as conn:
@@ -120,8 +121,8 @@ def knowledge_query(
     }
     checks = evaluate_claims(live, baselines, target_snapshot, source)
     with store.transaction() as conn:
-        record_checks(conn, checks, interface)
-        close_current_again(conn, checks, interface)
+        record_checks(conn, checks, caller.face)
+        close_current_again(conn, checks, caller.face)
     return [
         KnowledgeHit(
             claim=records[c.claim_id], matched_by=tuple(matched[c.claim_id]), applicability=c

@@ -13,7 +13,7 @@ from ..snapshot.blobs import decompress_blob
 from ..store import Store
 from ..store.schema import blobs
 from .rows import chunks
-from .views import BlobMissing, TreeView
+from .views import BlobMissing, BoundaryAnalyzer, TreeView
 
 __all__ = ["SnapshotSource"]
 
@@ -24,8 +24,12 @@ PREFETCH_BATCH = 256
 class SnapshotSource:
     """Loads snapshots as ``TreeView``s, keeping a few in memory (snapshots are immutable)."""
 
-    def __init__(self, store: Store, max_cached: int = 8) -> None:
+    def __init__(
+        self, store: Store, boundary: BoundaryAnalyzer | None = None, max_cached: int = 8
+    ) -> None:
+        """``boundary`` runs the TypeScript boundary queries of the views it builds."""
         self.store = store
+        self.boundary = boundary
         self.max_cached = max_cached
         self._trees: OrderedDict[str, TreeView] = OrderedDict()
 
@@ -39,7 +43,7 @@ class SnapshotSource:
             snapshot = load_snapshot(self.store, snapshot_id)
         except NotFound:
             return None
-        view = TreeView(snapshot_id, snapshot.by_path(), self._read_blob)
+        view = TreeView(snapshot_id, snapshot.by_path(), self._read_blob, self.boundary)
         self._trees[snapshot_id] = view
         if len(self._trees) > self.max_cached:
             self._trees.popitem(last=False)

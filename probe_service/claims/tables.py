@@ -34,6 +34,9 @@ __all__ = [
     "claims",
     "obligation_resolutions",
     "obligations",
+    "recheck_items",
+    "recheck_settlements",
+    "rechecks",
 ]
 
 _ID = 40
@@ -193,4 +196,47 @@ claim_audit = Table(
     Column("before_digest", String(_SHA), nullable=True),
     Column("after_digest", String(_SHA), nullable=True),
     sqlite_autoincrement=True,
+)
+
+
+#: One ``obligation_recheck`` request that queued reruns (docs/ARCHITECTURE.md, "Recheck"),
+#: keyed by the batch its runs belong to (migration ``0011_rechecks``). Insert-only.
+rechecks = Table(
+    "rechecks",
+    metadata,
+    Column("batch_id", String(_SHA), primary_key=True),
+    Column("snapshot_id", String(_SHA), nullable=False),
+    Column("scope", String(128), nullable=True),
+    Column("interface", String(32), nullable=False),
+    Column("requested_by", String(128), nullable=True),
+    Column("requested_at", String(_TIME), nullable=False),
+)
+
+#: Each rerun of a recheck: the obligation, the evidence it repeats (a receipt, or a plan
+#: the claim declares), the new plan on the target snapshot and the run executing it.
+recheck_items = Table(
+    "recheck_items",
+    metadata,
+    Column("batch_id", String(_SHA), ForeignKey("rechecks.batch_id"), primary_key=True),
+    Column("position", Integer, primary_key=True),
+    Column("obligation_id", String(_ID), nullable=False, index=True),
+    Column("claim_id", String(_ID), nullable=False),
+    Column("evidence_kind", String(16), nullable=False),
+    Column("evidence", String(_SHA), nullable=False),
+    Column("plan_id", String(_SHA), nullable=False),
+    Column("policy_id", String(128), nullable=False),
+    Column("run_id", String(_SHA), nullable=False, index=True),
+)
+
+#: A recheck's settlement, written once, in the transaction of the resolutions it made:
+#: the primary key is what makes settling exactly-once, whoever settles (the worker that
+#: finished the last run, or any poll).
+recheck_settlements = Table(
+    "recheck_settlements",
+    metadata,
+    Column("batch_id", String(_SHA), ForeignKey("rechecks.batch_id"), primary_key=True),
+    Column("settled_at", String(_TIME), nullable=False),
+    Column("settled_by", String(255), nullable=False),
+    #: JSON: per obligation, what the settlement found and did.
+    Column("verdicts", Text, nullable=False),
 )

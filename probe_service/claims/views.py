@@ -9,12 +9,23 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from ..errors import NotFound
+from ..errors import InternalError, NotFound
 from .digests import digest_bytes, digest_json
 
-__all__ = ["BlobMissing", "EntryLike", "MemoryEntry", "TreeView", "entry_fingerprint"]
+if TYPE_CHECKING:
+    from .models import TypeScriptBoundaryQuery
+    from .records import Applicability, QueryBaseline, QueryResult
+
+__all__ = [
+    "BlobMissing",
+    "BoundaryAnalyzer",
+    "EntryLike",
+    "MemoryEntry",
+    "TreeView",
+    "entry_fingerprint",
+]
 
 
 class BlobMissing(NotFound):
@@ -52,6 +63,22 @@ class MemoryEntry:
     executable: bool = False
 
 
+class BoundaryAnalyzer(Protocol):
+    """How a view evaluates and rechecks a ``typescript_boundary`` query.
+
+    The typescript part implements it (``typescript/claims.py``) and the service hands it
+    in: typescript builds on this part's models, so this part never imports it
+    (docs/ARCHITECTURE.md, "Layers")."""
+
+    def evaluate(self, query: TypeScriptBoundaryQuery, tree: TreeView) -> QueryResult:
+        """The query's result on ``tree``; raises BlobMissing like every query."""
+        ...
+
+    def check(self, baseline: QueryBaseline, tree: TreeView) -> tuple[Applicability, str]:
+        """Whether ``baseline`` still holds on ``tree``, and why."""
+        ...
+
+
 #: Blob bytes one view keeps in memory; beyond it blobs are read again when needed.
 MAX_CACHED_BYTES = 128 << 20
 
@@ -63,10 +90,21 @@ class TreeView:
     snapshot_id: str
     entries: Mapping[str, EntryLike]
     read_blob: Callable[[str], bytes]
+    #: Runs TypeScript boundary queries; a view without one refuses them.
+    boundary: BoundaryAnalyzer | None = field(default=None, compare=False, repr=False)
     _cache: dict[str, bytes] = field(default_factory=dict, compare=False, repr=False)
     _sorted: list[str] = field(default_factory=list, compare=False, repr=False)
     #: Results of deterministic computations over this immutable tree (domains, queries).
     memo: dict[tuple[str, str], object] = field(default_factory=dict, compare=False, repr=False)
+
+    def boundary_analyzer(self) -> BoundaryAnalyzer:
+        """The analyzer for TypeScript boundary queries; raises InternalError when the view
+        was built without one (its caller did not pass the service's)."""
+        if self.boundary is None:
+            raise InternalError(
+                f"snapshot {self.snapshot_id}: this view has no TypeScript boundary analyzer"
+            )
+        return self.boundary
 
     def paths_under(self, prefix: str) -> list[str]:
         """Sorted paths starting with ``prefix``, found by bisection (no full scan)."""
@@ -104,10 +142,14 @@ class TreeView:
 
     @classmethod
     def from_files(
-        cls, files: Mapping[str, bytes | tuple[str, str] | tuple[str, bytes]], snapshot_id: str = ""
+        cls,
+        files: Mapping[str, bytes | tuple[str, str] | tuple[str, bytes]],
+        snapshot_id: str = "",
+        boundary: BoundaryAnalyzer | None = None,
     ) -> TreeView:
         """Build a view from ``{path: bytes}`` (files), ``{path: ("symlink", target)}`` or
-        ``{path: ("executable", bytes)}`` (files with the executable bit)."""
+        ``{path: ("executable", bytes)}`` (files with the executable bit), running
+        TypeScript boundary queries with ``boundary``."""
         entries: dict[str, EntryLike] = {}
         blobs: dict[str, bytes] = {}
         for path, content in files.items():
@@ -128,7 +170,7 @@ class TreeView:
                 raise BlobMissing(digest) from exc
 
         fingerprints = sorted((path, entry_fingerprint(e)) for path, e in entries.items())
-        return cls(snapshot_id or digest_json(fingerprints), entries, read_blob)
+        return cls(snapshot_id or digest_json(fingerprints), entries, read_blob, boundary)
 
 
 def entry_fingerprint(entry: EntryLike | None) -> str | None:

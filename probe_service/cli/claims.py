@@ -16,6 +16,7 @@ Mount in the main app::
 
 from __future__ import annotations
 
+import enum
 import getpass
 import json
 import re
@@ -28,7 +29,13 @@ from pydantic import BaseModel
 
 from probe_service.errors import InvalidClaim
 from probe_service.safe_text import safe_text
-from probe_service.service.adapters import RESOLUTIONS, ClaimCheck, Obligation
+from probe_service.service.adapters import (
+    RESOLUTIONS,
+    ClaimCheck,
+    Obligation,
+    render_gate_markdown,
+    render_gate_text,
+)
 
 from .common import read_json_arg, read_public_key, session
 
@@ -238,12 +245,13 @@ def obligations_resolve_command(
             rationale=rationale,
             receipt=receipt,
             successor_claim_id=successor,
-            resolved_by=resolved_by or _os_user(),
+            resolved_by=resolved_by or os_user(),
         )
         _emit(done, as_json, _obligation_line(done))
 
 
-def _os_user() -> str | None:
+def os_user() -> str | None:
+    """The OS user's name, or None when this uid has none."""
     try:
         return getpass.getuser()
     except (OSError, KeyError):  # no name for this uid (e.g. a bare container user)
@@ -325,6 +333,14 @@ def _accepted_key(item: str) -> str:
     return read_public_key(Path(item))
 
 
+class GateFormat(enum.StrEnum):
+    """How ``gate`` prints its report."""
+
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+
+
 def gate_command(
     snapshot: Annotated[str, typer.Option("--snapshot", help="Snapshot to gate on.")],
     scope: ScopeOpt = None,
@@ -337,6 +353,20 @@ def gate_command(
             "them (repeatable).",
         ),
     ] = None,
+    fail_on_refuted: Annotated[
+        bool,
+        typer.Option(
+            "--fail-on-refuted",
+            help="Exit 1 on a live claim whose outcome is refuted (default: a warning).",
+        ),
+    ] = False,
+    output: Annotated[
+        GateFormat,
+        typer.Option(
+            "--format",
+            help="text, json, or markdown (a CI job summary: >> $GITHUB_STEP_SUMMARY).",
+        ),
+    ] = GateFormat.text,
     as_json: JsonOpt = False,
     root: RootOpt = Path("."),
 ) -> None:
@@ -344,29 +374,27 @@ def gate_command(
     an obligation on that snapshot in scope is open, or (with --require-signed) while any
     receipt evidence is not signed by one of the given keys.
 
-    Exit 3, writing nothing, for a snapshot the store does not hold or a scope (or store)
-    without a live claim, unless --allow-empty.
+    Each open obligation is printed with its claim's statement and scope, its outcome,
+    what moved (file digests, query matches, a symbol's consumers) and the exact
+    `byte-probe recheck` command. Live claims whose outcome is refuted are a warning, and
+    exit 1 with --fail-on-refuted. Exit 3, writing nothing, for a snapshot the store does
+    not hold or a scope (or store) without a live claim, unless --allow-empty.
 
-    Example: byte-probe gate --snapshot 3fa4... --scope payments --require-signed key.pub.pem
+    Example: byte-probe gate --snapshot 3fa4... --scope payments --format markdown
     """
     with session(root) as svc:
-        result = svc.gate(
+        report = svc.gate(
             snapshot_id=snapshot,
             scope=scope,
             allow_empty=allow_empty,
             require_signed=tuple(_accepted_key(item) for item in require_signed or []),
+            fail_on_refuted=fail_on_refuted,
         )
-    empty = " (--allow-empty: no live claim in scope)" if result.checked == 0 else ""
-    lines = [
-        f"gate {'passed' if result.passed else 'closed'}: {result.checked} claim(s) checked"
-        f"{empty}, {len(result.open_obligations)} open obligation(s)",
-        f"snapshot {result.snapshot_id}, scope "
-        + ("the whole store (no --scope)" if result.whole_store else str(scope)),
-    ]
-    lines += [_obligation_line(o) for o in result.open_obligations]
-    lines += [f"accepted risk (not checked): {_obligation_line(o)}" for o in result.accepted_risk]
-    lines += [f"current again: {_obligation_line(o)}" for o in result.current_again]
-    lines += [f"not signed by a required key: {why}" for why in result.unsigned_evidence]
-    _emit(result, as_json, "\n".join(lines))
-    if not result.passed:
+    if as_json or output is GateFormat.json:
+        typer.echo(json.dumps(report.model_dump(mode="json"), indent=2, sort_keys=True))
+    elif output is GateFormat.markdown:
+        typer.echo(render_gate_markdown(report), nl=False)
+    else:
+        typer.echo(render_gate_text(report))
+    if not report.passed:
         raise typer.Exit(EXIT_GATE_CLOSED)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import stat
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,7 +13,7 @@ import typer
 from pydantic import BaseModel
 from rich.console import Console
 
-from probe_service.errors import InvalidInput, KeyFileError
+from probe_service.errors import InvalidInput
 
 from .context import current_cli_context
 from .errors import EXIT_INFRASTRUCTURE, EXIT_INPUT, report_error
@@ -77,32 +75,14 @@ def read_json_arg(source: str, what: str, error: type[InvalidInput] = InvalidInp
         raise error(f"{source}: {what} is not JSON ({exc})") from exc
 
 
-#: The largest public key file read (a PEM Ed25519 public key is about 113 bytes).
-_MAX_KEY_BYTES = 64 * 1024
-
-
 def read_public_key(path: Path) -> str:
-    """The PEM text of a public key file the user named, for a request's ``public_keys`` or
-    ``require_signed`` (machine faces never name files, so the CLI reads them).
+    """The PEM text of a public key file the user named; raises KeyFileError naming it.
 
-    Raises KeyFileError naming the file: unreadable, a symbolic link, not a regular file,
-    or not a PEM public key (a private key is refused: give its public half).
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        reason = "is a symbolic link" if os.path.islink(path) else exc.strerror
-        raise KeyFileError(f"{path}: cannot open key file: {reason}") from exc
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise KeyFileError(f"{path}: key file is not a regular file")
-        raw = handle.read(_MAX_KEY_BYTES)
-    text = raw.decode("ascii", errors="replace")
-    if "PRIVATE KEY-----" in text:
-        raise KeyFileError(f"{path}: a private key; give its public key (signing-key.pub.pem)")
-    if not text.lstrip().startswith("-----BEGIN PUBLIC KEY-----"):
-        raise KeyFileError(f"{path}: not a PEM Ed25519 public key")
-    return text
+    The one reader of key files is the signing part's (``plans/signing.read_public_key``,
+    through ``service.adapters``), imported when a command names a key ("Start-up")."""
+    from probe_service.service.adapters import read_public_key as read_key_file
+
+    return read_key_file(path)
 
 
 def emit_json(value: BaseModel | dict[str, Any] | list[Any]) -> None:

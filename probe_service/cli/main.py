@@ -70,6 +70,11 @@ COMMANDS: dict[str, LazyCommand] = {
         "cancel",
         "Cancel a queued run so that no worker executes it; exit 3 if a worker took it.",
     ),
+    "status": LazyCommand(
+        "queue",
+        "status",
+        "Show where a run stands (queued, running, done) and its receipt once done.",
+    ),
     "claim": LazyCommand("claims", "claim_app", "Record, show and check claims."),
     "change": LazyCommand("claims", "change_app", "Analyse a change between two snapshots."),
     "obligations": LazyCommand(
@@ -82,6 +87,12 @@ COMMANDS: dict[str, LazyCommand] = {
         "Check every claim in scope (default: the whole store) on one snapshot; exit 1 while "
         "an obligation on that snapshot in scope is open, or (with --require-signed) while any "
         "receipt evidence is not signed by one of the given keys.",
+    ),
+    "recheck": LazyCommand(
+        "recheck",
+        "recheck",
+        "Rerun the evidence of every open obligation on a snapshot (in --scope, or those "
+        "named), wait with progress, and resolve each one whose reruns all agree.",
     ),
     "events": LazyCommand(
         "events",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -10,9 +11,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from probe_service.errors import InvalidInput, InvalidPlan, ReceiptInvalid
+from probe_service.errors import (
+    Conflict,
+    InfrastructureError,
+    InvalidInput,
+    InvalidPlan,
+    ReceiptInvalid,
+)
 from probe_service.safe_text import safe_line, untrusted
 from probe_service.service import ProbeService
+from probe_service.settings import REDIS_URL_ENV
 
 from .common import (
     JsonOption,
@@ -86,6 +94,14 @@ def run(
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds to wait for a queued run's worker.")
     ] = 3600.0,
+    explain_reuse: Annotated[
+        bool,
+        typer.Option(
+            "--explain-reuse",
+            help="Say why a stored receipt did or did not answer: the inputs that differ "
+            "from the newest receipt of the same plan.",
+        ),
+    ] = False,
     notice_after: NoticeOption = 10.0,
     root: RootOption = Path("."),
     json_out: JsonOption = False,
@@ -94,11 +110,12 @@ def run(
 
     With PROBE_REDIS_URL set the run goes through the queue to any worker (unless
     --inline); otherwise it runs in this process. --no-reuse executes either way.
-    A queued run that no worker took within --timeout is cancelled.
+    A queued run that no worker took within --timeout is cancelled; one still running
+    then goes on (`byte-probe status RUN_ID` follows it).
     Exit codes: 0 supports, 1 refutes, 2 inconclusive, 3 usage or input error,
     4 store, broker or worker unavailable.
 
-    Example: byte-probe run 9b1c… --policy local-python-no-network --json
+    Example: byte-probe run 9b1c… --policy local-python-no-network --explain-reuse
     """
     with session(root) as svc:
         result = _run(svc, plan_id, policy, not no_reuse, inline, (timeout, notice_after))
@@ -106,6 +123,8 @@ def run(
         emit_json({**result.model_dump(exclude={"receipt"}), **output_json(result.receipt)})
     else:
         extra = {"reused": "yes" if result.reused else "no"}
+        if explain_reuse:
+            extra["reuse"] = result.reuse.explained()
         print_receipt(console, result.receipt, f"run {result.run_id}", extra)
     raise typer.Exit(RUN_EXIT[result.outcome])
 
@@ -118,17 +137,35 @@ def _run(
     inline: bool,
     waiting: tuple[float, float],
 ) -> ProbeRunResult:
+    from probe_service.service.adapters import RunStatus  # a run loads the run machinery
+
     timeout, notice_after = waiting
     # Queued runs report each poll: say on stderr when no worker took the run in time.
     svc.on_progress = NoWorkerNotice(f"plan {plan_id}", notice_after, timeout)
-    result: ProbeRunResult = svc.probe_run(
+    here = inline or svc.queue.embedded
+    result = svc.probe_run(
         plan_id=plan_id,
         policy_id=policy,
         reuse=reuse,
         via="embedded" if inline else "auto",
-        wait_seconds=timeout,
+        # A run in this process ends with it: it runs to its end (its policy bounds it).
+        wait_seconds=None if here else timeout,
     )
-    return result
+    if not isinstance(result, RunStatus):
+        return result
+    run_id = result.run_id
+    if result.state == "queued":
+        # The caller gives up on it: a worker arriving later must never execute it.
+        with contextlib.suppress(Conflict):
+            svc.run_cancel(run_id=run_id)
+            raise InfrastructureError(
+                f"run {run_id}: no worker took it within {timeout}s, so it was cancelled; "
+                f"is `byte-probe worker` running on this {REDIS_URL_ENV} and namespace?"
+            )
+    raise InfrastructureError(
+        f"run {run_id}: not finished after {timeout}s; it goes on "
+        f"(`byte-probe status {run_id}` follows it)"
+    )
 
 
 @receipt_app.command("show")

@@ -46,7 +46,8 @@ def check(
     """Validate the policy file, verify every pin and toolchain, and print their digests.
 
     Each pin must be a regular executable file and each toolchain a directory that keeps
-    the file's safety rules; both must be reachable by the probe uids.
+    the file's safety rules; both must be reachable by the probe uids. Pass-through
+    environment names (whose value is the worker's) are warned about on stderr.
 
     Example: byte-probe policy check --file /etc/byte/probe-policies.json --json
     """
@@ -56,11 +57,39 @@ def check(
     except PolicyError as exc:
         sys.stderr.write(f"error: {safe_line(' '.join(str(exc).split()))}\n")
         raise typer.Exit(1) from None
+    # Warnings go to stderr either way, so a pipeline reading --json still sees them.
+    for report in checked.policies:
+        for warning in report.warnings:
+            sys.stderr.write(f"warning: policy {safe_line(report.id)}: {safe_line(warning)}\n")
     if as_json:
         rows = [report.model_dump(mode="json") for report in checked.policies]
         sys.stdout.write(json.dumps({"file": checked.file, "policies": rows}) + "\n")
         return
     _print_reports(Path(checked.file), list(checked.policies))
+
+
+@app.command("describe")
+def describe(
+    policy_id: Annotated[str, typer.Argument(help="A policy id (policy list names them).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Show what one policy allows, as an agent reads it (never a path of the host).
+
+    Executables, limits, network, toolchain names and the environment: fixed values,
+    names passed from the worker, names a plan may set.
+
+    Example: byte-probe policy describe local-python-no-network --json
+    """
+    with session(Path(".")) as svc:  # the agent row `policy_describe`; no store is opened
+        described = svc.policy_describe(policy_id=policy_id)
+    if as_json:
+        sys.stdout.write(json.dumps(described.model_dump(mode="json")) + "\n")
+        return
+    table = Table(title=untrusted(f"policy {described.id}"), show_header=False)
+    for key, value in described.model_dump(mode="json").items():
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        table.add_row(key, untrusted(shown))
+    Console().print(table)
 
 
 def _print_reports(path: Path, reports: list[PolicyReport]) -> None:

@@ -55,9 +55,9 @@ def worker(
 
     Example: PROBE_REDIS_URL=redis://127.0.0.1:6379/0 byte-probe worker --processes 2
     """
-    # The worker runs the queue's own machinery (the public API of probe_service.queue):
-    # it serves the table's runs rather than calling it (docs/ARCHITECTURE.md, "Parts").
-    from probe_service.queue import DEFAULT_QUEUE, run_supervisor, serve_metrics
+    # The worker runs the queue's own machinery: it serves the table's runs rather than
+    # calling it (docs/ARCHITECTURE.md, "Layers").
+    from probe_service.service.farm import DEFAULT_QUEUE, run_supervisor, serve_metrics
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     settings = read_settings()
@@ -194,9 +194,9 @@ def _submit(
     else:
         if plans_file is None or not policy:
             raise InvalidInput("submit: give PLANS_FILE and --policy (or --resume BATCH)")
-        # Reading the JSONL file is the queue package's public API; persisting and
-        # enqueueing the batch is the table's `batch_submit` row.
-        from probe_service.queue import read_plans_file
+        # Reading the JSONL file is the queue's file format; persisting and enqueueing the
+        # batch is the table's `batch_submit` row.
+        from probe_service.service.farm import read_plans_file
 
         items, skipped = read_plans_file(plans_file, policy, skip_invalid)
         for line in skipped:
@@ -226,7 +226,7 @@ def _submit(
         else {}
     )
     if junit is not None:
-        from probe_service.queue import write_junit  # the JUnit format (queue's public API)
+        from probe_service.service.farm import write_junit  # the queue's JUnit format
 
         write_junit(junit, batch_id, results, receipts)
     code = _gate(results, fail_on)
@@ -299,3 +299,32 @@ def cancel(
         emit_json({"run_id": full, "cancelled": True})
     else:
         console.print(untrusted(f"run {full} cancelled"))
+
+
+def status(
+    run_id: Annotated[str, typer.Argument(help="Run id, or a unique prefix of 8+ hex.")],
+    root: RootOption = Path("."),
+    json_out: JsonOption = False,
+) -> None:
+    """Show where a run stands (queued, running, done) and its receipt once done.
+
+    A run `run` or an agent's probe_submit left going is followed here, from any shell
+    over the same store. Exit 0 whenever the run was found.
+
+    Example: byte-probe status 3fa85f64 --json
+    """
+    with session(root) as svc:
+        found = svc.run_status(run_id=run_id)
+    if json_out:
+        emit_json(found)
+        return
+    result = found.result
+    if result is None:
+        where = f"run {found.run_id}: {found.state}"
+        console.print(untrusted(f"{where} ({found.reason})" if found.reason else where))
+        console.print(untrusted(found.next))
+        return
+    from .results import print_receipt
+
+    extra = {"reused": "yes" if result.reused else "no", "reuse": result.reuse.explained()}
+    print_receipt(console, result.receipt, f"run {found.run_id}: done", extra)

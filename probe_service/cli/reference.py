@@ -107,7 +107,7 @@ def capabilities_document(fresh: bool = False) -> dict[str, Any]:
         from .common import session
 
         with session(Path("."), settings) as svc:  # the row opens no store
-            document = svc.call("capabilities")
+            document = svc.call("capabilities", {"detail": True})
         _write_cache(path, document)
     return document
 

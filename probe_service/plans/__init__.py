@@ -8,6 +8,7 @@ from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .configured import RunConfiguration, run_configuration, run_configured
+    from .fit import check_plan_fits
     from .models import (
         LIMITS,
         Fixture,
@@ -48,6 +49,7 @@ __all__ = [
     "RunConfiguration",
     "action_key_for",
     "build_receipt",
+    "check_plan_fits",
     "decide_outcome",
     "evaluate_check",
     "find_reusable_receipt",

@@ -20,7 +20,7 @@ from typing import Protocol
 from ..policies import Policy
 from ..sandbox import SandboxResult
 from ..store import Store
-from ..toolchains.resolve import ResolvedToolchain
+from ..toolchains import ResolvedToolchain
 from .host_tables import TableReading
 from .models import Plan
 from .phases import PhaseClock

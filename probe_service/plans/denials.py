@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..policies import Policy
-from ..sandbox import SandboxResult
-from ..sandbox.settings import SYSTEM_READ_PATHS
-from ..toolchains.resolve import ResolvedToolchain
+from ..sandbox import SYSTEM_READ_PATHS, SandboxResult
+from ..toolchains import ResolvedToolchain
 from .host_tables import TableReading
 from .oracle import CheckVerdict
 from .refusals import MAX_REFUSALS, Refusal, RunFacts, recognize_refusals

@@ -22,10 +22,10 @@ from ..sandbox.limits import scratch_limits
 from ..sandbox.mounts import NAMESPACE_REASON
 from ..sandbox.scratch import scratch_filesystem
 from ..sandbox.slots import RunSlot, default_slots
-from ..snapshot.warm import default_snapshot_cache
 from .backend import Execution, ExecutionRequest, refused_result
 from .host_tables import HostTableWatch
 from .overlay import apply_interventions, write_fixtures
+from .warm import default_snapshot_cache
 
 __all__ = ["RuntimeBackend", "RuntimeSandbox"]
 
@@ -94,6 +94,7 @@ class RuntimeSandbox:
                 preflight=plan.preflight,
                 slot=slot,
                 environment=request.environ,
+                plan_environment=plan.environment,
             )
             full_tables = tuple(tables.stop())
             # The oracle reads scratch as the run's namespace shows it.

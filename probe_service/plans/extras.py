@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..sandbox import SandboxResult
-from ..toolchains.resolve import ResolvedToolchain
+from ..toolchains import ResolvedToolchain
 from .oracle import CheckVerdict
 from .receipt_parts import (
     DenialHint,

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..canonical import canonical_json, sha256_hex
+from ..envnames import ENV_NAME_PATTERN, MAX_ENV_VALUE_BYTES, MAX_PLAN_ENVIRONMENT, reserved_name
 from ..errors import InvalidPlan, UnsafePath, validation_message
 from ..relpaths import check_relative_path
 from ..sandbox.argsize import MAX_LAUNCH_ARG_BYTES, launch_arg_bytes
@@ -47,6 +49,10 @@ class PlanLimits(BaseModel):
     max_preflight: int = 8
     #: Test ids a ``junit_xml`` oracle may require by name.
     max_required_tests: int = 1024
+    #: Variables a plan may set (docs/ARCHITECTURE.md, "Probe environment"), each value at
+    #: most ``max_env_value_bytes``; the ``NAME=value`` words count in the launch bytes.
+    max_environment: int = MAX_PLAN_ENVIRONMENT
+    max_env_value_bytes: int = MAX_ENV_VALUE_BYTES
 
 
 LIMITS = PlanLimits()
@@ -60,41 +66,45 @@ class ExitCodeCheck(BaseModel):
     """The probe's exit code equals ``equals``."""
 
     model_config = _Strict
-    kind: Literal["exit_code"]
-    equals: int
+    kind: Literal["exit_code"] = Field(description="Check the probe's exit code.")
+    equals: int = Field(description="The exit code that passes, e.g. 0.", examples=[0])
 
 
 class StdoutEqualsCheck(BaseModel):
     """The probe's stdout, decoded as UTF-8, equals ``text`` exactly."""
 
     model_config = _Strict
-    kind: Literal["stdout_equals"]
-    text: str
+    kind: Literal["stdout_equals"] = Field(description="Check the whole stdout.")
+    text: str = Field(description="The exact UTF-8 stdout that passes (newlines included).")
 
 
 class StdoutContainsCheck(BaseModel):
     """The probe's stdout, decoded as UTF-8, contains ``text``."""
 
     model_config = _Strict
-    kind: Literal["stdout_contains"]
-    text: str
+    kind: Literal["stdout_contains"] = Field(description="Check for a substring of stdout.")
+    text: str = Field(description="Text stdout must contain.", examples=["1 passed"])
 
 
 class StdoutRegexCheck(BaseModel):
     """``pattern`` matches somewhere in the probe's stdout (bounded, with a timeout)."""
 
     model_config = _Strict
-    kind: Literal["stdout_regex"]
-    pattern: str
+    kind: Literal["stdout_regex"] = Field(description="Search stdout with a regular expression.")
+    pattern: str = Field(
+        description="A regular expression (at most 1024 characters) that must match "
+        "somewhere in stdout.",
+        examples=[r"^OK \(\d+ tests\)$"],
+    )
 
 
 class ScratchFileEqualsCheck(BaseModel):
     """The file ``path`` under the probe's scratch directory holds exactly ``text``."""
 
     model_config = _Strict
-    kind: Literal["scratch_file_equals"]
-    path: str
-    text: str
+    kind: Literal["scratch_file_equals"] = Field(description="Check a file the probe wrote.")
+    path: str = Field(description="Relative path under the probe's scratch directory.")
+    text: str = Field(description="The exact UTF-8 content that passes.")
 
 
 class JunitXmlCheck(BaseModel):
@@ -106,9 +116,18 @@ class JunitXmlCheck(BaseModel):
     """
 
     model_config = _Strict
-    kind: Literal["junit_xml"]
-    path: str = "report.xml"
-    require: tuple[str, ...] = ()
+    kind: Literal["junit_xml"] = Field(description="Check a JUnit XML report under scratch.")
+    path: str = Field(
+        "report.xml",
+        description="Relative path of the report under scratch (pytest: "
+        "--junitxml=$BYTE_PROBE_SCRATCH/report.xml).",
+    )
+    require: tuple[str, ...] = Field(
+        (),
+        description="Test ids (classname::name) that must be present and pass; empty: every "
+        "test in the report, and at least one.",
+        examples=[["tests.test_parse::test_empty"]],
+    )
 
 
 Check = Annotated[
@@ -136,20 +155,33 @@ class Oracle(BaseModel):
     """What decides the probe, and where that decision's authority comes from."""
 
     model_config = _Strict
-    check: Check
+    check: Check = Field(description="What decides the probe: one check, chosen by its kind.")
     source: Literal[
         "published_specification",
         "user_requirement",
         "historical_regression",
         "differential_reference",
         "model_inferred",
-    ]
-    reference: str = ""
+    ] = Field(
+        description="Where the check's authority comes from. Only published_specification, "
+        "user_requirement, historical_regression and differential_reference can yield "
+        "supports or refutes, and each needs a non-empty reference; model_inferred always "
+        "ends inconclusive, even when its check passes."
+    )
+    reference: str = Field(
+        "",
+        description="The concrete reference behind a trusted source: a spec section, an "
+        "issue, a commit (required unless source is model_inferred; at most 1024 characters).",
+        examples=["RFC 8259 section 7", "issue 42"],
+    )
 
     @model_validator(mode="after")
     def _reference_required(self) -> Oracle:
         if self.source in TRUSTED_SOURCES and not self.reference.strip():
-            raise ValueError(f"a {self.source} oracle needs a non-empty reference")
+            raise ValueError(
+                f"reference: a {self.source} oracle needs a non-empty reference (a spec "
+                "section, an issue, a commit); only model_inferred may go without one"
+            )
         return self
 
 
@@ -157,17 +189,19 @@ class Fixture(BaseModel):
     """A UTF-8 file written under BYTE_PROBE_SCRATCH before the probe runs."""
 
     model_config = _Strict
-    path: str
-    content: str
+    path: str = Field(description="Relative path under scratch ($BYTE_PROBE_SCRATCH).")
+    content: str = Field(description="The file's UTF-8 content (at most 1 MiB).")
 
 
 class Intervention(BaseModel):
     """A file written into (or deleted from) the disposable snapshot before the probe runs."""
 
     model_config = _Strict
-    path: str
-    content: str | None = None
-    delete: bool = False
+    path: str = Field(description="Relative path inside the snapshot (never .git or .zyte).")
+    content: str | None = Field(
+        None, description="New UTF-8 content of the file; give this or delete: true."
+    )
+    delete: bool = Field(False, description="Delete the file instead of writing it.")
 
     @model_validator(mode="after")
     def _one_action(self) -> Intervention:
@@ -186,24 +220,77 @@ class Plan(BaseModel):
     """An immutable probe plan; its id is the SHA-256 of its canonical JSON."""
 
     model_config = _Strict
-    snapshot_id: str = Field(pattern=r"^[0-9a-f]{64}$")
-    policy_id: str = Field(min_length=1, max_length=128)
-    executable: str = Field(min_length=1, max_length=255)
-    args: tuple[str, ...] = ()
-    cwd: str = "."
-    fixtures: tuple[Fixture, ...] = ()
-    interventions: tuple[Intervention, ...] = ()
-    oracle: Oracle
-    failure_refutes: bool = False
-    hypothesis: str = ""
+    snapshot_id: str = Field(
+        pattern=r"^[0-9a-f]{64}$",
+        description="The full id (64 hex) of the stored snapshot the probe runs against "
+        "(snapshot_capture returns it).",
+    )
+    policy_id: str = Field(
+        min_length=1,
+        max_length=128,
+        description="The id of the administrator policy the plan must run under "
+        "(policy_list names them, policy_describe says what each allows).",
+        examples=["local-python-no-network"],
+    )
+    executable: str = Field(
+        min_length=1,
+        max_length=255,
+        description="A bare executable name the policy allows (never a path).",
+        examples=["python3"],
+    )
+    args: tuple[str, ...] = Field(
+        (), description="Arguments after the executable.", examples=[["-m", "pytest", "-q"]]
+    )
+    cwd: str = Field(".", description="Working directory relative to the snapshot root.")
+    fixtures: tuple[Fixture, ...] = Field(
+        (), description="Files written under scratch before the probe runs."
+    )
+    interventions: tuple[Intervention, ...] = Field(
+        (), description="Files written into (or deleted from) the disposable snapshot copy."
+    )
+    oracle: Oracle = Field(description="The check that decides the outcome, and its source.")
+    failure_refutes: bool = Field(
+        False,
+        description="Whether a failing check refutes (otherwise it is inconclusive). Sandbox "
+        "and bootstrap failures stay inconclusive even then.",
+    )
+    hypothesis: str = Field("", description="What the probe is meant to show, in words.")
     #: Argument arrays run before the probe in the same sandbox (docs/ARCHITECTURE.md,
     #: "Preflight"); left out of the canonical JSON when empty, so older plans keep their ids.
-    preflight: tuple[tuple[str, ...], ...] = ()
+    preflight: tuple[tuple[str, ...], ...] = Field(
+        (),
+        description="Commands ([executable, arg...]) run before the probe in the same sandbox; "
+        "one failing ends the run inconclusive (preflight_failed).",
+    )
+    #: Variables the plan sets (docs/ARCHITECTURE.md, "Probe environment"): plan content,
+    #: so part of the plan id; left out of the canonical JSON when empty, so older plans
+    #: keep their ids.
+    environment: dict[str, str] = Field(
+        default_factory=dict,
+        description="Environment variables to set, only names the policy lists under "
+        "plan_environment (policy_describe); never HOME, TMPDIR, BYTE_PROBE_*, proxy or "
+        "dynamic-linker names. Module paths may be relative to the working directory.",
+        examples=[{"PYTHONPATH": "src"}],
+    )
 
     @field_validator("executable")
     @classmethod
     def _bare_name(cls, value: str) -> str:
         return _check_bare_name(value)
+
+    @field_validator("environment")
+    @classmethod
+    def _environment_names(cls, environment: dict[str, str]) -> dict[str, str]:
+        for name in environment:
+            if not re.fullmatch(ENV_NAME_PATTERN, name):
+                raise ValueError(
+                    f"{name[:40]!r}: not an environment name (letters, digits and '_', "
+                    "not starting with a digit, at most 128)"
+                )
+            why = reserved_name(name)
+            if why is not None:
+                raise ValueError(f"{name}: a plan may never set it ({why})")
+        return environment
 
     @field_validator("preflight")
     @classmethod
@@ -217,8 +304,9 @@ class Plan(BaseModel):
     def canonical(self) -> dict[str, Any]:
         """Return the plan as the JSON value its id is computed over."""
         body = self.model_dump(mode="json")
-        if not body["preflight"]:
-            del body["preflight"]
+        for optional in ("preflight", "environment"):
+            if not body[optional]:
+                del body[optional]
         return body
 
 
@@ -300,10 +388,14 @@ def _check_limits(plan: Plan, limits: PlanLimits) -> None:
             raise InvalidPlan(f"args.{i}: contains a NUL byte")
         if _utf8_size(arg, f"args.{i}") > limits.max_arg_bytes:
             raise InvalidPlan(f"args.{i}: longer than the {limits.max_arg_bytes}-byte limit")
-    launch_bytes = launch_arg_bytes(plan.args)
+    _check_environment_limits(plan, limits)
+    # The NAME=value words the plan sets go on the same launch line (sandbox/launch.py).
+    words = [f"{name}={value}" for name, value in plan.environment.items()]
+    launch_bytes = launch_arg_bytes([*plan.args, *words])
     if launch_bytes > limits.max_launch_arg_bytes:
+        where = "args" if not words else "args and environment"
         raise InvalidPlan(
-            f"args: {launch_bytes} launch bytes (quoted) exceeds the "
+            f"{where}: {launch_bytes} launch bytes (quoted) exceeds the "
             f"{limits.max_launch_arg_bytes}-byte launch limit"
         )
     groups: tuple[tuple[str, list[str | None]], ...] = (
@@ -348,6 +440,21 @@ def _check_limits(plan: Plan, limits: PlanLimits) -> None:
         raise InvalidPlan(f"hypothesis: longer than {limits.max_hypothesis_chars} characters")
     if len(plan.oracle.reference) > limits.max_reference_chars:
         raise InvalidPlan(f"oracle.reference: longer than {limits.max_reference_chars} characters")
+
+
+def _check_environment_limits(plan: Plan, limits: PlanLimits) -> None:
+    if len(plan.environment) > limits.max_environment:
+        raise InvalidPlan(
+            f"environment: {len(plan.environment)} variables exceeds the limit of "
+            f"{limits.max_environment}"
+        )
+    for name, value in plan.environment.items():
+        if "\x00" in value:
+            raise InvalidPlan(f"environment.{name}: contains a NUL byte")
+        if _utf8_size(value, f"environment.{name}") > limits.max_env_value_bytes:
+            raise InvalidPlan(
+                f"environment.{name}: longer than the {limits.max_env_value_bytes}-byte limit"
+            )
 
 
 def _check_preflight_limits(plan: Plan, limits: PlanLimits) -> None:

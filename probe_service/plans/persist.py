@@ -14,7 +14,7 @@ from ..errors import Conflict, NotFound, ReceiptInvalid
 from ..store import Store, append_event, insert_on_conflict, utc_now
 from .confirm import may_answer_later_runs
 from .models import Plan, parse_plan, plan_id_of
-from .receipt_model import Receipt, parse_receipt_json
+from .receipt_model import Committed, Receipt, parse_receipt_json
 from .tables import plans, receipt_signatures, receipts
 
 log = logging.getLogger(__name__)
@@ -26,6 +26,7 @@ __all__ = [
     "load_plan",
     "load_receipt",
     "load_reusable_receipt",
+    "newest_receipt_of_plan",
     "plan_from_body",
     "plan_row",
     "save_plan",
@@ -234,11 +235,31 @@ def _answering(body: str | None, what: str) -> Receipt | None:
     """The stored receipt ``body`` when it may answer a later action, else None."""
     if body is None:
         return None
+    return _readable(body, what, may_answer_later_runs)
+
+
+def newest_receipt_of_plan(store: Store, plan_id: str) -> Receipt | None:
+    """Return the newest stored receipt of ``plan_id`` (reusable or not), or None: what a
+    run that is not reused is compared with (docs/ARCHITECTURE.md, "Reuse explained")."""
+    with store.reading() as conn:
+        body = conn.execute(
+            select(receipts.c.body)
+            .where(receipts.c.plan_id == plan_id)
+            .order_by(receipts.c.created_at.desc(), receipts.c.receipt_sha256.desc())
+            .limit(1)
+        ).scalar()
+    if body is None:
+        return None
+    return _readable(body, f"newest receipt of plan {plan_id}", lambda _: True)
+
+
+def _readable(body: str, where: str, answers: Callable[[Committed], bool]) -> Receipt | None:
+    """The stored ``body`` read, when this release can read it and ``answers`` holds."""
     try:
-        receipt = parse_receipt_json(body, what)
+        receipt = parse_receipt_json(body, where)
     except ReceiptInvalid as exc:
         # A receipt this release cannot read (a later version, written by a newer worker
         # of the farm) answers nothing here: the run executes (docs/UPGRADING.md).
         log.warning("reuse: %s", exc)
         return None
-    return receipt if may_answer_later_runs(receipt.committed) else None
+    return receipt if answers(receipt.committed) else None

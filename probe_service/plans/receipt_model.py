@@ -126,6 +126,8 @@ class Operational(OperationalPart):
             "junit_output",
             "possible_sandbox_denial",
             "confirmation",
+            "action_inputs",
+            "reuse",
         }
     )
 
@@ -147,6 +149,11 @@ class Operational(OperationalPart):
     phases: dict[str, Number] | None = None
     #: The confirming execution's own operational fields (its worker, timings, output).
     confirmation: Operational | None = None
+    #: The inputs the run's action key was taken over, environment values as digests, and
+    #: why no stored receipt answered it (docs/ARCHITECTURE.md, "Reuse explained"); a later
+    #: run of the same plan names the inputs that differ from these.
+    action_inputs: JsonObject | None = None
+    reuse: JsonObject | None = None
 
 
 class Receipt(ReceiptPart):

@@ -22,16 +22,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Connection
 
 from ..canonical import sha256_of_json
+from ..envnames import RUNNER_OWNED
 from ..errors import InfrastructureError, PolicyError, ProbeServiceError, SandboxUnavailable
 from ..policies import (
     Policy,
     PolicyFile,
     capture_identity,
     find_policy,
-    passed_environment,
     policy_digest,
     resolve_executable,
 )
+from ..policies.model import probe_environment
 from ..sandbox import SandboxResult, SandboxRuntime
 from ..store import Store, utc_now
 from ..toolchains.resolve import ResolvedToolchain, resolve_toolchains
@@ -50,11 +51,25 @@ from .extras import run_extras
 from .models import Plan
 from .oracle import DECISION_RULES, CheckVerdict, decide_outcome, evaluate_check
 from .output import kept_output
-from .persist import find_reusable_receipt, load_plan, load_receipt, save_receipt
+from .persist import (
+    find_reusable_receipt,
+    load_plan,
+    load_receipt,
+    newest_receipt_of_plan,
+    save_receipt,
+)
 from .phases import PhaseClock
 from .receipt_model import CommittedV1, Operational, Receipt, ReceiptField
 from .receipt_parts import Check, Executable, Limits
 from .receipts import build_receipt
+from .reuse import (
+    ReuseExplanation,
+    explain_miss,
+    explanation,
+    recorded_inputs,
+    recorded_reuse,
+    reused_by,
+)
 from .signing import UNSIGNED, SigningKey, sign_receipt
 from .summary import ReceiptSummary, summarize_receipt
 
@@ -91,6 +106,8 @@ class ProbeRunResult(ReceiptSummary):
     stdout: str
     stderr: str
     reused: bool
+    #: Why a stored receipt did or did not answer (docs/ARCHITECTURE.md, "Reuse explained").
+    reuse: ReuseExplanation
     #: The receipt, typed; in JSON its document, as stored (docs/ARCHITECTURE.md, "Receipts").
     receipt: ReceiptField = Field(title="Receipt")
 
@@ -99,11 +116,7 @@ class ProbeRunResult(ReceiptSummary):
 #: inputs of the action (docs/ARCHITECTURE.md, "Trust rules": reuse needs every input equal).
 #: docs/ARCHITECTURE.md, "Probe environment": the scratch directory, and HOME, TMPDIR and
 #: the cache variables the runner points into it.
-RUNNER_GENERATED = frozenset(
-    {"BYTE_PROBE_SCRATCH", "HOME", "TMPDIR", "PYTHONDONTWRITEBYTECODE"}
-    | {"XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"}
-    | {"PIP_CACHE_DIR", "npm_config_cache", "MYPY_CACHE_DIR", "RUFF_CACHE_DIR"}
-)
+RUNNER_GENERATED = RUNNER_OWNED
 
 
 class ActionInputs(BaseModel):
@@ -116,7 +129,8 @@ class ActionInputs(BaseModel):
     policy_digest: str
     executable_path: str
     executable_sha256: str
-    #: Names and values the policy passes into the sandbox, sorted by name.
+    #: Names and values passed into the sandbox, sorted by name: the policy's (fixed or
+    #: the worker's) and the plan's own (docs/ARCHITECTURE.md, "Probe environment").
     environment: tuple[tuple[str, str], ...]
     sandbox_digest: str
     #: The policy's toolchains (name, content digest) as resolved for this run
@@ -141,9 +155,15 @@ def action_inputs(
     toolchains: Sequence[ResolvedToolchain] = (),
 ) -> ActionInputs:
     """The inputs of running ``plan`` under ``policy`` on this worker, now, with the
-    values ``environ`` (the settings' frozen copy) gives the policy's names and the digests
-    of ``toolchains`` as resolved for this run."""
-    passed = passed_environment(policy, environ)
+    values ``environ`` (the settings' frozen copy) gives the policy's pass-through names,
+    the policy's fixed values, the plan's own and the digests of ``toolchains`` as resolved
+    for this run.
+
+    The one function every input of the action key goes through (docs/ARCHITECTURE.md,
+    "Trust rules"): with fixed values only, the same plan has the same inputs on every
+    face and worker.
+    """
+    passed = probe_environment(policy, environ, plan.environment)
     kept = sorted(
         (name, value)
         for name, value in passed.items()
@@ -245,6 +265,7 @@ def probe_run(
         cached = (find_reusable or partial(find_reusable_receipt, store))(key)
         if cached is not None:
             return result_from_receipt(run_id, cached, reused=True)
+    context.explain(store, inputs, key, reuse)
     draft = _execute_draft(store, context, sandbox, key)
     if context.first is None and awaits_confirmation(draft, policy):
         if hand_off is not None and hand_off(draft):
@@ -348,6 +369,19 @@ class _RunContext:
         #: The first refutation this run's execution confirms (docs/ARCHITECTURE.md,
         #: "Confirming a refutation"); None for an ordinary execution.
         self.first: ReceiptDraft | None = None
+        #: The inputs the run was keyed with and why it executes (docs/ARCHITECTURE.md,
+        #: "Reuse explained"), kept beside the commitment.
+        self.reuse_facts: dict[str, Any] = {}
+
+    def explain(self, store: Store, inputs: ActionInputs, key: str, reuse: bool) -> None:
+        """Note the run's inputs and why no stored receipt answers it."""
+        recorded = recorded_inputs(inputs.model_dump(mode="json"))
+        if self.first is not None:
+            why = explanation("confirming")
+        else:
+            newest = newest_receipt_of_plan(store, self.plan_id)
+            why = explain_miss(recorded, key, newest, reuse=reuse)
+        self.reuse_facts = {"action_inputs": recorded, "reuse": why.model_dump(mode="json")}
 
     def again(self) -> _RunContext:
         """The same run's facts for one more execution, with its own clock and start."""
@@ -355,6 +389,7 @@ class _RunContext:
             self.plan_id, self.plan, self.policy, self.run_id, self.worker, self.signing_key
         )
         context.toolchains, context.environ = self.toolchains, self.environ
+        context.reuse_facts = self.reuse_facts
         return context
 
     def finish(
@@ -437,6 +472,7 @@ class _RunContext:
             **kept,
             **extras,
             phases=self.clock.as_operational(),
+            **self.reuse_facts,
         )
 
     def write(self, store: Store, draft: ReceiptDraft) -> ProbeRunResult:
@@ -478,11 +514,13 @@ def result_from_receipt(run_id: str, receipt: Receipt, *, reused: bool = False) 
         raw = kept_output(receipt, stream)
         return raw[:MAX_RETURNED_OUTPUT].decode("utf-8", "replace")
 
+    why = reused_by(receipt.receipt_sha256) if reused else recorded_reuse(operational.reuse)
     return ProbeRunResult(
         **summarize_receipt(receipt),
         run_id=run_id if not reused else (operational.run_id or run_id),
         stdout=text("stdout"),
         stderr=text("stderr"),
         reused=reused,
+        reuse=why,
         receipt=receipt,
     )

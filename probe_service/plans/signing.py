@@ -43,6 +43,7 @@ __all__ = [
     "load_public_key",
     "load_signing_key",
     "public_key_from_pem",
+    "read_public_key",
     "receipt_signer",
     "sign_receipt",
     "statement_for",
@@ -157,9 +158,7 @@ def public_key_from_pem(text: str, what: str) -> Ed25519PublicKey:
         key: Any = serialization.load_pem_public_key(text.encode("utf-8"))
     except (ValueError, UnicodeEncodeError) as exc:
         raise KeyFileError(f"{what}: not a PEM public key") from exc
-    if not isinstance(key, Ed25519PublicKey):
-        raise KeyFileError(f"{what}: not an Ed25519 public key")
-    return key
+    return _ed25519_public(key, what)
 
 
 def load_public_key(path: Path) -> Ed25519PublicKey:
@@ -172,9 +171,28 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
             key = serialization.load_pem_private_key(raw, password=None).public_key()
         except (ValueError, TypeError) as exc:
             raise KeyFileError(f"{path}: not a PEM Ed25519 public key") from exc
+    return _ed25519_public(key, str(path))
+
+
+def _ed25519_public(key: object, what: str) -> Ed25519PublicKey:
     if not isinstance(key, Ed25519PublicKey):
-        raise KeyFileError(f"{path}: not an Ed25519 public key")
+        raise KeyFileError(f"{what}: not an Ed25519 public key")
     return key
+
+
+def read_public_key(path: Path) -> str:
+    """The PEM text of a public key file the user named, for a request's ``public_keys`` or
+    ``require_signed`` (machine faces never name files, so the CLI reads them).
+
+    Raises KeyFileError naming the file: unreadable, a symbolic link, not a regular file,
+    or not a PEM public key (a private key is refused: give its public half).
+    """
+    text = _read_key_file(path, private=False).decode("ascii", errors="replace")
+    if "PRIVATE KEY-----" in text:
+        raise KeyFileError(f"{path}: a private key; give its public key (signing-key.pub.pem)")
+    if not text.lstrip().startswith("-----BEGIN PUBLIC KEY-----"):
+        raise KeyFileError(f"{path}: not a PEM Ed25519 public key")
+    return text
 
 
 def configured_signing_key(

@@ -17,6 +17,7 @@ _SCHEMA_1_MEANING: dict[str, Any] = {
     "toolchains": {},
     "max_open_files": None,
     "confirm_refutes": None,
+    "plan_environment": [],
 }
 #: Schema-3 values that say in words what leaving the key out means.
 _SAME_AS_UNSET: dict[str, Any] = {"max_open_files": DEFAULT_MAX_OPEN_FILES, "confirm_refutes": True}

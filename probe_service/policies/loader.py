@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from probe_service.errors import PolicyError, validation_message
 from probe_service.policies.model import RESERVED_POLICY_PREFIX, Policy, PolicyFile
+from probe_service.policies.toolchain_roots import check_toolchain_pins, check_toolchain_root
 
 __all__ = [
     "MAX_POLICY_FILE_BYTES",
@@ -81,11 +82,8 @@ def _check_toolchains(path: Path, loaded: PolicyFile) -> None:
 
     docs/ARCHITECTURE.md, "Toolchains". A root that does not exist on this machine breaks
     no rule here (other policies stay usable); ``policy check`` reports it and a run of
-    its policy ends ``toolchain_unavailable``. Imported here, not at the top: the
-    toolchain package builds on this one's model.
+    its policy ends ``toolchain_unavailable``.
     """
-    from ..toolchains.roots import check_toolchain_pins, check_toolchain_root
-
     for policy in loaded.policies:
         try:
             present = {n: r for n, r in policy.toolchains.items() if os.path.lexists(r)}
@@ -121,4 +119,4 @@ def find_policy(policy_file: PolicyFile, policy_id: str) -> Policy:
     for policy in policy_file.policies:
         if policy.id == policy_id:
             return policy
-    raise PolicyError(f"no policy with id {policy_id!r}")
+    raise PolicyError(f"policy_id: no policy with id {policy_id!r}")

@@ -6,7 +6,9 @@ read and execute, docs/ARCHITECTURE.md, "Toolchains"); a schema-1 file is read
 unchanged and means their defaults (ports 80 and 443, no inode limit, no
 toolchain), so it may not name them. Schema 3 adds ``max_open_files`` (the
 probe's ``RLIMIT_NOFILE``) and ``confirm_refutes`` (whether a first refutation is
-executed once more before it may be reused, docs/ARCHITECTURE.md, "Trust rules");
+executed once more before it may be reused, docs/ARCHITECTURE.md, "Trust rules"),
+``environment`` as an object (fixed values beside pass-through names) and
+``plan_environment`` (names a plan may set, docs/ARCHITECTURE.md, "Probe environment");
 an older file means their defaults and may not name them.
 
 Every limit has a documented ceiling (``MAX_*`` below): a value above it is
@@ -22,7 +24,19 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
+
+from ..envnames import ENV_NAME_PATTERN, MAX_ENV_VALUE_BYTES, reserved_name
+from ..search_paths import unsafe_search_path
 
 __all__ = [
     "DEFAULT_ALLOWED_PORTS",
@@ -44,6 +58,8 @@ __all__ = [
     "Policy",
     "PolicyFile",
     "passed_environment",
+    "plan_environment_refusal",
+    "probe_environment",
     "toolchain_of_pin",
 ]
 
@@ -65,7 +81,7 @@ DEFAULT_ALLOWED_PORTS: tuple[int, ...] = (80, 443)
 #: Keys schema 2 added; a schema-1 file may not name them.
 SCHEMA_2_KEYS: tuple[str, ...] = ("allowed_ports", "scratch_inodes", "toolchains")
 #: Keys schema 3 added; a schema-1 or schema-2 file may not name them.
-SCHEMA_3_KEYS: tuple[str, ...] = ("max_open_files", "confirm_refutes")
+SCHEMA_3_KEYS: tuple[str, ...] = ("max_open_files", "confirm_refutes", "plan_environment")
 #: The newest policy file schema this release reads (``capabilities`` reports it).
 NEWEST_POLICY_SCHEMA = 3
 #: The probe's ``RLIMIT_NOFILE`` when a policy sets no ``max_open_files``.
@@ -78,7 +94,6 @@ MAX_TOOLCHAINS = 16
 #: Ids of the service's built-in sandbox profiles; a policy file may not use the prefix.
 RESERVED_POLICY_PREFIX = "builtin."
 
-ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 _TOOLCHAIN_NAME = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 _EXECUTABLE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$")
 _POLICY_ID = r"^[a-z0-9][a-z0-9._-]{0,127}$"
@@ -106,6 +121,23 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 EnvName = Annotated[str, Field(pattern=ENV_NAME_PATTERN)]
 Fingerprint = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 ToolchainName = Annotated[str, Field(pattern=_TOOLCHAIN_NAME)]
+
+
+def _check_fixed_value(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("an environment value may not hold a NUL byte")
+    if len(value.encode("utf-8", "surrogatepass")) > MAX_ENV_VALUE_BYTES:
+        raise ValueError(f"an environment value may hold at most {MAX_ENV_VALUE_BYTES} bytes")
+    return value
+
+
+FixedValue = Annotated[str, AfterValidator(_check_fixed_value)]
+#: A list of pass-through names, or (schema 3) an object of fixed values and nulls.
+EnvironmentSpec = Annotated[
+    Annotated[tuple[EnvName, ...], Tag("names")]
+    | Annotated[dict[EnvName, FixedValue | None], Tag("values")],
+    Discriminator(lambda value: "values" if isinstance(value, dict) else "names"),
+]
 
 
 def _check_absolute_path(path: str, what: str) -> str:
@@ -150,8 +182,19 @@ class Policy(BaseModel):
         min_length=1,
         description="Ports an allowed domain is reachable on (schema 2); kept sorted.",
     )
-    environment: tuple[EnvName, ...] = Field(
-        description="Names passed from the worker's environment; values are the worker's."
+    environment: EnvironmentSpec = Field(
+        description=(
+            "Names passed into the sandbox: a list takes each value from the worker's "
+            "environment; an object (schema 3) fixes a name's value (a string) or passes "
+            "the worker's (null), so runs do not depend on who asked."
+        )
+    )
+    plan_environment: tuple[EnvName, ...] = Field(
+        default=(),
+        description=(
+            "Names a plan may set in its own 'environment' (schema 3); never a name the "
+            "runner owns or the dynamic linker reads."
+        ),
     )
     executable_pins: dict[ExecutableName, str] = Field(
         default_factory=dict, description="Executable name -> absolute path pinned by the admin."
@@ -232,7 +275,59 @@ class Policy(BaseModel):
                 )
         return self
 
-    @field_validator("allowed_executables", "allowed_domains", "environment", "allowed_ports")
+    @field_validator("environment")
+    @classmethod
+    def _environment_values(
+        cls, environment: tuple[str, ...] | dict[str, str | None]
+    ) -> tuple[str, ...] | dict[str, str | None]:
+        if not isinstance(environment, dict):
+            if len(set(environment)) != len(environment):
+                raise ValueError("entries must be unique")
+            return environment
+        if all(value is None for value in environment.values()):
+            # Only pass-through names: the same policy as the list, with the same digest.
+            return tuple(environment)
+        for name, value in environment.items():
+            if value is None:
+                continue
+            why = reserved_name(name)
+            if why is not None:
+                raise ValueError(f"{name}: a policy cannot fix it ({why})")
+            unsafe = unsafe_search_path({name: value})
+            if unsafe is not None:
+                raise ValueError(unsafe.split(";")[0])
+        return environment
+
+    @field_validator("plan_environment")
+    @classmethod
+    def _plan_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        for name in names:
+            why = reserved_name(name)
+            if why is not None:
+                raise ValueError(f"{name}: a plan may never set it ({why})")
+        if len({name.upper() for name in names}) != len(names):
+            raise ValueError("entries must be unique (names are compared ignoring case)")
+        return names
+
+    @property
+    def environment_names(self) -> tuple[str, ...]:
+        """Every name the policy passes into the sandbox, fixed or from the worker."""
+        return tuple(self.environment)
+
+    @property
+    def fixed_environment(self) -> dict[str, str]:
+        """The names whose value the policy fixes, with those values."""
+        if not isinstance(self.environment, dict):
+            return {}
+        return {name: value for name, value in self.environment.items() if value is not None}
+
+    @property
+    def passthrough_environment(self) -> tuple[str, ...]:
+        """The names whose value is the worker's (so a run depends on which worker)."""
+        fixed = self.fixed_environment
+        return tuple(name for name in self.environment if name not in fixed)
+
+    @field_validator("allowed_executables", "allowed_domains", "allowed_ports")
     @classmethod
     def _no_duplicates(cls, values: tuple[str | int, ...]) -> tuple[str | int, ...]:
         if len(set(values)) != len(values):
@@ -288,6 +383,10 @@ class PolicyFile(BaseModel):
             if self.schema_version >= version:
                 continue
             for policy in self.policies:
+                if version == 3 and policy.fixed_environment:
+                    raise ValueError(
+                        f"policy {policy.id!r}: environment with fixed values needs schema 3"
+                    )
                 named = sorted(set(keys) & policy.model_fields_set)
                 if named:
                     raise ValueError(f"policy {policy.id!r}: {named} need schema {version}")
@@ -309,6 +408,53 @@ class PolicyFile(BaseModel):
 
 
 def passed_environment(policy: Policy, environ: Mapping[str, str]) -> dict[str, str]:
-    """The variables ``policy`` passes into the sandbox, with ``environ``'s values (names
-    the worker does not have are not passed)."""
-    return {name: environ[name] for name in policy.environment if name in environ}
+    """The variables ``policy`` passes into the sandbox: its fixed values, and
+    ``environ``'s values for its pass-through names (names the worker does not have are
+    not passed)."""
+    fixed = policy.fixed_environment
+    return {
+        name: fixed[name] if name in fixed else environ[name]
+        for name in policy.environment
+        if name in fixed or name in environ
+    }
+
+
+def plan_environment_refusal(policy: Policy, values: Mapping[str, str]) -> str | None:
+    """Why ``policy`` refuses the ``environment`` a plan sets, naming the field, or None.
+
+    docs/ARCHITECTURE.md, "Probe environment": a plan may set only the names its policy
+    lists under ``plan_environment``, and never a name ``envnames.reserved_name`` refuses.
+    """
+    for name in values:
+        why = reserved_name(name)
+        if why is not None:
+            return f"environment.{name}: a plan may never set it ({why})"
+        if name not in policy.plan_environment:
+            listed = ", ".join(policy.plan_environment) or "none"
+            return (
+                f"environment.{name}: policy {policy.id!r} does not let a plan set it "
+                f"(its plan_environment: {listed})"
+            )
+    return None
+
+
+def probe_environment(
+    policy: Policy, environ: Mapping[str, str], plan_values: Mapping[str, str]
+) -> dict[str, str]:
+    """The variables a run of a plan setting ``plan_values`` passes into the sandbox under
+    ``policy``, before the runner adds the names it owns.
+
+    Precedence, lowest first: the policy's values (the worker's for pass-through names,
+    from ``environ``, and the fixed ones), then the plan's for names the policy lists
+    under ``plan_environment``. The runner has no defaults of its own below them today;
+    its owned names (``envnames.RUNNER_OWNED``) are set after and win over every layer. A
+    name ``plan_environment_refusal`` refuses never passes (the runner refuses the run).
+    """
+    env = passed_environment(policy, environ)
+    allowed = set(policy.plan_environment)
+    env.update(
+        (name, value)
+        for name, value in plan_values.items()
+        if name in allowed and reserved_name(name) is None
+    )
+    return env

@@ -19,12 +19,14 @@ if TYPE_CHECKING:
     from .inline import InlineQueue, run_inline
     from .junit import write_junit
     from .metrics import METRICS_PORT_ENV, serve_metrics
-    from .queued_run import run_queued
+    from .queued_run import run_or_status, run_queued
     from .runs import batch_counts, create_runs
+    from .status import RunStatus, read_run_status
     from .submit import (
         RunSummary,
         SubmitResult,
         batch_results,
+        persist_runs_in,
         read_plans_file,
         resume_batch,
         submit_plans,
@@ -39,6 +41,7 @@ __all__ = [
     "InlineQueue",
     "ProbeQueue",
     "Queue",
+    "RunStatus",
     "RunSummary",
     "SubmitResult",
     "WorkerContext",
@@ -47,10 +50,13 @@ __all__ = [
     "create_runs",
     "execute_run",
     "open_queue",
+    "persist_runs_in",
     "read_plans_file",
+    "read_run_status",
     "reap_runs",
     "resume_batch",
     "run_inline",
+    "run_or_status",
     "run_queued",
     "run_supervisor",
     "serve_metrics",

@@ -27,6 +27,7 @@ from .tables import DEFAULT_NAMESPACE
 
 if TYPE_CHECKING:
     from ..plans import ProbeRunResult
+    from .status import RunStatus
 
 __all__ = [
     "ACTOR_NAME",
@@ -123,6 +124,9 @@ class ProbeQueue:
     def execute_submitted(self, store: Store, run_ids: Sequence[str], threads: int) -> None:
         """Nothing: the farm's workers execute them."""
 
+    def admit(self, store: Store, policy_id: str) -> None:
+        """Admit every policy id: the farm's workers judge it against their policy file."""
+
     def require_broker(self, refusal: str) -> ProbeQueue:
         """This queue: it has a broker."""
         return self
@@ -134,13 +138,16 @@ class ProbeQueue:
         policy_id: str,
         *,
         reuse: bool,
-        timeout_s: float,
+        timeout_s: float | None,
         on_progress: Callable[[dict[str, int]], None] | None,
-    ) -> ProbeRunResult:
-        """Run one stored plan on any worker and wait for its receipt (``run_queued``)."""
-        from .queued_run import run_queued
+    ) -> ProbeRunResult | RunStatus:
+        """Run one stored plan on any worker and wait for its receipt, at most
+        ``timeout_s`` (``run_or_status``; None: until it is done)."""
+        from .queued_run import run_or_status, run_queued
 
-        return run_queued(
+        if timeout_s is None:
+            return run_queued(store, self, plan_id, policy_id, reuse=reuse, on_progress=on_progress)
+        return run_or_status(
             store,
             self,
             plan_id,
@@ -149,6 +156,9 @@ class ProbeQueue:
             reuse=reuse,
             on_progress=on_progress,
         )
+
+    def start(self, store: Store, run_ids: Sequence[str]) -> None:
+        """Nothing: ``send`` gave the runs to the farm's workers."""
 
     def enqueue(self, run_ids: Sequence[str], delay_ms: int = 0) -> int:
         """Send one message per run id, each delivered after ``delay_ms`` (dramatiq's
@@ -171,6 +181,9 @@ class ProbeQueue:
     def close(self) -> None:
         """Close the broker's connections."""
         self.broker.close()
+        # dramatiq's RedisBroker.close leaves its client's sockets open (a ResourceWarning
+        # when collected); they reconnect on next use, so closing them here is safe.
+        self.broker.client.connection_pool.disconnect()
 
 
 def _not_a_worker(run_id: str) -> None:  # pragma: no cover - only senders declare this

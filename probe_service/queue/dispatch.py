@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ..plans import ProbeRunResult
     from ..plans.backend import SandboxBackend
     from .broker import ProbeQueue
+    from .status import RunStatus
 
 __all__ = ["Queue", "open_queue"]
 
@@ -44,6 +45,17 @@ class Queue(Protocol):
         """Execute the submitted runs in this process when no worker will."""
         ...
 
+    def start(self, store: Store, run_ids: Sequence[str]) -> object:
+        """Begin executing the submitted runs in this process, without waiting, when no
+        worker will (``close`` waits for them); nothing when a broker sent them."""
+        ...
+
+    def admit(self, store: Store, policy_id: str) -> None:
+        """Refuse, before any run row is written, runs this queue could never execute
+        under ``policy_id`` (PolicyError naming it); a broker's workers read their own
+        policy file, so a broker admits every id."""
+        ...
+
     def require_broker(self, refusal: str) -> ProbeQueue:
         """The broker behind this queue; raises InvalidInput(``refusal``) without one."""
         ...
@@ -55,14 +67,16 @@ class Queue(Protocol):
         policy_id: str,
         *,
         reuse: bool,
-        timeout_s: float,
+        timeout_s: float | None,
         on_progress: Callable[[dict[str, int]], None] | None,
-    ) -> ProbeRunResult:
-        """Run one stored plan (here, or on a worker within ``timeout_s``)."""
+    ) -> ProbeRunResult | RunStatus:
+        """Run one stored plan (here, or on a worker) and wait at most ``timeout_s`` (None:
+        to its end) for its result; the run's status (its id to poll) when the wait
+        expires first, the run going on (docs/ARCHITECTURE.md, "Asynchronous runs")."""
         ...
 
     def close(self) -> None:
-        """Release the connections."""
+        """Wait for the runs this process executes, then release the connections."""
         ...
 
 

@@ -24,6 +24,7 @@ from ..plans.persist import plan_from_body
 from ..settings import Settings, read_settings
 from ..store import Store
 from .confirmations import requeue_for_confirmation
+from .followups import after_run
 from .heartbeats import another_worker_alive
 from .leases import LeaseKeeper
 from .runs import (
@@ -77,6 +78,10 @@ class WorkerContext:
     #: worker to confirm. None in the embedded mode, where a refutation is confirmed in
     #: this process (docs/ARCHITECTURE.md, "Confirming a refutation").
     queue: ProbeQueue | None = None
+    #: Called with the store, the run id and this context's owner once a run ended here
+    #: (or was found done): a recheck's batch settles when its last run is done
+    #: (docs/ARCHITECTURE.md, "Recheck").
+    after_run: Callable[[Store, str, str], None] = after_run
     #: Renews the leases of the runs this context is running, from one shared thread.
     leases: LeaseKeeper = field(init=False)
 
@@ -84,13 +89,29 @@ class WorkerContext:
         self.leases = LeaseKeeper(self.store, self.owner, self.lease_ms)
 
 
+#: What ``execute_run`` returns when the run did not end in this context (nor before).
+_NOT_ENDED_HERE = frozenset(
+    {"confirm_elsewhere", "unknown_run", "other_namespace", "leased_elsewhere", "lost_race"}
+)
+
+
 def execute_run(ctx: WorkerContext, run_id: str) -> str:
-    """Take and run one queued run; return what happened (for logs and tests).
+    """Take and run one queued run, then let what follows it happen (``after_run``);
+    return what happened (for logs and tests).
 
     The run is taken in one transaction and finished in one (docs/ARCHITECTURE.md, "Lean
     store path"). Raises InfrastructureError (store or broker unavailable) so the actor is
     retried; every other failure ends the run with a recorded reason.
     """
+    what = _execute(ctx, run_id)
+    if what not in _NOT_ENDED_HERE:
+        # A duplicate delivery of a done run counts too: the worker that finished it may
+        # have died before the run's recheck settled.
+        ctx.after_run(ctx.store, run_id, ctx.owner)
+    return what
+
+
+def _execute(ctx: WorkerContext, run_id: str) -> str:
     taking = take_run(
         ctx.store,
         run_id,
@@ -107,12 +128,19 @@ def execute_run(ctx: WorkerContext, run_id: str) -> str:
         if taking.why == "other_namespace":
             log.warning("run %s: submitted to another queue namespace; refused", run_id)
         return taking.why  # duplicate delivery, another worker or namespace: ack, do nothing
-    return execute_taken(ctx, taken)
+    return _execute_taken(ctx, taken)
 
 
 def execute_taken(ctx: WorkerContext, taken: TakenRun) -> str:
-    """Run a run this worker has taken (``take.take_run`` or ``take.take_runs``); return
-    what happened. Raises InfrastructureError like ``execute_run``."""
+    """Run a run this worker has taken (``take.take_runs``), then let what follows it
+    happen (``after_run``); return what happened. Raises InfrastructureError like
+    ``execute_run``."""
+    what = _execute_taken(ctx, taken)
+    ctx.after_run(ctx.store, taken.run.run_id, ctx.owner)
+    return what
+
+
+def _execute_taken(ctx: WorkerContext, taken: TakenRun) -> str:
     run = taken.run
     run_id = run.run_id
     if run.attempts > ctx.max_attempts:
@@ -311,6 +339,7 @@ def reap_runs(ctx: WorkerContext, enqueue: Callable[[Sequence[str]], int]) -> di
             )
             if claim.run is not None:
                 _abandon(ctx, run.run_id, run.plan_id, run.policy_id)
+                ctx.after_run(ctx.store, run.run_id, ctx.owner)
                 counts["abandoned"] += 1
         elif requeue_run(ctx.store, run.run_id):
             enqueue([run.run_id])

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import BigInteger, Column, MetaData, String, Table, func, select
 
 from ..errors import ReceiptInvalid
-from ..plans.receipt_model import parse_receipt_json
+from ..plans import parse_receipt_json
 from ..plans.tables import receipts
 from ..store import Store
 from .listing import inprocess_runs, iso_of_ms

@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
+from ..plans import Receipt
 from ..plans.output import kept_output
-from ..plans.receipt_model import Receipt
 from ..safe_text import excerpt, safe_line
 from .junit_cases import add_probe_suite
 from .submit import RunSummary

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from xml.etree import ElementTree as ET
 
-from ..plans.receipt_model import Receipt
+from ..plans import Receipt
 from ..plans.receipt_parts import JunitCase, JunitOutput
 from ..safe_text import safe_line, safe_text
 

@@ -20,8 +20,8 @@ from prometheus_client.registry import CollectorRegistry
 from sqlalchemy import func, select
 
 from ..errors import ProbeServiceError, ReceiptInvalid
+from ..plans import parse_receipt_json
 from ..plans.phases import PHASES, phase_seconds
-from ..plans.receipt_model import parse_receipt_json
 from ..plans.tables import receipts
 from ..settings import METRICS_PORT_ENV
 from ..store import Store

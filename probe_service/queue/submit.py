@@ -38,6 +38,7 @@ __all__ = [
     "RunSummary",
     "SubmitResult",
     "batch_results",
+    "persist_runs_in",
     "read_plans_file",
     "resume_batch",
     "submit_plans",
@@ -140,6 +141,29 @@ def _persist_batch(
         insert_plans(conn, rows)
         conn.execute(runs.insert(), ids)
         append_event(conn, "batch", batch_id, {"runs": len(ids), "first_seq": start})
+    return [str(r["run_id"]) for r in ids]
+
+
+def persist_runs_in(
+    conn: Connection,
+    batch_id: str,
+    items: Sequence[tuple[Plan, str]],
+    *,
+    namespace: str,
+    reuse: bool = True,
+) -> list[str]:
+    """Persist each plan (kept when already stored) and one queued run per ``(plan, policy
+    id)`` under ``batch_id`` in the caller's transaction; return the run ids, in order.
+
+    The caller sends them (``Queue.send``) once its transaction committed.
+    """
+    rows = {plan_id_of(plan): plan_row(plan) for plan, _ in items}
+    insert_plans(conn, list(rows.values()))
+    pairs = [(plan_id_of(plan), policy_id) for plan, policy_id in items]
+    ids = new_run_rows(batch_id, 0, pairs, namespace=namespace, reuse=reuse)
+    if ids:
+        conn.execute(runs.insert(), ids)
+        append_event(conn, "batch", batch_id, {"runs": len(ids), "first_seq": 0})
     return [str(r["run_id"]) for r in ids]
 
 

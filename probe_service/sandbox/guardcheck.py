@@ -29,7 +29,7 @@ from probe_service.sandbox.results import LimitsApplied
 from probe_service.sandbox.runtime import SandboxRuntime, find_system_tool
 from probe_service.sandbox.seccomp import DENIED_ERRNO, native_number, write_filter
 
-__all__ = ["check_guarded_launch"]
+__all__ = ["check_guarded_launch", "selfcheck_limits"]
 
 _FILES = 16
 _TCP_LIMIT = 1 << 20
@@ -80,17 +80,20 @@ print(json.dumps(report), flush=True)
 """
 
 
-def _limits() -> LimitsApplied:
+def selfcheck_limits(
+    memory_bytes: int, max_processes: int, tcp_buffer_bytes: int | None = None
+) -> LimitsApplied:
+    """The limits a self-check's probe runs under: a minute of CPU, no output budget."""
     return LimitsApplied(
         mechanism="selfcheck",
         timeout_seconds=60,
         max_output_bytes=0,
         cpu_seconds=60,
-        memory_bytes=256 << 20,
-        max_processes=32,
+        memory_bytes=memory_bytes,
+        max_processes=max_processes,
         scratch_bytes=None,
         file_size_bytes=None,
-        tcp_buffer_bytes=_TCP_LIMIT,
+        tcp_buffer_bytes=tcp_buffer_bytes,
     )
 
 
@@ -181,7 +184,7 @@ def check_guarded_launch(runtime: SandboxRuntime) -> None:
     """Attack the guard's and the cgroup's kernel-resource limits in one real bubblewrap
     launch; raises ``SandboxUnavailable`` (``limits_unverified``) naming each that did not
     hold."""
-    cgroup = create_run_cgroup("selfcheck-guard", _limits())
+    cgroup = create_run_cgroup("selfcheck-guard", selfcheck_limits(256 << 20, 32, _TCP_LIMIT))
     try:
         with tempfile.TemporaryDirectory(prefix="byte-probe-guardcheck-") as work:
             report = _launch(runtime, cgroup, Path(work))

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from probe_service.errors import SandboxUnavailable
-from probe_service.policies.digest import canonical_json
+from probe_service.policies import canonical_json
 from probe_service.sandbox.launch import NET_GUARD_PORTS_ENV, NET_GUARD_PROOF_ENV, Launch
 from probe_service.sandbox.namespace import SlotNamespace
 from probe_service.sandbox.runtime import LAUNCHER, SandboxRuntime

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..policies.executables import ExecutableIdentity
+from ..policies import ExecutableIdentity
 from ..safe_text import safe_line
 from .results import PreflightResult
 

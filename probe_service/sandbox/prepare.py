@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from probe_service.errors import ProbeServiceError, SandboxUnavailable
-from probe_service.policies.executables import (
+from probe_service.policies import (
     ExecutableIdentity,
     ExecutableNotAllowed,
     capture_identity,
@@ -25,7 +25,7 @@ from probe_service.policies.model import Policy, toolchain_of_pin
 from probe_service.sandbox.argsize import MAX_LAUNCH_ARG_BYTES, launch_arg_bytes
 from probe_service.sandbox.mounts import HostMounts, Mounts
 from probe_service.sandbox.settings import RunPaths
-from probe_service.toolchains.resolve import ResolvedToolchain
+from probe_service.toolchains import ResolvedToolchain
 
 __all__ = [
     "Command",

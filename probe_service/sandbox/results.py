@@ -26,6 +26,9 @@ Reason = Literal[
     # A passed search path (PATH, PYTHONPATH...) had an empty or relative entry, which would
     # find repository files first (docs/ARCHITECTURE.md, "Probe environment").
     "unsafe_search_path",
+    # The plan sets an environment name its policy does not list under plan_environment
+    # (the policy changed since the plan was made, or the plan was made without it).
+    "environment_not_allowed",
     "scratch_limit",
     "memory_limit",
     "process_limit",

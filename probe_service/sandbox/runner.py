@@ -20,13 +20,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from probe_service.envnames import PLAN_MODULE_PATHS
 from probe_service.errors import SandboxUnavailable
 from probe_service.fstree import remove_tree
 from probe_service.policies.executables import (
     ExecutableChanged,
     recheck_identity,
 )
-from probe_service.policies.model import Policy, passed_environment
+from probe_service.policies.model import (
+    Policy,
+    plan_environment_refusal,
+    probe_environment,
+)
 from probe_service.rundirs import make_run_dir
 from probe_service.sandbox.canary import never_started, run_canary
 from probe_service.sandbox.gate import StartGate, create_gate
@@ -61,11 +66,11 @@ from probe_service.sandbox.process import Bounded, run_bounded
 from probe_service.sandbox.results import LimitsApplied, SandboxResult
 from probe_service.sandbox.runtime import SandboxRuntime, find_system_tool, verify_unchanged
 from probe_service.sandbox.scratch import run_scratch, scratch_exhausted
-from probe_service.sandbox.search_paths import unsafe_search_path
 from probe_service.sandbox.seccomp import expected_seccomp_filters, write_filter
 from probe_service.sandbox.selfcheck import verify_limits
 from probe_service.sandbox.settings import build_settings, write_settings
 from probe_service.sandbox.slots import RunSlot, default_slots
+from probe_service.search_paths import unsafe_search_path
 from probe_service.toolchains.resolve import (
     ResolvedToolchain,
     ToolchainChanged,
@@ -77,16 +82,35 @@ __all__ = ["Refused", "run_canary", "run_sandboxed"]
 log = logging.getLogger(__name__)
 
 
-def _probe_env(
-    policy: Policy, scratch: Path, slot: RunSlot, environ: Mapping[str, str]
-) -> dict[str, str]:
-    # docs/ARCHITECTURE.md, "Probe environment": exactly the names the policy
-    # lists, with the worker's values (``environ``: the settings' frozen copy, never the
-    # live environment), plus our scratch-pointing names. The source is
-    # read-only, so home, temporary files and the caches tools keep by default in the
-    # home, the XDG directories or the project itself all go to scratch; these names
-    # win over a value the policy passes (the plan runner's RUNNER_GENERATED lists them).
-    env = passed_environment(policy, environ)
+@dataclass(frozen=True)
+class ProbeValues:
+    """The environment a run passes before the runner's own names: the policy's values
+    and the plan's (``policies.model.probe_environment``), and which names the plan set."""
+
+    values: Mapping[str, str]
+    plan_set: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(
+        cls, policy: Policy, environ: Mapping[str, str], plan_values: Mapping[str, str]
+    ) -> ProbeValues:
+        """The values of a run under ``policy``; raises Refused (``environment_not_allowed``)
+        when the plan sets a name the policy does not let it set."""
+        refusal = plan_environment_refusal(policy, plan_values)
+        if refusal is not None:
+            raise Refused("environment_not_allowed", refusal)
+        return cls(probe_environment(policy, environ, plan_values), frozenset(plan_values))
+
+
+def _probe_env(values: ProbeValues, scratch: Path, slot: RunSlot) -> dict[str, str]:
+    # docs/ARCHITECTURE.md, "Probe environment": exactly the names the policy lists, with
+    # its fixed values or the worker's (the settings' frozen copy, never the live
+    # environment), the values the plan sets for names the policy lets it, plus our
+    # scratch-pointing names. The source is read-only, so home, temporary files and the
+    # caches tools keep by default in the home, the XDG directories or the project itself
+    # all go to scratch; these names win over every other layer (the plan runner's
+    # RUNNER_GENERATED lists them).
+    env = dict(values.values)
     for sub in ("home", "tmp"):
         (slot.view(scratch) / sub).mkdir(exist_ok=True)
     home = scratch / "home"
@@ -132,7 +156,7 @@ def _make_launch(
     runtime: SandboxRuntime,
     prepared: Prepared,
     res: _Resources,
-    environ: Mapping[str, str],
+    values: ProbeValues,
 ) -> tuple[Launch, str, dict[str, Any]]:
     settings = build_settings(
         policy,
@@ -146,8 +170,10 @@ def _make_launch(
     settings_path = res.run_dir / "settings.json"
     digest = write_settings(settings, settings_path)
     os.chown(settings_path, res.identity.uid, res.identity.gid)
-    probe_env = _probe_env(policy, prepared.paths.scratch, res.slot, environ)
-    unsafe = unsafe_search_path(probe_env)
+    probe_env = _probe_env(values, prepared.paths.scratch, res.slot)
+    # A module path the plan set is its stated intent (``envnames.PLAN_MODULE_PATHS``); a
+    # PATH it set is judged like any other.
+    unsafe = unsafe_search_path(probe_env, values.plan_set & PLAN_MODULE_PATHS)
     if unsafe is not None:
         raise Refused("unsafe_search_path", unsafe)
     host_prefix = launcher_prefix(res.identity, _system_tool("unshare"), _system_tool("setpriv"))
@@ -322,7 +348,7 @@ def _execute(
     phases: dict[str, float],
     launchers: LauncherPool,
     slot: RunSlot | None,
-    environ: Mapping[str, str],
+    values: ProbeValues,
 ) -> SandboxResult:
     with _run_resources(policy, request.scratch_dir, runtime, slot) as res:
         base["limits"] = res.limits
@@ -330,7 +356,7 @@ def _execute(
         prepared = prepare_run(policy, request, dirs, res.slot.namespace)
         base["executable"] = prepared.executable
         launch, base["settings_digest"], settings = _make_launch(
-            policy, runtime, prepared, res, environ
+            policy, runtime, prepared, res, values
         )
         _chown_tree(res.slot.view(res.scratch), res.identity.uid, res.identity.gid)
         _check_reachable(prepared, res, [Path(t.path) for t in request.toolchains])
@@ -426,6 +452,7 @@ def run_sandboxed(
     snapshot_dir: Path,
     scratch_dir: Path,
     environment: Mapping[str, str],
+    plan_environment: Mapping[str, str] | None = None,
     cwd: str = ".",
     runtime: SandboxRuntime,
     extra_forbidden_roots: Sequence[Path] = (),
@@ -439,7 +466,9 @@ def run_sandboxed(
 
     The policy's environment names take their values from ``environment`` (the settings'
     frozen copy: docs/ARCHITECTURE.md, "Probe environment"); nothing else of it reaches
-    the probe.
+    the probe. ``plan_environment`` holds the values the plan sets: each name must be one
+    the policy lists under ``plan_environment``, else the run ends
+    ``environment_not_allowed`` before anything launches.
 
     ``toolchains`` are the policy's toolchains as resolved (with digests) by the caller;
     each is rechecked before launch. ``preflight`` commands (argument arrays) run first,
@@ -474,8 +503,9 @@ def run_sandboxed(
         # grant a tree the policy does not name (docs/ARCHITECTURE.md, "Toolchains").
         if sorted(policy.toolchains.items()) != sorted((t.name, t.path) for t in toolchains):
             raise Refused("toolchain_unavailable", "the policy's toolchains were not resolved")
+        values = ProbeValues.of(policy, environment, plan_environment or {})
         pool = launchers if launchers is not None else default_launchers()
-        result = _execute(policy, runtime, request, base, phases, pool, slot, environment)
+        result = _execute(policy, runtime, request, base, phases, pool, slot, values)
     except Refused as exc:
         result = SandboxResult.model_validate(
             {**base, "status": "inconclusive", "reason": exc.reason, "detail": str(exc)}

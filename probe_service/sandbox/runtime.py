@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from probe_service.errors import SandboxUnavailable
-from probe_service.policies.executables import SYSTEM_EXECUTABLE_DIRS
+from probe_service.policies import SYSTEM_EXECUTABLE_DIRS
 from probe_service.sandbox.identity import PROBE_UID_BASE, check_reachable
 from probe_service.settings import SANDBOX_DIR_ENV, read_settings
 
@@ -34,6 +34,7 @@ __all__ = [
     "NET_GUARD",
     "PINNED_VERSION",
     "SANDBOX_DIR_ENV",
+    "Fingerprint",
     "SandboxRuntime",
     "default_install_dir",
     "find_system_tool",
@@ -44,6 +45,7 @@ __all__ = [
     "verified_install",
     "verify_fingerprints",
     "verify_unchanged",
+    "write_digest_file",
 ]
 
 PINNED_VERSION = "0.0.55"
@@ -62,7 +64,8 @@ _OWN_FILES = (NET_GUARD, LAUNCHER, BWRAP_GUARD)
 _EXCLUDED = frozenset({"node_modules/.package-lock.json"})
 # The runtime ships apply-seccomp for these machines (generate-seccomp-filter.js).
 _VENDOR_ARCH = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}
-_Fingerprint = tuple[str, int, int, int, int]
+#: One file of a verified install as it was verified: path, device, inode, size, mtime (ns).
+Fingerprint = tuple[str, int, int, int, int]
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,7 @@ class SandboxRuntime:
     socat_path: Path | None
     rg_path: Path | None
     digest: str
-    fingerprints: tuple[_Fingerprint, ...]
+    fingerprints: tuple[Fingerprint, ...]
 
 
 def default_install_dir() -> Path:
@@ -129,7 +132,7 @@ def _lstat(full: Path) -> os.stat_result:
 
 def runtime_tree_digest(
     install_dir: Path, own_files: tuple[str, ...] = _OWN_FILES
-) -> tuple[str, tuple[_Fingerprint, ...]]:
+) -> tuple[str, tuple[Fingerprint, ...]]:
     """Hash our own files and every file and link under ``node_modules``.
 
     ``own_files`` names the files of ours beside ``node_modules`` (the TypeScript
@@ -138,7 +141,7 @@ def runtime_tree_digest(
     for a missing own file or an entry that is neither a file nor a link.
     """
     digest = hashlib.sha256()
-    prints: list[_Fingerprint] = []
+    prints: list[Fingerprint] = []
     for rel, full in _walk(install_dir, own_files):
         info = _lstat(full)
         if stat.S_ISLNK(info.st_mode):
@@ -240,7 +243,7 @@ def stage_install(
 
 def verified_install(
     root: Path, own_files: tuple[str, ...], digest_file: str, staging_dir: Path, what: str
-) -> tuple[Path, str, tuple[_Fingerprint, ...]]:
+) -> tuple[Path, str, tuple[Fingerprint, ...]]:
     """Check a Node install against its recorded digest; for a root worker whose probe uids
     cannot reach it, stage a copy (``stage_install``) and check the copy again. Returns
     the directory to use, its digest and fingerprints; raises ``SandboxUnavailable``."""
@@ -294,11 +297,11 @@ def verify_unchanged(runtime: SandboxRuntime) -> None:
 
 def verify_fingerprints(
     install_dir: Path,
-    fingerprints: tuple[_Fingerprint, ...],
+    fingerprints: tuple[Fingerprint, ...],
     own_files: tuple[str, ...] = _OWN_FILES,
 ) -> None:
     """Confirm a verified tree's stat fingerprints still hold; raises ``SandboxUnavailable``."""
-    current: list[_Fingerprint] = []
+    current: list[Fingerprint] = []
     for rel, full in _walk(install_dir, own_files):
         info = _lstat(full)
         current.append((rel, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns))
@@ -308,11 +311,18 @@ def verify_fingerprints(
         )
 
 
-if __name__ == "__main__":  # pragma: no cover - maintenance entry point
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else default_install_dir()
-    value, _ = runtime_tree_digest(target)
-    (target / DIGEST_FILE).write_text(
-        f"{value}  {', '.join(_OWN_FILES)} and node_modules "
+def write_digest_file(
+    install_dir: Path, own_files: tuple[str, ...] = _OWN_FILES, digest_file: str = DIGEST_FILE
+) -> None:
+    """Write the pinned digest of an install (after a change to its own files): the value
+    ``verified_install`` compares against, and what it covers."""
+    value, _ = runtime_tree_digest(install_dir, own_files)
+    (install_dir / digest_file).write_text(
+        f"{value}  {', '.join(own_files)} and node_modules "
         "(every file and link except node_modules/.package-lock.json)\n",
         encoding="utf-8",
     )
+
+
+if __name__ == "__main__":  # pragma: no cover - maintenance entry point
+    write_digest_file(Path(sys.argv[1]) if len(sys.argv) > 1 else default_install_dir())

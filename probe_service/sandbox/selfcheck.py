@@ -22,10 +22,9 @@ from pathlib import Path
 
 from probe_service.errors import SandboxUnavailable
 from probe_service.rundirs import sweep_stale_run_dirs
-from probe_service.sandbox.guardcheck import check_guarded_launch
+from probe_service.sandbox.guardcheck import check_guarded_launch, selfcheck_limits
 from probe_service.sandbox.identity import PROBE_SLOTS, PROBE_UID_BASE
 from probe_service.sandbox.limits import RunCgroup, create_run_cgroup, sweep_stale_cgroups
-from probe_service.sandbox.results import LimitsApplied
 from probe_service.sandbox.runtime import SandboxRuntime, locate_runtime
 from probe_service.sandbox.scratch import (
     ScratchLimits,
@@ -39,19 +38,6 @@ _MEMORY_LIMIT = 32 * 1024 * 1024
 _TASK_LIMIT = 4
 _ALLOCATE = "b = b'x' * (160 << 20)"
 _FORKS = "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 600 & done; exit 0"
-
-
-def _probe_limits() -> LimitsApplied:
-    return LimitsApplied(
-        mechanism="selfcheck",
-        timeout_seconds=60,
-        max_output_bytes=0,
-        cpu_seconds=60,
-        memory_bytes=_MEMORY_LIMIT,
-        max_processes=_TASK_LIMIT,
-        scratch_bytes=None,
-        file_size_bytes=None,
-    )
 
 
 def _run_in_probe_group(cgroup: RunCgroup, argv: list[str]) -> int:
@@ -73,7 +59,7 @@ def _run_in_probe_group(cgroup: RunCgroup, argv: list[str]) -> int:
 
 
 def _check_cgroups() -> None:
-    cgroup = create_run_cgroup("selfcheck", _probe_limits())
+    cgroup = create_run_cgroup("selfcheck", selfcheck_limits(_MEMORY_LIMIT, _TASK_LIMIT))
     try:
         _run_in_probe_group(cgroup, [sys.executable, "-c", _ALLOCATE])
         if cgroup.memory_kills() == 0:

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from probe_service.policies.digest import canonical_json
-from probe_service.policies.model import Policy
+from probe_service.policies import Policy, canonical_json
 from probe_service.sandbox.runtime import SandboxRuntime
 
 __all__ = [

@@ -9,23 +9,34 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from ..claims import RESOLUTIONS, ClaimCheck, KnowledgeHit, Obligation
+    from ..claims import (
+        RESOLUTIONS,
+        ClaimCheck,
+        GateReport,
+        KnowledgeHit,
+        Obligation,
+        RecheckReport,
+        batches_under_way,
+    )
+    from ..claims.gate_render import render_gate_markdown, render_gate_text
+    from ..claims.recheck_records import RecheckEntry
     from ..plans import ProbeRunResult
     from ..plans.output import kept_output
     from ..plans.phases import phase_seconds
     from ..plans.receipt_model import Receipt, parse_receipt
     from ..plans.receipt_parts import CommittedConfirmation
     from ..plans.receipt_schema import receipt_schema
+    from ..plans.signing import read_public_key
     from ..plans.summary import (
         ConfirmationSummary,
         ReceiptSummary,
         summarize_receipt,
         summary_json,
     )
-    from ..queue import RunSummary
+    from ..queue import RunStatus, RunSummary
+    from ..sandbox.policy_check import PolicyReport
     from ..store import Event
     from ..toolchains import ToolchainDigest
-    from ..toolchains.verify import PolicyReport
     from ..typescript.models import BoundaryResult
 
 __all__ = [
@@ -35,18 +46,26 @@ __all__ = [
     "CommittedConfirmation",
     "ConfirmationSummary",
     "Event",
+    "GateReport",
     "KnowledgeHit",
     "Obligation",
     "PolicyReport",
     "ProbeRunResult",
     "Receipt",
     "ReceiptSummary",
+    "RecheckEntry",
+    "RecheckReport",
+    "RunStatus",
     "RunSummary",
     "ToolchainDigest",
+    "batches_under_way",
     "kept_output",
     "parse_receipt",
     "phase_seconds",
+    "read_public_key",
     "receipt_schema",
+    "render_gate_markdown",
+    "render_gate_text",
     "summarize_receipt",
     "summary_json",
 ]

@@ -39,6 +39,10 @@ def allowed_capture_roots(
     return tuple(os.path.realpath(entry) for entry in entries)
 
 
+#: Allowed roots a refusal lists (the setting may hold many).
+_LISTED = 10
+
+
 def _within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
@@ -53,10 +57,16 @@ def _captured_by(secret: str, root: str) -> bool:
 
 
 def confine_capture_root(
-    requested: str, roots: tuple[str, ...], protected: tuple[Path, ...], home: Path
+    requested: str,
+    roots: tuple[str, ...],
+    protected: tuple[Path, ...],
+    home: Path,
+    base: Path | None = None,
 ) -> Path:
     """The resolved ``requested`` when it lies inside one of ``roots`` and its capture
-    would read none of the ``protected`` files (the signing key, the policy file).
+    would read none of the ``protected`` files (the signing key, the policy file). A
+    relative ``requested`` is taken from ``base`` (the face's ``--root``), never from the
+    server process's working directory.
 
     Raises UnsafePath naming the request, what it resolves to and the rule: a NUL byte,
     outside every allowed root (naming the setting), inside a ``.zyte`` directory,
@@ -65,12 +75,15 @@ def confine_capture_root(
     """
     if "\0" in requested:
         raise UnsafePath(f"root: {requested!r} holds a NUL byte")
-    resolved = os.path.realpath(requested)
+    anchored = os.path.join(base, requested) if base is not None else requested
+    resolved = os.path.realpath(anchored)
     where = f"root: {requested!r} (resolved {resolved!r})"
     if not any(_within(resolved, root) for root in roots):
+        allowed = ", ".join(repr(root) for root in roots[:_LISTED]) or "none"
+        more = f" and {len(roots) - _LISTED} more" if len(roots) > _LISTED else ""
         raise UnsafePath(
-            f"{where} is outside the capture roots this face allows; the administrator "
-            f"sets them in {CAPTURE_ROOTS_ENV}"
+            f"{where} is outside the capture roots this face allows ({allowed}{more}); "
+            f"the administrator sets them in {CAPTURE_ROOTS_ENV}"
         )
     if STATE_DIRNAME in resolved.split("/"):
         raise UnsafePath(f"{where} is inside a {STATE_DIRNAME} state directory")

@@ -4,19 +4,17 @@
 from typing import Any, Literal
 
 from probe_service.claims.brief import KnowledgeBrief
+from probe_service.claims.gate_report import GateReport
 from probe_service.claims.history import ClaimHistory, GatePreview
 from probe_service.claims.models import AnswerRequest, ClaimRequest
-from probe_service.claims.records import (
-    ChangeAnalysis,
-    ClaimRecord,
-    GateResult,
-    Obligation,
-    Tombstone,
-)
+from probe_service.claims.recheck_records import RecheckReport
+from probe_service.claims.records import ChangeAnalysis, ClaimRecord, Obligation, Tombstone
 from probe_service.plans.models import Plan
 from probe_service.plans.run import ProbeRunResult
+from probe_service.policies.describe import PolicyDescription
 from probe_service.queue.farm import FarmStats
 from probe_service.queue.listing import RunPage
+from probe_service.queue.status import RunStatus
 from probe_service.queue.submit import SubmitResult
 from probe_service.service.rows.admin import KeyCreated, PolicyChecked, PolicyList
 from probe_service.service.rows.claims import ClaimChecks, KnowledgeHits, Obligations
@@ -38,10 +36,15 @@ class OperationMethods:
     def invoke(self, name: str, /, **params: Any) -> Any: ...
     def capabilities(
         self,
+        *,
+        detail: bool = ...,
+        operations: tuple[str, ...] = ...,
     ) -> Capabilities:
         """Negotiate: the engine version, schema versions, every operation this interface offers
-        with its request and response JSON Schemas, and whether the sandbox is ready here
-        (verified runtime, prerequisites, platform). Reads nothing from repositories."""
+        with a one-line summary, and whether the sandbox is ready here (verified runtime,
+        prerequisites, platform); detail: true (or operations: [names]) adds full descriptions
+        and request and response JSON Schemas. Reads nothing from repositories. Refuses an
+        operation name this interface does not offer."""
 
     def snapshot_capture(
         self,
@@ -52,7 +55,8 @@ class OperationMethods:
         in the tree is executed. The same content gives the same snapshot id. Refuses unreadable
         roots, names a materialization would refuse, and trees over the file or size limits; a
         tree that keeps changing is retried, then refused. On the host and MCP faces the root
-        must lie inside the administrator's capture roots."""
+        must lie inside the administrator's capture roots, and a relative root is taken from the
+        face's --root."""
 
     def snapshot_get(
         self,
@@ -76,9 +80,11 @@ class OperationMethods:
         *,
         plan: Plan | dict[str, Any],
     ) -> PlanCreated:
-        """Persist an immutable experiment plan and return its id. Never executes anything and
-        never reads a policy: the plan only names the policy it must run under. Refuses a plan
-        whose snapshot is not stored, and names the first bad field."""
+        """Persist an immutable experiment plan and return its id. Never executes anything. When
+        the administrator's policy file holds the plan's policy_id, the plan is checked against
+        it first (policy_checked): an executable it does not allow or an environment name it
+        does not let a plan set is refused naming the field, and nothing is written. Refuses a
+        plan whose snapshot is not stored, and names the first bad field."""
 
     def probe_get(
         self,
@@ -94,12 +100,23 @@ class OperationMethods:
         policy_id: str,
         reuse: bool = ...,
         via: Literal["auto", "embedded", "queue"] = ...,
-        wait_seconds: float = ...,
-    ) -> ProbeRunResult:
+        wait_seconds: float | None = ...,
+    ) -> ProbeRunResult | RunStatus:
         """Run a stored plan in the sandbox under the administrator policy with exactly that id,
-        and return the oracle outcome (supports, refutes, inconclusive with a reason) and the
-        signed or unsigned receipt. Every prerequisite failure ends inconclusive; nothing ever
-        runs unsandboxed. A queued run no worker took within wait_seconds is cancelled."""
+        and return the oracle outcome (supports, refutes, inconclusive with a reason), the
+        signed or unsigned receipt, and reuse (why a stored receipt did or did not answer).
+        Waits at most wait_seconds (60 by default): a run not done by then is answered with its
+        status and run_id (poll run_status) and keeps going. Every prerequisite failure ends
+        inconclusive; nothing ever runs unsandboxed."""
+
+    def run_status(
+        self,
+        *,
+        run_id: str,
+    ) -> RunStatus:
+        """Where a run stands (queued, running, done) and, once done, its result with the receipt:
+        poll it with the run_id probe_run or probe_submit returned. Read-only; refuses a run id
+        that is not stored."""
 
     def probe_submit(
         self,
@@ -108,16 +125,21 @@ class OperationMethods:
         policy_id: str,
         reuse: bool = ...,
     ) -> SubmitResult:
-        """Queue many stored plans under one policy id as one batch for any worker; returns the
-        batch id and run ids at once (poll batch_status). Without a configured queue the runs
-        are persisted and wait for `byte-probe submit --resume`."""
+        """Queue stored plans under one policy id as one batch and return the batch id and run ids
+        at once (poll run_status with each run id); without a configured queue the runs execute
+        in this process in the background. Refuses the whole batch (nothing stored) when a plan
+        id is not stored or, without a configured queue, when this service's policy file has no
+        policy_id."""
 
     def batch_status(
         self,
         *,
         batch_id: str,
     ) -> BatchStatus:
-        """Counts by state and outcome, and every run of a batch with its receipt id."""
+        """Counts by state and outcome, and every run of a batch with its receipt id. For the batch
+        of an obligation_recheck, its report: once every run is done the recheck is settled
+        (exactly once, by whoever sees it first) and each obligation is resolved rechecked or
+        left open naming the receipt that disagreed."""
 
     def run_cancel(
         self,
@@ -160,6 +182,17 @@ class OperationMethods:
     ) -> PolicyList:
         """The ids and digests of the administrator's policies (never their bodies), so a plan can
         name one. Refuses when the policy file is missing, unsafe or malformed."""
+
+    def policy_describe(
+        self,
+        *,
+        policy_id: str,
+    ) -> PolicyDescription:
+        """What one policy allows, to plan against it: executables, timeout, output, memory,
+        process, open-file and scratch limits, domains and ports, toolchain names, the
+        environment (fixed values, names from the worker, names a plan may set), whether
+        refutations are confirmed, and the oracle sources that need a reference. Never a path of
+        the administrator's. Refuses an unknown id (not_found, naming policy_id)."""
 
     def policy_check(
         self,
@@ -313,6 +346,24 @@ class OperationMethods:
         claim's plan on the obligation's snapshot and agrees), superseded (a successor claim) or
         withdrawn. Refuses evidence from another plan or snapshot."""
 
+    def obligation_recheck(
+        self,
+        *,
+        snapshot_id: str,
+        scope: str | None = ...,
+        obligation_ids: tuple[str, ...] = ...,
+        reuse: bool = ...,
+        requested_by: str | None = ...,
+    ) -> RecheckReport:
+        """Rerun, for each open obligation on a snapshot (in a scope, or those named), the evidence
+        its claim rests on: the same plans with only snapshot_id changed, under the same policy
+        ids, as one batch of runs. Returns at once with the batch id; poll batch_status, which
+        settles the recheck when the last run is done: every rerun agrees -> resolved rechecked;
+        otherwise the obligation stays open naming the receipt. A claim with nothing to rerun is
+        listed as needing a person or an agent, with what it rests on. Refuses, writing nothing:
+        an obligation already resolved, of another scope or snapshot, or (named) with nothing to
+        rerun."""
+
     def gate(
         self,
         *,
@@ -320,12 +371,15 @@ class OperationMethods:
         scope: str | None = ...,
         allow_empty: bool = ...,
         require_signed: tuple[str, ...] = ...,
-    ) -> GateResult:
+        fail_on_refuted: bool = ...,
+    ) -> GateReport:
         """Recheck every live claim of a scope against one snapshot and say whether the snapshot
         passes: no open obligation, no claim that is not current (and, with require_signed,
-        every receipt signed by a required key). Refuses, writing nothing, a snapshot the store
-        does not hold (not_found) and a scope (or store) without a live claim (invalid_input,
-        listing the scopes that have one) unless allow_empty."""
+        every receipt signed by a required key). Each open obligation comes with its claim's
+        statement, what moved and the exact recheck command; live claims whose outcome is
+        refuted are a warning (a failure with fail_on_refuted). Refuses, writing nothing, a
+        snapshot the store does not hold (not_found) and a scope (or store) without a live claim
+        (invalid_input, listing the scopes that have one) unless allow_empty."""
 
     def knowledge_events(
         self,

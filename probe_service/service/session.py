@@ -3,8 +3,9 @@
 A session holds the settings (read once from the environment at start, or given:
 docs/ARCHITECTURE.md, "Settings"), the store, the queue they choose (a broker when
 ``PROBE_REDIS_URL`` names one, else the embedded queue), the receipt lookup over the store,
-the caller's interface label (written to the audit log), and on a machine face the
-directories ``snapshot_capture`` may read (docs/ARCHITECTURE.md, "Faces": capture roots).
+and its ``CallContext`` (``context.py``): the caller's face label (written to the audit
+log), the settings and, on a machine face, the directories ``snapshot_capture`` may read
+(docs/ARCHITECTURE.md, "Faces": capture roots).
 The long-lived faces open one session and serve every request through it
 (docs/ARCHITECTURE.md, "The operation table"). Every operation is a typed method
 (``methods.pyi``, generated from the table).
@@ -13,6 +14,7 @@ The long-lived faces open one session and serve every request through it
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ..settings import Settings, read_settings
 from ..store import Store, open_store
 from .capture_roots import allowed_capture_roots
+from .context import CallContext
 from .ids import resolve_request
 from .methods import OperationMethods
 from .registry import Face, Operation, Request, lookup
@@ -51,6 +54,7 @@ class ProbeService(OperationMethods):
         queue: Queue | None = None,
         on_progress: Callable[[dict[str, int]], None] | None = None,
         capture_roots: tuple[str, ...] | None = None,
+        root: Path | None = None,
         backend: SandboxBackend | None = None,
     ) -> None:
         """``settings`` default to the environment's, read now; ``policy_file`` replaces
@@ -62,13 +66,12 @@ class ProbeService(OperationMethods):
         settings = settings or read_settings()
         if policy_file is not None:
             settings = settings.replace(policy_file=Path(policy_file))
-        self.settings = settings
         self._store = store
         self._open_store = open_store
         self._store_lock = threading.Lock()
         self._receipts: ReceiptLookup | None = None
-        self.interface: Face = interface
         self._queue = queue
+        self._embedded: Queue | None = None
         self._queue_lock = threading.Lock()
         self._backend = backend
         self._cache: dict[str, Any] = {}
@@ -78,10 +81,14 @@ class ProbeService(OperationMethods):
         # A program or a model on the host or MCP face captures only inside these; the
         # local user of the Python API and the CLI is not confined (None). A lazy session
         # without them has no root to default to: only the setting's directories, if any.
+        #: The session's ``--root`` (where its embedded store lives); a machine face takes a
+        #: relative capture root from it.
+        self.root = root if root is not None else (store.root if store is not None else None)
         if capture_roots is None and interface in MACHINE_FACES:
-            root = store.root if store is not None else None
-            capture_roots = allowed_capture_roots(settings.capture_roots, root)
-        self.capture_roots = capture_roots
+            capture_roots = allowed_capture_roots(settings.capture_roots, self.root)
+        #: What every row hands the parts it calls (docs/ARCHITECTURE.md, "The operation
+        #: table"): the face label, the settings, the capture roots, the boundary analyzer.
+        self.context = CallContext(face=interface, settings=settings, capture_roots=capture_roots)
 
     @classmethod
     def open(
@@ -120,11 +127,27 @@ class ProbeService(OperationMethods):
             "settings": settings,
             "policy_file": policy_file,
             "capture_roots": roots,
+            "root": Path(os.path.abspath(path)),
             "backend": backend,
         }
         if lazy:
             return cls(open_store=opener, **options)
         return cls(opener(), **options)
+
+    @property
+    def interface(self) -> Face:
+        """The face label of this session (``context.face``)."""
+        return self.context.face
+
+    @property
+    def settings(self) -> Settings:
+        """The settings every operation of this session reads (``context.settings``)."""
+        return self.context.settings
+
+    @property
+    def capture_roots(self) -> tuple[str, ...] | None:
+        """Where ``snapshot_capture`` may read on a machine face; None: not confined."""
+        return self.context.capture_roots
 
     @property
     def policy_file(self) -> Path:
@@ -171,6 +194,20 @@ class ProbeService(OperationMethods):
                 self._queue = open_queue(self.settings, self._backend)
             return self._queue
 
+    @property
+    def embedded_queue(self) -> Queue:
+        """The queue that executes runs in this process: the session's queue when it is
+        the embedded one, else one of its own (``probe_run`` ``via: embedded``)."""
+        queue = self.queue
+        if queue.embedded:
+            return queue
+        with self._queue_lock:
+            if self._embedded is None:
+                from ..queue import InlineQueue
+
+                self._embedded = InlineQueue(self.settings, self.backend)
+            return self._embedded
+
     def cached(self, key: str, compute: Callable[[], Any]) -> Any:
         """A value computed once per session (sandbox readiness, for example)."""
         if key not in self._cache:
@@ -211,10 +248,12 @@ class ProbeService(OperationMethods):
         return resolve_request(op.parse(params), lambda: self.store)
 
     def close(self) -> None:
-        """Close the queue connection and the store."""
-        if self._queue is not None:
-            self._queue.close()
-            self._queue = None
+        """Wait for the runs this session executes in the background (docs/ARCHITECTURE.md,
+        "Asynchronous runs"), then close the queue connection and the store."""
+        for queue in (self._embedded, self._queue):
+            if queue is not None:
+                queue.close()
+        self._queue = self._embedded = None
         if self._store is not None:
             self._store.close()
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from sqlalchemy import select
 
 from ..errors import NotFound, UnsafePath
+from ..fstree import make_directory
 from ..store import Store
 from ..store.schema import snapshots
 from .blobs import decompress_blob, fetch_compressed
@@ -110,12 +111,7 @@ def snapshot_materialize(store: Store, snapshot_id: str, dest: Path) -> Snapshot
 
 
 def _open_empty_dest(dest: Path) -> int:
-    try:
-        os.mkdir(dest, 0o755)
-    except FileExistsError:
-        pass
-    except OSError as exc:
-        raise UnsafePath(f"{dest}: cannot create destination ({exc.strerror})") from exc
+    make_directory(dest, 0o755, "destination")
     try:
         fd = os.open(dest, _DIR_FLAGS)
     except OSError as exc:

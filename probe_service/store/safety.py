@@ -12,6 +12,7 @@ import stat
 from pathlib import Path
 
 from ..errors import UnsafePath
+from ..fstree import make_directory
 
 __all__ = ["DB_FILENAME", "STATE_DIRNAME", "check_database_files", "prepare_state_dir"]
 
@@ -33,12 +34,7 @@ def prepare_state_dir(root: Path) -> Path:
     if not stat.S_ISDIR(root_stat.st_mode):
         raise UnsafePath(f"{root}: repository root is not a directory")
     state = root / STATE_DIRNAME
-    try:
-        os.mkdir(state, 0o700)
-    except FileExistsError:
-        pass
-    except OSError as exc:
-        raise UnsafePath(f"{state}: cannot create state directory ({exc.strerror})") from exc
+    make_directory(state, 0o700, "state directory")
     st = os.lstat(state)
     if stat.S_ISLNK(st.st_mode):
         raise UnsafePath(f"{state}: state directory is a symbolic link")

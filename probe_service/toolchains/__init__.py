@@ -10,6 +10,11 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from ..policies.toolchain_roots import (
+        ToolchainUnsafe,
+        check_toolchain_pins,
+        check_toolchain_root,
+    )
     from .digest import (
         ExternalTarget,
         ToolchainDigest,
@@ -22,7 +27,6 @@ if TYPE_CHECKING:
         recheck_toolchains,
         resolve_toolchains,
     )
-    from .roots import ToolchainUnsafe, check_toolchain_pins, check_toolchain_root
 
 __all__ = [
     "ExternalTarget",

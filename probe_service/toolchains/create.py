@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import InvalidInput
+from ..policies.toolchain_roots import ToolchainUnsafe
 from .digest import ToolchainDigest, digest_toolchain
-from .roots import ToolchainUnsafe
 
 __all__ = ["ToolchainBuildFailed", "create_python_toolchain", "publish_modes"]
 

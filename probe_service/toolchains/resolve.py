@@ -13,9 +13,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import PolicyError
-from ..policies.model import Policy
+from ..policies import Policy
+from ..policies.toolchain_roots import check_toolchain_pins, check_toolchain_root
 from .digest import ToolchainDigest, ToolchainDigester, digest_toolchain
-from .roots import check_toolchain_pins, check_toolchain_root
 
 __all__ = ["ResolvedToolchain", "ToolchainChanged", "recheck_toolchains", "resolve_toolchains"]
 

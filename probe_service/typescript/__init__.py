@@ -1,6 +1,7 @@
 """The TypeScript boundary: an isolated compiler worker over a materialized snapshot.
 
 docs/ARCHITECTURE.md, "TypeScript boundary". Import the parts from their modules
-(``boundary``, ``claims``, ``install``, ``profile``); this package imports nothing eagerly,
-so the claims part can reach it without a cycle.
+(``analyzer``, ``boundary``, ``claims``, ``install``, ``profile``). It builds on the claims
+part, which reaches it only through the ``BoundaryAnalyzer`` a session hands in
+(``analyzer.py``; docs/ARCHITECTURE.md, "Layers").
 """

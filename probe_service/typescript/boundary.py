@@ -15,14 +15,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..claims import SnapshotSource
 from ..claims.digests import digest_json
 from ..claims.models import MAX_QUERY_RESULTS
 from ..claims.queries import ANALYZER_VERSION, typescript_domain
-from ..claims.sources import SnapshotSource
 from ..claims.views import BlobMissing, EntryLike, TreeView
 from ..errors import InvalidInput, NotFound
 from ..sandbox import SandboxRuntime
 from ..store import Store
+from .analyzer import TYPESCRIPT_BOUNDARY
 from .install import PINNED_TYPESCRIPT, WorkerInstall
 from .models import SEARCHED_NAMED, BoundaryProject, BoundaryResult, BoundarySite
 from .worker import ADAPTER_VERSION, WorkerAnswer, WorkerRequest, run_worker, span_matches
@@ -50,7 +51,7 @@ def typescript_boundary(
     worker failures are answers (``unavailable``), never exceptions. Writes nothing.
     """
     check_request(symbol, file, max_results)
-    tree = SnapshotSource(store).require(snapshot_id)
+    tree = SnapshotSource(store, TYPESCRIPT_BOUNDARY).require(snapshot_id)
     try:
         result = boundary_for_tree(
             tree,

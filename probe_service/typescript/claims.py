@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from ..claims.applicability import result_changed
 from ..claims.models import TypeScriptBoundaryQuery
 from ..claims.queries import ANALYZER_VERSION, typescript_domain
 from ..claims.records import Applicability, QueryBaseline, QueryMatch, QueryResult
@@ -28,7 +29,7 @@ from .identifiers import (
 )
 from .models import BoundaryResult, BoundarySite
 
-__all__ = ["check_boundary", "evaluate_boundary_query", "query_result"]
+__all__ = ["check_boundary", "checked_boundary", "evaluate_boundary_query", "query_result"]
 
 
 def evaluate_boundary_query(
@@ -134,19 +135,28 @@ def check_boundary(baseline: QueryBaseline, tree: TreeView) -> tuple[Applicabili
     if inputs_same and not extras:
         return "current", "TypeScript inputs and identifier occurrences unchanged; compiler skipped"
     result = evaluate_boundary_query(query, tree, extras)
+    tree.memo[_checked_key(baseline)] = result
     news = _describe(appeared)
     if baseline.form == "negative_query":
         return _still_empty(result, news)
     if result.result_digest == baseline.result_digest:
         what = "domain changed" if not inputs_same else "new occurrence(s) outside the domain"
         return "current", f"{what}; result re-evaluated and unchanged{news}"
-    reason = (
-        f"result changed: {baseline.match_count} -> {len(result.matches)} match(es), "
-        f"complete={result.complete}, truncated={result.truncated}{news}"
-    )
+    reason = result_changed(baseline.match_count, result) + news
     if not result.complete and result.notes:
         reason += f"; {result.notes[0]}"
     return "needs_recheck", reason
+
+
+def checked_boundary(baseline: QueryBaseline, tree: TreeView) -> QueryResult | None:
+    """The result ``check_boundary`` computed for ``baseline`` on ``tree``, or None when it
+    decided without running the compiler (the gate's report never runs it again)."""
+    found = tree.memo.get(_checked_key(baseline))
+    return found if isinstance(found, QueryResult) else None
+
+
+def _checked_key(baseline: QueryBaseline) -> tuple[str, str]:
+    return ("ts-boundary-checked", baseline.query.model_dump_json() + baseline.result_digest)
 
 
 def _still_empty(result: QueryResult, news: str) -> tuple[Applicability, str]:

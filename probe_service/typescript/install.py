@@ -17,9 +17,11 @@ from pathlib import Path
 
 from probe_service.errors import SandboxUnavailable
 from probe_service.sandbox.runtime import (
+    Fingerprint,
     runtime_tree_digest,
     verified_install,
     verify_fingerprints,
+    write_digest_file,
 )
 from probe_service.settings import WORKER_DIR_ENV, read_settings
 
@@ -41,7 +43,6 @@ DIGEST_FILE = "worker.sha256"
 _OWN_FILES = (WORKER_FILE, "routes.cjs", "positions.cjs")
 #: Where a root caller keeps copies of the verified worker that probe uids can read.
 STAGING_DIR = Path("/var/lib/byte-probe/tsboundary")
-_Fingerprint = tuple[str, int, int, int, int]
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class WorkerInstall:
     install_dir: Path
     worker_path: Path
     digest: str
-    fingerprints: tuple[_Fingerprint, ...]
+    fingerprints: tuple[Fingerprint, ...]
 
 
 def default_worker_dir() -> Path:
@@ -61,7 +62,7 @@ def default_worker_dir() -> Path:
     return read_settings().tsboundary_dir
 
 
-def worker_tree_digest(install_dir: Path) -> tuple[str, tuple[_Fingerprint, ...]]:
+def worker_tree_digest(install_dir: Path) -> tuple[str, tuple[Fingerprint, ...]]:
     """Digest of the worker's own files and every file and link under ``node_modules``.
 
     Raises ``SandboxUnavailable`` (``sandbox_unverified``) like the runtime digest.
@@ -104,9 +105,4 @@ if __name__ == "__main__":  # pragma: no cover - maintenance entry point
     import sys
 
     target = Path(sys.argv[1]) if len(sys.argv) > 1 else default_worker_dir()
-    value, _ = worker_tree_digest(target)
-    (target / DIGEST_FILE).write_text(
-        f"{value}  {', '.join(_OWN_FILES)} and node_modules "
-        "(every file and link except node_modules/.package-lock.json)\n",
-        encoding="utf-8",
-    )
+    write_digest_file(target, _OWN_FILES, DIGEST_FILE)

@@ -11,6 +11,7 @@ from sqlalchemy import delete, text, update
 
 import probe_service.claims as claims_pkg
 from probe_service.claims import (
+    LocalCaller,
     ReceiptLookup,
     change_analyze,
     claim_create,
@@ -28,7 +29,9 @@ from .helpers import PARSE_PY, WorkTree, claim_request
 @pytest.fixture
 def history(tree: WorkTree, receipts: ReceiptLookup) -> Store:
     start = tree.write("src/parse.py", PARSE_PY).capture()
-    record = claim_create(tree.store, claim_request(start), receipts=receipts, interface="mcp")
+    record = claim_create(
+        tree.store, claim_request(start), receipts=receipts, caller=LocalCaller(face="mcp")
+    )
     end = tree.write("src/parse.py", "changed\n").capture()
     opened = change_analyze(tree.store, start, end).opened[0]
     obligation_resolve(tree.store, opened.obligation_id, "accepted_risk", "fine")
@@ -104,10 +107,10 @@ def test_no_module_updates_or_deletes_any_claims_table() -> None:
 
 
 def test_audit_module_exposes_only_append_and_read() -> None:
-    """The audit module's public surface is append and read."""
+    """The audit module's public surface is append and read (the log, or one row of it)."""
     from probe_service.claims import audit
 
-    assert set(audit.__all__) == {"AuditEntry", "append_audit", "read_audit"}
+    assert set(audit.__all__) == {"AuditEntry", "append_audit", "audit_entry", "read_audit"}
 
 
 def test_raw_sql_delete_is_refused_too(history: Store) -> None:

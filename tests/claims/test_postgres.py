@@ -6,6 +6,7 @@ import pytest
 from sqlalchemy import delete, update
 
 from probe_service.claims import (
+    LocalCaller,
     ReceiptLookup,
     change_analyze,
     claim_check,
@@ -23,6 +24,9 @@ from probe_service.errors import Conflict, EvidenceMismatch
 from .helpers import PARSE_PY, WorkTree, claim_request, grep, stored_receipt
 
 pytestmark = pytest.mark.postgres
+
+#: A caller on the MCP face, whose label the audit log keeps.
+MCP = LocalCaller(face="mcp")
 
 
 def test_core_flow(pg_tree: WorkTree, receipts: ReceiptLookup) -> None:
@@ -100,7 +104,7 @@ def test_trust_flow(pg_tree: WorkTree) -> None:
                            receipts=lookup)  # fmt: skip
     agrees = stored_receipt(store, "supports", end, run_id="r3")
     done = obligation_resolve(store, opened.obligation_id, "rechecked", "r", receipt=agrees,
-                              receipts=lookup, interface="mcp", resolved_by="bot")  # fmt: skip
+                              receipts=lookup, caller=MCP, resolved_by="bot")  # fmt: skip
     assert (done.interface, done.resolved_by) == ("mcp", "bot")
     assert gate(store, pg_tree.write("src/parse.py", "broken\n").capture()).passed is False
     assert gate(store, start).passed

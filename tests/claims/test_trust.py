@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from probe_service.claims import (
+    LocalCaller,
     ReceiptLookup,
     change_analyze,
     checking,
@@ -113,7 +114,7 @@ class TestResolutionsAgree:
         good = stored_receipt(tree.store, "supports", end, run_id="again")
         done = obligation_resolve(tree.store, opened.obligation_id, "rechecked", "ran it",
                                   receipt=good, receipts=store_receipts(tree.store),
-                                  interface="mcp", resolved_by="alice")  # fmt: skip
+                                  caller=LocalCaller(face="mcp"), resolved_by="alice")  # fmt: skip
         assert (done.resolution, done.interface, done.resolved_by, done.rationale) == (
             "rechecked", "mcp", "alice", "ran it",
         )  # fmt: skip
@@ -127,7 +128,9 @@ class TestResolutionsAgree:
     def test_withdrawing_closes_open_obligations(self, tree: WorkTree) -> None:
         """A withdrawn claim leaves no open obligation; each is resolved ``withdrawn``."""
         opened, _ = stale_obligation(tree)
-        claim_withdraw(tree.store, opened.claim_id, "premise was wrong", interface="cli")
+        claim_withdraw(
+            tree.store, opened.claim_id, "premise was wrong", caller=LocalCaller(face="cli")
+        )
         (closed,) = obligation_list(tree.store, claim_id=opened.claim_id)
         assert (closed.state, closed.resolution, closed.interface) == (
             "resolved", "withdrawn", "cli",

@@ -28,23 +28,6 @@ ALLOWED = (
 
 #: The exceptions, each with its reason (docs/ARCHITECTURE.md, "The operation table").
 EXCEPTIONS: dict[str, dict[str, str]] = {
-    "queue.py": {
-        # The worker command runs the queue's own machinery (supervisor, metrics): it
-        # serves runs rather than calling the table. `submit` reads the JSONL file and
-        # writes JUnit with the queue's public format functions.
-        "probe_service.queue": "public __init__ API: worker, JSONL reading, JUnit writing",
-    },
-    "doctor.py": {
-        # doctor inspects what lies below the table: the runtime install, system tools,
-        # the kernel mechanism, the policy and key files and Redis.
-        "probe_service.sandbox": "public __init__ API: the pinned runtime's digest",
-        "probe_service.sandbox.runtime": "find_system_tool (bwrap, socat, rg)",
-        "probe_service.sandbox.selfcheck": "the containment mechanism's self-description",
-        "probe_service.sandbox.requirements": "root, capabilities, cgroup version, a launch",
-        "probe_service.policies": "public __init__ API: the policy file check",
-        "probe_service.plans.signing": "the configured signing key",
-        "probe_service.typescript.install": "the pinned TypeScript worker's install",
-    },
     "faces.py": {
         # `host` and `mcp` start the long-lived faces: adapters over the table like the CLI.
         "probe_service.faces": "the NDJSON host and the MCP server",

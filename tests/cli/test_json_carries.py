@@ -108,11 +108,15 @@ def test_a_refusals_detail_is_in_every_json(
 
 
 def test_every_face_declares_the_same_fields() -> None:
-    """probe_run's response schema (the same on every face) has the summary fields."""
+    """probe_run's response schema (the same on every face) has the summary fields: the
+    result's, beside the status it answers with when its wait expires."""
     for op in operations("mcp"):
         if op.name == "probe_run":
-            properties = op.schemas()["response"]["properties"]
+            schema = op.schemas()["response"]
+            properties = schema["$defs"]["ProbeRunResult"]["properties"]
             assert set(SUMMARY) <= set(properties)
+            refs = {branch["$ref"].rpartition("/")[2] for branch in schema["anyOf"]}
+            assert refs == {"ProbeRunResult", "RunStatus"}
 
 
 def _write(path: Path, document: dict[str, Any]) -> str:

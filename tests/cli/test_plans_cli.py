@@ -28,7 +28,8 @@ class TestPlanCommands:
         path = str(plan_file("print(1)", exit_oracle()))
         _, first, _ = cli("plan", "create", path, "--json")
         _, second, _ = cli("plan", "create", path, "--json")
-        assert json.loads(second) == {"plan_id": json.loads(first)["plan_id"], "created": False}
+        plan_id = json.loads(first)["plan_id"]
+        assert json.loads(second) == {"plan_id": plan_id, "created": False, "policy_checked": True}
 
     def test_create_invalid_plan_names_field(self, cli: CliRunner, plan_file: PlanWriter) -> None:
         """An invalid plan exits 3 with one stderr line naming the field."""

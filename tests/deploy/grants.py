@@ -83,6 +83,8 @@ def doctor(
         timeout=240,
         check=False,
     )
+    # An emulation that could not even start doctor says why, not a JSON decode error.
+    assert done.stdout.strip(), f"doctor printed nothing (exit {done.returncode}): {done.stderr}"
     checks: dict[str, dict[str, Any]] = {}
     for check in json.loads(done.stdout)["checks"]:
         if check["name"] not in checks or not check["ok"]:

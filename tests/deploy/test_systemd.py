@@ -206,12 +206,22 @@ set -eu
 mount --bind /var/lib/byte-probe /var/lib/byte-probe
 mount --bind "$PREFIX" "$HOLD/interpreter"
 mkdir -p /run/byte-probe && mount --bind /run/byte-probe /run/byte-probe
+if [ -n "$CHECKOUT_UNDER_TMP" ]; then
+    # A clone under /tmp (CI's clean clone) would vanish behind the private /tmp: bind it
+    # back read-only, as an installed worker's code would sit outside its /tmp.
+    mkdir -p "$HOLD/checkout" && mount --bind "$CHECKOUT" "$HOLD/checkout"
+fi
 mount --bind "$HOLD/tmp" /tmp
+if [ -n "$CHECKOUT_UNDER_TMP" ]; then
+    mkdir -p "$CHECKOUT" && mount --bind "$HOLD/checkout" "$CHECKOUT"
+    umount -l "$HOLD/checkout"
+fi
 mkdir -p "$HOLD/dev" && mount --bind /dev "$HOLD/dev"
 mount -o remount,bind,ro /
 for writable in /var/lib/byte-probe /run/byte-probe /tmp; do
     mount -o remount,bind,rw "$writable"
 done
+if [ -n "$CHECKOUT_UNDER_TMP" ]; then mount -o remount,bind,ro "$CHECKOUT"; fi
 mount -t tmpfs -o mode=000 tmpfs /home
 mount -t tmpfs -o mode=000 tmpfs /root
 if [ -n "$UNDER_ROOT" ]; then
@@ -263,6 +273,7 @@ def _doctor_in_the_unit(hold: Path, breaking: str = "") -> tuple[int, dict[str, 
         "PREFIX": prefix,
         "UNDER_ROOT": under_root,
         "CHECKOUT": str(ROOT),
+        "CHECKOUT_UNDER_TMP": "1" if str(ROOT.resolve()).startswith("/tmp/") else "",
         "BREAK": breaking,
     }
     (bounding,) = unit_settings(WORKER)["CapabilityBoundingSet"]

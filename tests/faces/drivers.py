@@ -90,9 +90,11 @@ class HostDriver:
 class McpDriver:
     """``byte-probe mcp`` through the SDK's stdio client, driven from a blocking portal."""
 
-    def __init__(self, portal: BlockingPortal, session: ClientSession) -> None:
+    def __init__(self, portal: BlockingPortal, session: ClientSession, instructions: str) -> None:
         self.portal = portal
         self.session = session
+        #: What the server told the client at initialization.
+        self.instructions = instructions
 
     def call(self, op: str, params: dict[str, Any] | None = None) -> Any:
         result = self.portal.call(self.session.call_tool, f"byte_{op}", params or {})
@@ -132,8 +134,8 @@ def open_mcp(root: Path) -> Iterator[McpDriver]:
         portal.wrap_async_context_manager(stdio_client(params)) as (read, write),
         portal.wrap_async_context_manager(ClientSession(read, write)) as session,
     ):
-        portal.call(session.initialize)
-        yield McpDriver(portal, session)
+        initialized = portal.call(session.initialize)
+        yield McpDriver(portal, session, initialized.instructions or "")
 
 
 @contextlib.contextmanager

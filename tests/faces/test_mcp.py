@@ -32,8 +32,9 @@ class TestTools:
             assert tool.input_schema == op.request.model_json_schema()
             assert tool.description == op.description
         names = {t.name for t in listed}
-        assert {"byte_probe_run", "byte_snapshot_capture", "byte_knowledge_query"} <= names
-        assert not names & {"byte_policy_check", "byte_snapshot_materialize", "byte_probe_submit"}
+        agent = {"byte_probe_run", "byte_probe_submit", "byte_run_status", "byte_policy_describe"}
+        assert {"byte_snapshot_capture", "byte_knowledge_query", *agent} <= names
+        assert not names & {"byte_policy_check", "byte_snapshot_materialize", "byte_batch_submit"}
 
     def test_refusal_is_a_tool_error_with_code_and_message(self, tmp_path: Path) -> None:
         """A refused call is isError with the table's code and a message naming the field."""

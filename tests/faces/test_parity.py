@@ -8,7 +8,6 @@ test writes; the host and the MCP server are real subprocesses (``byte-probe hos
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from probe_service.policies import POLICY_FILE_ENV
 from probe_service.sandbox import SandboxRuntime
 from probe_service.service.capture_roots import CAPTURE_ROOTS_ENV
 
+from ..rechecking import write_policy
 from .drivers import FACES, Driver, open_face
 
 pytestmark = pytest.mark.sandbox
@@ -28,20 +28,6 @@ SCOPE = "parsing"
 PARSE_PY = "def parse(text):\n    return text.split(',')\n"
 PARSE_PY_EDITED = "def parse(text):\n    # split on commas\n    return text.split(',')\n"
 PROBE = "import sys; sys.path.insert(0, 'src'); from parse import parse; print(parse('a,b,'))"
-
-
-def write_policy(path: Path) -> Path:
-    policy = {
-        "id": POLICY_ID,
-        "allowed_executables": ["python3"],
-        "timeout_seconds": 30,
-        "max_output_bytes": 100_000,
-        "allowed_domains": [],
-        "environment": ["PATH", "LANG"],
-    }
-    path.write_text(json.dumps({"schema": 1, "policies": [policy]}), encoding="utf-8")
-    path.chmod(0o600)
-    return path
 
 
 def plan(snapshot_id: str) -> dict[str, Any]:
@@ -139,7 +125,7 @@ def test_one_scenario_same_results_on_every_face(
     """The Python API, the NDJSON host and the MCP server give the same results."""
     # ``runtime`` fails the test with the reason when the pinned runtime is missing; the
     # faces locate the same runtime themselves.
-    monkeypatch.setenv(POLICY_FILE_ENV, str(write_policy(tmp_path / "policies.json")))
+    monkeypatch.setenv(POLICY_FILE_ENV, str(write_policy(tmp_path / "policies.json", POLICY_ID)))
     # Each face's repository sits beside its state directory, not under its --root.
     monkeypatch.setenv(CAPTURE_ROOTS_ENV, str(tmp_path))
     results: dict[str, list[tuple[str, Any]]] = {}

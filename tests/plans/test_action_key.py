@@ -137,13 +137,14 @@ def test_only_the_new_field_changes_the_key() -> None:
 def test_the_runner_generated_names_are_the_ones_the_runner_sets(tmp_path: Path) -> None:
     """Every name the runner adds to the probe's environment is left out of the key."""
     from probe_service.plans.run import RUNNER_GENERATED
-    from probe_service.sandbox.runner import _probe_env
+    from probe_service.sandbox.runner import ProbeValues, _probe_env
 
     class HostView:  # the slot's namespace seen from the host: here, the host's own tree
         def view(self, path: Path) -> Path:
             return path
 
-    env = _probe_env(policy(environment=[]), tmp_path, HostView(), {})  # type: ignore[arg-type]
+    values = ProbeValues.of(policy(environment=[]), {}, {})
+    env = _probe_env(values, tmp_path, HostView())  # type: ignore[arg-type]
     assert set(env) == RUNNER_GENERATED
     cache_names = {"XDG_CACHE_HOME", "PIP_CACHE_DIR", "npm_config_cache", "MYPY_CACHE_DIR"}
     assert cache_names <= RUNNER_GENERATED
@@ -154,5 +155,5 @@ def test_the_runner_generated_names_are_the_ones_the_runner_sets(tmp_path: Path)
     noisy = {"XDG_CACHE_HOME": "/worker/cache", "PIP_CACHE_DIR": "/var/cache/pip"}
     passing = policy(environment=["XDG_CACHE_HOME", "PIP_CACHE_DIR"])
     assert key({}, passing) == key(noisy, passing)
-    passed = _probe_env(passing, tmp_path, HostView(), noisy)  # type: ignore[arg-type]
+    passed = _probe_env(ProbeValues.of(passing, noisy, {}), tmp_path, HostView())  # type: ignore[arg-type]
     assert passed["XDG_CACHE_HOME"] == f"{tmp_path}/home/.cache"

@@ -26,6 +26,7 @@ def test_reasons_are_the_documented_set() -> None:
         "invalid_cwd",
         "invalid_argument",
         "unsafe_search_path",
+        "environment_not_allowed",
         "scratch_limit",
         "memory_limit",
         "process_limit",

@@ -107,7 +107,7 @@ def test_a_loop_is_refused_by_no_warm_tree_and_an_escape_by_every_one(
 ) -> None:
     """The worker's warm cache asks the same rule: the loop snapshot is served twice (the
     second time from the cache), the escaping one is refused twice and never cached."""
-    from probe_service.snapshot.warm import default_snapshot_cache
+    from probe_service.plans.warm import default_snapshot_cache
 
     _repo_with_links(repo, {"l1": "l2", "l2": "l1"})
     looped = service.snapshot_capture(sqlite_store, repo).snapshot_id

@@ -31,6 +31,7 @@ import pytest
 
 from probe_service.plans import ProbeRunResult
 from probe_service.plans import execution as plan_execution
+from probe_service.plans.warm import SnapshotCache, default_snapshot_cache
 from probe_service.policies import POLICY_FILE_ENV
 from probe_service.rundirs import sweep_stale_run_dirs
 from probe_service.sandbox import SandboxRuntime
@@ -41,7 +42,6 @@ from probe_service.sandbox.limits import sweep_stale_cgroups
 from probe_service.sandbox.runtime import find_system_tool
 from probe_service.sandbox.scratch import sweep_stale_scratch
 from probe_service.sandbox.slots import SlotPool, default_slots
-from probe_service.snapshot.warm import SnapshotCache, default_snapshot_cache
 from probe_service.store import Store
 
 from .. import calls as service

@@ -82,8 +82,10 @@ def test_probe_run_runs_under_the_sessions_policy_file(
     assert _digest(mine) != _digest(other)
     svc = ProbeService(sqlite_store, policy_file=mine)
     # Not allowed by either policy: the run is refused before anything launches, and its
-    # receipt still names the policy it was decided under.
-    plan_id = _plan(svc, tmp_path / "repo", "sh", ["-c", "exit 0"])
+    # receipt still names the policy it was decided under. (A session with the policy would
+    # refuse the plan itself; one without a policy file stores it unchecked.)
+    unchecked = ProbeService(sqlite_store, policy_file=tmp_path / "absent.json")
+    plan_id = _plan(unchecked, tmp_path / "repo", "sh", ["-c", "exit 0"])
     result = svc.probe_run(plan_id=plan_id, policy_id=POLICY_ID, via="embedded")
     assert result.receipt.committed.policy_digest == _digest(mine)
 

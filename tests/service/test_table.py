@@ -79,7 +79,7 @@ def test_methods_and_json_calls_agree(tmp_path: Path) -> None:
         captured = svc.snapshot_capture(root=str(repo))
         as_json = svc.call("snapshot_get", {"snapshot_id": captured.snapshot_id})
         assert as_json == svc.snapshot_get(snapshot_id=captured.snapshot_id).model_dump(mode="json")
-        caps = svc.call("capabilities")
+        caps = svc.call("capabilities", {"detail": True})
         assert [o["name"] for o in caps["operations"]] == [o.name for o in operations("python")]
         assert all(o["request_schema"]["type"] == "object" for o in caps["operations"])
 

@@ -114,4 +114,6 @@ def test_mypy_checks_a_call_against_the_row(tmp_path: Path) -> None:
     )  # fmt: skip
     assert code == 1, out
     errors = [line for line in out.splitlines() if ": error:" in line]
-    assert [line.split(":")[1] for line in errors] == ["5", "6", "7"], out
+    # probe_run answers a result or, once its bounded wait expires, a status: mypy names the
+    # missing attribute on each member of the union, so line 7 may be reported twice.
+    assert sorted({line.split(":")[1] for line in errors}) == ["5", "6", "7"], out

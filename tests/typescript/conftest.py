@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from probe_service.claims import LocalCaller, TreeView
 from probe_service.sandbox import SandboxRuntime
 from probe_service.snapshot import snapshot_capture
 from probe_service.store import Store, open_store
+from probe_service.typescript.analyzer import TYPESCRIPT_BOUNDARY
 from probe_service.typescript.boundary import typescript_boundary
 from probe_service.typescript.models import BoundaryResult
 from tests.conftest import make_searchable
@@ -19,6 +21,14 @@ from tests.conftest import make_searchable
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "typescript"
 
 Boundary = Callable[..., BoundaryResult]
+
+#: A caller whose snapshot views run the TypeScript analyzer, as every session's do.
+TS_CALLER = LocalCaller(boundary=TYPESCRIPT_BOUNDARY)
+
+
+def ts_view(files: dict[str, bytes], snapshot_id: str = "") -> TreeView:
+    """An in-memory view that runs TypeScript boundary queries, as a session's views do."""
+    return TreeView.from_files(files, snapshot_id, boundary=TYPESCRIPT_BOUNDARY)
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from probe_service.sandbox import SandboxRuntime
 from probe_service.snapshot import snapshot_capture
 from probe_service.store import Store
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, TS_CALLER, ts_view
 
 # Each test runs the sandboxed compiler (2-3 s): out of the quick loop, in `make test`.
 pytestmark = pytest.mark.slow
@@ -68,7 +68,7 @@ def _claim(repo: _Repo, snapshot_id: str) -> str:
         "evidence": [{"span": {"path": "src/checkout.ts", "start": start, "end": start + 40}}],
         "dependencies": [{"exact_blob": {"path": "src/checkout.ts"}}, DEPENDENCY],
     }
-    return claim_create(repo.store, request, receipts=no_receipts).claim_id
+    return claim_create(repo.store, request, receipts=no_receipts, caller=TS_CALLER).claim_id
 
 
 def test_new_consumer_in_an_untouched_file_reopens_the_claim(shop: _Repo) -> None:
@@ -77,7 +77,7 @@ def test_new_consumer_in_an_untouched_file_reopens_the_claim(shop: _Repo) -> Non
     claim_id = _claim(shop, first)
     shop.write("src/refund.ts", 'import { chargeCard } from "./payments";\nchargeCard(-5);\n')
     second = shop.capture()
-    analysis = change_analyze(shop.store, first, second)
+    analysis = change_analyze(shop.store, first, second, caller=TS_CALLER)
     assert [o.claim_id for o in analysis.opened] == [claim_id]
     exact, boundary = analysis.checks[0].dependencies
     assert (exact.form, exact.state) == ("exact_blob", "current")
@@ -92,14 +92,14 @@ def test_unrelated_change_skips_the_compiler_and_stays_current(shop: _Repo) -> N
     claim_id = _claim(shop, first)
     shop.write("README.md", "# Shop\n\nNow with refunds.\n")
     readme = shop.capture()
-    [check] = claim_check(shop.store, [claim_id], readme)
+    [check] = claim_check(shop.store, [claim_id], readme, caller=TS_CALLER)
     assert check.state == "current"
     assert check.dependencies[1].reason == (
         "TypeScript inputs and identifier occurrences unchanged; compiler skipped"
     )
     shop.write("src/util.ts", "export const cents = (n: number): number => n * 100;\n")
     other = shop.capture()
-    [check] = claim_check(shop.store, [claim_id], other)
+    [check] = claim_check(shop.store, [claim_id], other, caller=TS_CALLER)
     assert check.state == "current", check.reasons
     assert check.dependencies[1].reason == "domain changed; result re-evaluated and unchanged"
 
@@ -120,7 +120,7 @@ def test_a_claim_made_under_the_old_analyzer_reopens(shop: _Repo) -> None:
         stored["analyzer_version"] = OLD_ANALYZER
         stored.pop("identifiers", None)
         conn.execute(update(claim_dependencies).where(where).values(baseline=json.dumps(stored)))
-    [check] = claim_check(shop.store, [claim_id], first)
+    [check] = claim_check(shop.store, [claim_id], first, caller=TS_CALLER)
     assert check.state == "needs_recheck"
     assert check.dependencies[1].reason == (
         f"analyzer changed: {OLD_ANALYZER} -> {ANALYZER_VERSION['typescript_boundary']}"
@@ -152,7 +152,7 @@ TREE = {"src/a.ts": b"export function chargeCard() {}\n", "README.md": b"hi\n"}
 def test_incomplete_or_truncated_baseline_is_never_current(changes: dict[str, object]) -> None:
     """Even on the very snapshot it was taken on, an incomplete or truncated boundary
     baseline needs a recheck (no worker runs: it is decided before)."""
-    tree = TreeView.from_files(TREE)
+    tree = ts_view(TREE)
     check = check_dependency(0, _baseline(tree, **changes), tree)
     assert (check.state, check.reason) == (
         "needs_recheck",
@@ -162,7 +162,7 @@ def test_incomplete_or_truncated_baseline_is_never_current(changes: dict[str, ob
 
 def test_another_adapter_version_needs_a_recheck() -> None:
     """A baseline of another adapter or compiler version is never compared as current."""
-    tree = TreeView.from_files(TREE)
+    tree = ts_view(TREE)
     baseline = _baseline(tree, analyzer_version="typescript_boundary/0 typescript/5.8.0")
     assert check_dependency(0, baseline, tree).state == "needs_recheck"
 
@@ -170,14 +170,14 @@ def test_another_adapter_version_needs_a_recheck() -> None:
 def test_fingerprint_covers_typescript_inputs_only() -> None:
     """The cheap fingerprint changes with a .ts or .json file, not with a README or a file
     under node_modules."""
-    base = typescript_domain("**", TreeView.from_files(TREE)).content_digest
+    base = typescript_domain("**", ts_view(TREE)).content_digest
     for extra, moves in [
         ({"README.md": b"changed\n"}, False),
         ({"node_modules/x/index.ts": b"x\n"}, False),
         ({"src/b.ts": b"export {}\n"}, True),
         ({"tsconfig.json": b"{}\n"}, True),
     ]:
-        digest = typescript_domain("**", TreeView.from_files({**TREE, **extra})).content_digest
+        digest = typescript_domain("**", ts_view({**TREE, **extra})).content_digest
         assert (digest != base) is moves, extra
 
 
@@ -185,7 +185,7 @@ def test_claim_on_an_incomplete_boundary_is_refused_at_birth() -> None:
     """A query_set on a boundary that is not complete (here: over the input cap, so the
     worker never starts) is refused unless explicitly allowed, then stale from birth."""
     files = {f"src/f{i}.ts": b"export {}\n" for i in range(10_001)}
-    tree = TreeView.from_files(files)
+    tree = ts_view(files)
     dependency = Dependency.model_validate(DEPENDENCY)
     with pytest.raises(
         InvalidClaim, match=r"dependencies\[0\]\.query_set: the result is incomplete"
@@ -207,11 +207,11 @@ def test_negative_boundary_stays_empty_until_a_consumer_appears_through_an_alias
     dependency = Dependency.model_validate(
         {"negative_query": {"query": {"kind": "typescript_boundary", "symbol": "chargeCard"}}}
     )
-    baseline = compute_baseline(0, dependency, TreeView.from_files(files))
+    baseline = compute_baseline(0, dependency, ts_view(files))
     barrel = {"src/index.ts": b'export * as billing from "./payments";\n'}
-    quiet = check_dependency(0, baseline, TreeView.from_files({**files, **barrel}))
+    quiet = check_dependency(0, baseline, ts_view({**files, **barrel}))
     assert (quiet.state, quiet.reason) == ("current", "re-evaluated; still no consumer")
     caller = b'import { billing } from "./index";\n\nbilling.chargeCard(-1);\n'
-    edited = TreeView.from_files({**files, **barrel, "src/refund.ts": caller})
+    edited = ts_view({**files, **barrel, "src/refund.ts": caller})
     check = check_dependency(0, baseline, edited)
     assert (check.state, check.reason) == ("needs_recheck", "a match appeared: src/refund.ts")

@@ -25,13 +25,14 @@ from probe_service.typescript.identifiers import (
     scan_occurrences,
 )
 
+from .conftest import TS_CALLER, ts_view
 from .corpus import BASE, overlay
 
 FILES = {path: text.encode() for path, text in overlay(BASE).items()}
 
 
 def _tree(extra: dict[str, str] | None = None) -> TreeView:
-    return TreeView.from_files({**FILES, **{p: t.encode() for p, t in (extra or {}).items()}})
+    return ts_view({**FILES, **{p: t.encode() for p, t in (extra or {}).items()}})
 
 
 class TestOccurrences:
@@ -185,12 +186,12 @@ def test_change_analyze_finds_a_narrow_claim_for_an_outside_file(
         "snapshot_id": first,
         "dependencies": [NARROW],
     }
-    claim_id = claim_create(sqlite_store, request, receipts=no_receipts).claim_id
+    claim_id = claim_create(sqlite_store, request, receipts=no_receipts, caller=TS_CALLER).claim_id
     (root / "scripts").mkdir()
     (root / "scripts/batch.ts").write_text(
         'import { chargeCard } from "../src/payments";\n\nchargeCard(-500);\n'
     )
     second = snapshot_capture(sqlite_store, root).snapshot_id
-    analysis = change_analyze(sqlite_store, first, second)
+    analysis = change_analyze(sqlite_store, first, second, caller=TS_CALLER)
     assert analysis.changed_paths == ("scripts/batch.ts",)
     assert [o.claim_id for o in analysis.opened] == [claim_id]

@@ -30,6 +30,7 @@ from probe_service.typescript.install import default_worker_dir
 from probe_service.typescript.models import BoundaryResult, BoundarySite
 from tests.conftest import make_searchable
 
+from .conftest import TS_CALLER
 from .corpus import BASE, DECOYS, ROUTES, Route, overlay, write_project
 
 # Three sandboxed compiler runs per route (2-3 s each): out of the quick loop, in `make test`.
@@ -97,7 +98,7 @@ def _claim(store: Store, snapshot_id: str, route: Route, scope: str) -> str:
         "snapshot_id": snapshot_id,
         "dependencies": [{"query_set": {"query": query}}],
     }
-    return claim_create(store, request, receipts=no_receipts).claim_id
+    return claim_create(store, request, receipts=no_receipts, caller=TS_CALLER).claim_id
 
 
 def _sites(result: BoundaryResult) -> tuple[BoundarySite, ...]:
@@ -113,13 +114,15 @@ def _state_after(
 ) -> str:
     """The claim's applicability on the edited snapshot, as ``operation`` decides it."""
     if operation == "change_analyze":
-        analysis = change_analyze(store, captured.before, captured.after, scope=scope)
+        analysis = change_analyze(
+            store, captured.before, captured.after, scope=scope, caller=TS_CALLER
+        )
         assert [o.claim_id for o in analysis.opened] == [claim_id]
         return analysis.checks[0].state
     if operation == "claim_check":
-        [check] = claim_check(store, [claim_id], captured.after)
+        [check] = claim_check(store, [claim_id], captured.after, caller=TS_CALLER)
         return check.state
-    result = gate(store, captured.after, scope=scope)
+    result = gate(store, captured.after, scope=scope, caller=TS_CALLER)
     assert not result.passed
     [obligation] = result.open_obligations
     assert obligation.claim_id == claim_id
@@ -177,7 +180,7 @@ def test_decoy_leaves_the_claim_current(
     base, claim_id = base_claim
     root = tmp_path_factory.mktemp("decoy") / decoy
     edited = _capture(module_store, root, overlay(BASE, DECOYS[decoy]))
-    analysis = change_analyze(module_store, base, edited, scope="decoys")
+    analysis = change_analyze(module_store, base, edited, scope="decoys", caller=TS_CALLER)
     assert analysis.opened == ()
     [check] = analysis.checks
     assert check.claim_id == claim_id

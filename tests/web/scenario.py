@@ -128,8 +128,13 @@ def fill(root: Path, backend: SandboxBackend | None = None) -> Scenario:
         )
         run_inline(svc.store, submitted.run_ids, settings=svc.settings, backend=svc.backend)
         queue_runs = dict(zip(plan_ids, submitted.run_ids, strict=True))
+        # No bound on the wait: the run executes here, now, without a run row.
         process = svc.probe_run(
-            plan_id=plan_ids["hostile"], policy_id=POLICY_ID, reuse=False, via="embedded"
+            plan_id=plan_ids["hostile"],
+            policy_id=POLICY_ID,
+            reuse=False,
+            via="embedded",
+            wait_seconds=None,
         )
         ok_receipt = svc.receipt_get(receipt_id=queue_runs["ok"])["receipt_sha256"]
         claim = svc.claim_create(

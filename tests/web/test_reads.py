@@ -42,6 +42,8 @@ WEB_ROWS = {
     "claim_show",
     "obligation_list",
     "policy_list",
+    "policy_describe",
+    "run_status",
 }
 
 

@@ -8,7 +8,10 @@ from pathlib import Path
 from pydantic import Field
 
 from ... import policies, toolchains
-from ...toolchains.verify import PolicyReport, verify_policy_file
+from ...errors import NotFound, PolicyError
+from ...plans.models import TRUSTED_SOURCES
+from ...policies.describe import PolicyDescription, describe_policy
+from ...sandbox.policy_check import PolicyReport, verify_policy_file
 from ..registry import ADMIN, AGENT, WEB, Request, operation
 from ..session import ProbeService
 from .common import Frozen
@@ -37,6 +40,34 @@ def policy_list(svc: ProbeService, req: PolicyListRequest) -> PolicyList:
     return PolicyList(
         policies=[PolicySummary(id=p.id, digest=policies.policy_digest(p)) for p in found]
     )
+
+
+class PolicyDescribeRequest(Request):
+    policy_id: str = Field(
+        min_length=1,
+        max_length=128,
+        description="The id of one of the administrator's policies (policy_list names them).",
+        examples=["local-python-no-network"],
+    )
+
+
+@operation("policy_describe", faces=AGENT | WEB)
+def policy_describe(svc: ProbeService, req: PolicyDescribeRequest) -> PolicyDescription:
+    """What one policy allows, to plan against it: executables, timeout, output, memory,
+    process, open-file and scratch limits, domains and ports, toolchain names, the
+    environment (fixed values, names from the worker, names a plan may set), whether
+    refutations are confirmed, and the oracle sources that need a reference. Never a path
+    of the administrator's. Refuses an unknown id (not_found, naming policy_id)."""
+    path = svc.policy_file
+    try:
+        found = policies.load_policy_file(path)
+    except PolicyError as exc:
+        # The file's location is the administrator's, not the caller's.
+        raise PolicyError(str(exc).replace(str(path), "the policy file")) from None
+    for policy in found.policies:
+        if policy.id == req.policy_id:
+            return describe_policy(policy, TRUSTED_SOURCES)
+    raise NotFound(f"policy_id: no policy {req.policy_id!r} (policy_list names them)")
 
 
 class PolicyCheckRequest(Request):

@@ -24,8 +24,17 @@ _ALLOW_EMPTY = (
 )
 
 
+#: The one wording of the optional ``scope`` of a request that names a claim.
+_IN_SCOPE = "If given, the claim must belong to this scope (refused otherwise)."
+_SCOPE_FILTER = "Only this scope (default: every scope)."
+_LIMIT = "Most entries returned."
+
+
 class ClaimCreateRequest(Request):
-    claim: ClaimRequest
+    claim: ClaimRequest = Field(
+        description="The claim: scope, statement, kind, snapshot, evidence (receipt ids) and "
+        "dependencies (what a change would invalidate)."
+    )
     allow_tombstoned: bool = Field(False, description="Record over a tombstone, flagged.")
     allow_incomplete: bool = Field(False, description="Accept an incomplete negative query.")
 
@@ -45,7 +54,7 @@ def claim_create(svc: ProbeService, req: ClaimCreateRequest) -> claims.ClaimReco
         svc.store,
         req.claim,
         receipts=svc.receipts,
-        interface=svc.interface,
+        caller=svc.context,
         allow_tombstoned=req.allow_tombstoned,
         allow_incomplete=req.allow_incomplete,
     )
@@ -53,7 +62,9 @@ def claim_create(svc: ProbeService, req: ClaimCreateRequest) -> claims.ClaimReco
 
 class ClaimSupersedeRequest(ClaimCreateRequest):
     predecessor_id: ClaimId
-    rationale: str = Field(min_length=1, max_length=4000)
+    rationale: str = Field(
+        min_length=1, max_length=4000, description="Why the new claim replaces the old one."
+    )
 
 
 @operation("claim_supersede")
@@ -65,7 +76,7 @@ def claim_supersede(svc: ProbeService, req: ClaimSupersedeRequest) -> claims.Cla
         req.claim,
         rationale=req.rationale,
         receipts=svc.receipts,
-        interface=svc.interface,
+        caller=svc.context,
         allow_tombstoned=req.allow_tombstoned,
         allow_incomplete=req.allow_incomplete,
     )
@@ -73,8 +84,8 @@ def claim_supersede(svc: ProbeService, req: ClaimSupersedeRequest) -> claims.Cla
 
 class ClaimWithdrawRequest(Request):
     claim_id: ClaimId
-    rationale: str = Field(min_length=1, max_length=4000)
-    scope: str | None = None
+    rationale: str = Field(min_length=1, max_length=4000, description="Why it is withdrawn.")
+    scope: str | None = Field(None, description=_IN_SCOPE)
 
 
 @operation("claim_withdraw")
@@ -82,13 +93,13 @@ def claim_withdraw(svc: ProbeService, req: ClaimWithdrawRequest) -> claims.Tombs
     """Withdraw a claim, leaving a tombstone for its statement and boundary; its open
     obligations close as withdrawn with the same rationale."""
     return claims.claim_withdraw(
-        svc.store, req.claim_id, req.rationale, scope=req.scope, interface=svc.interface
+        svc.store, req.claim_id, req.rationale, scope=req.scope, caller=svc.context
     )
 
 
 class ClaimShowRequest(Request):
     claim_id: ClaimId
-    scope: str | None = None
+    scope: str | None = Field(None, description=_IN_SCOPE)
 
 
 @operation("claim_show", faces=AGENT | WEB)
@@ -98,9 +109,11 @@ def claim_show(svc: ProbeService, req: ClaimShowRequest) -> claims.ClaimRecord:
 
 
 class ClaimCheckRequest(Request):
-    claim_ids: tuple[ClaimId, ...] = Field(min_length=1, max_length=1000)
+    claim_ids: tuple[ClaimId, ...] = Field(
+        min_length=1, max_length=1000, description="Claim ids (or unique prefixes) to recheck."
+    )
     target_snapshot: SnapshotId
-    scope: str | None = None
+    scope: str | None = Field(None, description="If given, every claim must belong to it.")
 
 
 class ClaimChecks(Frozen):
@@ -117,14 +130,16 @@ def claim_check(svc: ProbeService, req: ClaimCheckRequest) -> ClaimChecks:
         list(req.claim_ids),
         req.target_snapshot,
         scope=req.scope,
-        interface=svc.interface,
+        caller=svc.context,
     )
     return ClaimChecks(checks=checks)
 
 
 class KnowledgeRecordAnswerRequest(Request):
-    answer: AnswerRequest
-    allow_tombstoned: bool = False
+    answer: AnswerRequest = Field(
+        description="The question, the answer, the snapshot and what the answer rests on."
+    )
+    allow_tombstoned: bool = Field(False, description="Record over a tombstone, flagged.")
 
     @field_validator("answer", mode="before")
     @classmethod
@@ -139,16 +154,20 @@ def knowledge_record_answer(
     """Store an agent's interpretation of a question with its validity boundary (the
     spans and dependencies it rests on), so a later change reopens it."""
     return claims.knowledge_record_answer(
-        svc.store, req.answer, interface=svc.interface, allow_tombstoned=req.allow_tombstoned
+        svc.store, req.answer, caller=svc.context, allow_tombstoned=req.allow_tombstoned
     )
 
 
 class KnowledgeQueryRequest(Request):
-    scope: str = Field(min_length=1, max_length=200)
+    scope: str = Field(min_length=1, max_length=200, description="The scope searched.")
     target_snapshot: SnapshotId
-    text: str | None = Field(None, max_length=4000)
-    paths: tuple[str, ...] = Field((), max_length=200)
-    limit: int = Field(20, ge=1, le=200)
+    text: str | None = Field(
+        None, max_length=4000, description="Words the claims should relate to."
+    )
+    paths: tuple[str, ...] = Field(
+        (), max_length=200, description="Snapshot paths the claims should depend on."
+    )
+    limit: int = Field(20, ge=1, le=200, description=_LIMIT)
 
 
 class KnowledgeHits(Frozen):
@@ -166,16 +185,16 @@ def knowledge_query(svc: ProbeService, req: KnowledgeQueryRequest) -> KnowledgeH
         text=req.text,
         paths=req.paths,
         limit=req.limit,
-        interface=svc.interface,
+        caller=svc.context,
     )
     return KnowledgeHits(hits=hits)
 
 
 class KnowledgeBriefRequest(Request):
     snapshot_id: SnapshotId
-    scope: str = Field(min_length=1, max_length=200)
-    text: str = Field(min_length=1, max_length=4000)
-    limit: int = Field(20, ge=1, le=200)
+    scope: str = Field(min_length=1, max_length=200, description="The scope of the task.")
+    text: str = Field(min_length=1, max_length=4000, description="The task, in words.")
+    limit: int = Field(20, ge=1, le=200, description=_LIMIT)
 
 
 @operation("knowledge_brief")
@@ -183,14 +202,14 @@ def knowledge_brief(svc: ProbeService, req: KnowledgeBriefRequest) -> claims.Kno
     """Before a turn: the claims related to a task with their applicability on a
     snapshot, and every open obligation of the scope."""
     return claims.knowledge_brief(
-        svc.store, req.snapshot_id, req.scope, req.text, limit=req.limit, interface=svc.interface
+        svc.store, req.snapshot_id, req.scope, req.text, limit=req.limit, caller=svc.context
     )
 
 
 class ChangeAnalyzeRequest(Request):
     from_snapshot: SnapshotId
     to_snapshot: SnapshotId
-    scope: str | None = None
+    scope: str | None = Field(None, description=_SCOPE_FILTER)
     allow_empty: bool = Field(False, description=_ALLOW_EMPTY)
 
 
@@ -204,17 +223,19 @@ def change_analyze(svc: ProbeService, req: ChangeAnalyzeRequest) -> claims.Chang
         req.from_snapshot,
         req.to_snapshot,
         scope=req.scope,
-        interface=svc.interface,
+        caller=svc.context,
         allow_empty=req.allow_empty,
     )
 
 
 class ObligationListRequest(Request):
-    scope: str | None = None
-    state: Literal["open", "resolved"] | None = None
-    claim_id: ClaimId | None = None
-    snapshot_id: SnapshotId | None = None
-    limit: int = Field(1000, ge=1, le=10_000)
+    scope: str | None = Field(None, description=_SCOPE_FILTER)
+    state: Literal["open", "resolved"] | None = Field(None, description="Only this state.")
+    claim_id: ClaimId | None = Field(None, description="Only this claim's (id or prefix).")
+    snapshot_id: SnapshotId | None = Field(
+        None, description="Only those opened for this snapshot (id or prefix)."
+    )
+    limit: int = Field(1000, ge=1, le=10_000, description=_LIMIT)
 
 
 class Obligations(Frozen):
@@ -238,12 +259,22 @@ def obligation_list(svc: ProbeService, req: ObligationListRequest) -> Obligation
 
 class ObligationResolveRequest(Request):
     obligation_id: ObligationId
-    resolution: Literal["rechecked", "accepted_risk", "superseded", "withdrawn"]
-    rationale: str = Field(min_length=1, max_length=4000)
-    receipt: ReceiptSha256 | None = Field(None, description="For rechecked.")
-    successor_claim_id: ClaimId | None = Field(None, description="For superseded.")
-    scope: str | None = None
-    resolved_by: str | None = Field(None, max_length=200)
+    resolution: Literal["rechecked", "accepted_risk", "superseded", "withdrawn"] = Field(
+        description="rechecked (with a receipt that reran the claim's plan on the "
+        "obligation's snapshot and agrees), accepted_risk, superseded (with a successor "
+        "claim) or withdrawn."
+    )
+    rationale: str = Field(min_length=1, max_length=4000, description="Why, kept with it.")
+    receipt: ReceiptSha256 | None = Field(
+        None, description="For rechecked: the rerun's receipt sha256 (or a unique prefix)."
+    )
+    successor_claim_id: ClaimId | None = Field(
+        None, description="For superseded: the claim that replaces it (id or prefix)."
+    )
+    scope: str | None = Field(None, description="If given, the obligation must belong to it.")
+    resolved_by: str | None = Field(
+        None, max_length=200, description="Who resolves it, as the audit log records."
+    )
 
 
 @operation("obligation_resolve")
@@ -260,20 +291,23 @@ def obligation_resolve(svc: ProbeService, req: ObligationResolveRequest) -> clai
         successor_claim_id=req.successor_claim_id,
         receipts=svc.receipts,
         scope=req.scope,
-        interface=svc.interface,
+        caller=svc.context,
         resolved_by=req.resolved_by,
     )
 
 
 class GateRequest(Request):
     snapshot_id: SnapshotId
-    scope: str | None = None
+    scope: str | None = Field(None, description="The scope gated (default: the whole store).")
     allow_empty: bool = Field(False, description=_ALLOW_EMPTY)
     require_signed: tuple[str, ...] = Field(
         (),
         max_length=16,
         description="Accept only receipts signed by one of these keys: 64-hex fingerprints "
         "or PEM Ed25519 public keys (a PEM key also verifies the signature).",
+    )
+    fail_on_refuted: bool = Field(
+        False, description="Fail on a live claim whose outcome is refuted (else a warning)."
     )
 
     @field_validator("require_signed")
@@ -287,12 +321,15 @@ class GateRequest(Request):
 
 
 @operation("gate")
-def gate(svc: ProbeService, req: GateRequest) -> claims.GateResult:
+def gate(svc: ProbeService, req: GateRequest) -> claims.GateReport:
     """Recheck every live claim of a scope against one snapshot and say whether the
     snapshot passes: no open obligation, no claim that is not current (and, with
-    require_signed, every receipt signed by a required key). Refuses, writing nothing, a
-    snapshot the store does not hold (not_found) and a scope (or store) without a live
-    claim (invalid_input, listing the scopes that have one) unless allow_empty."""
+    require_signed, every receipt signed by a required key). Each open obligation comes
+    with its claim's statement, what moved and the exact recheck command; live claims
+    whose outcome is refuted are a warning (a failure with fail_on_refuted). Refuses,
+    writing nothing, a snapshot the store does not hold (not_found) and a scope (or store)
+    without a live claim (invalid_input, listing the scopes that have one) unless
+    allow_empty."""
     check = None
     if req.require_signed:
         from ...plans.signature_check import signature_requirement
@@ -303,16 +340,17 @@ def gate(svc: ProbeService, req: GateRequest) -> claims.GateResult:
         svc.store,
         req.snapshot_id,
         scope=req.scope,
-        interface=svc.interface,
+        caller=svc.context,
         require_signed=check,
         allow_empty=req.allow_empty,
+        fail_on_refuted=req.fail_on_refuted,
     )
 
 
 class ClaimHistoryRequest(Request):
     claim_id: ClaimId
-    scope: str | None = Field(None, max_length=200)
-    limit: int = Field(200, ge=1, le=1000)
+    scope: str | None = Field(None, max_length=200, description=_IN_SCOPE)
+    limit: int = Field(200, ge=1, le=1000, description=_LIMIT)
 
 
 @operation("claim_history", faces=AGENT | WEB)
@@ -325,7 +363,9 @@ def claim_history(svc: ProbeService, req: ClaimHistoryRequest) -> history.ClaimH
 
 class GatePreviewRequest(Request):
     snapshot_id: SnapshotId
-    scope: str | None = Field(None, max_length=200)
+    scope: str | None = Field(
+        None, max_length=200, description="The scope gated (default: the whole store)."
+    )
     allow_empty: bool = Field(False, description=_ALLOW_EMPTY)
 
 
@@ -336,5 +376,9 @@ def gate_preview(svc: ProbeService, req: GatePreviewRequest) -> history.GatePrev
     what the gate refuses (an unknown snapshot; a scope without a live claim unless
     allow_empty)."""
     return history.gate_preview(
-        svc.store, req.snapshot_id, scope=req.scope, allow_empty=req.allow_empty
+        svc.store,
+        req.snapshot_id,
+        scope=req.scope,
+        allow_empty=req.allow_empty,
+        caller=svc.context,
     )

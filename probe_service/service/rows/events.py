@@ -15,10 +15,16 @@ __all__: list[str] = []
 
 
 class KnowledgeEventsRequest(Request):
-    after: int = Field(0, ge=0)
-    limit: int = Field(1000, ge=1, le=10_000)
-    consumer: str | None = Field(None, max_length=200)
-    ack: int | None = Field(None, ge=0)
+    after: int = Field(0, ge=0, description="Events with a greater cursor (not with consumer).")
+    limit: int = Field(1000, ge=1, le=10_000, description="Most events returned.")
+    consumer: str | None = Field(
+        None,
+        max_length=200,
+        description="A named consumer: resume after the cursor it acknowledged last.",
+    )
+    ack: int | None = Field(
+        None, ge=0, description="With consumer: acknowledge this cursor first (next_after)."
+    )
 
 
 class Events(Frozen):

@@ -6,10 +6,12 @@ import platform
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from ... import ENGINE_VERSION
-from ...errors import KeyFileError, ProbeServiceError
+from ...errors import InvalidInput, KeyFileError, ProbeServiceError
 from ...settings import Settings
-from ..registry import Request, operation, operations
+from ..registry import Operation, Request, operation, operations
 from ..session import ProbeService
 from .common import Frozen
 
@@ -17,17 +19,30 @@ __all__: list[str] = []
 
 
 class CapabilitiesRequest(Request):
-    """No parameters."""
+    detail: bool = Field(
+        False,
+        description="Give every operation's full description and its request and response "
+        "JSON Schemas (over 100 KB); by default each operation has a one-line summary.",
+    )
+    operations: tuple[str, ...] = Field(
+        (),
+        max_length=64,
+        description="Give the full description and schemas of just these operations.",
+        examples=[["probe_plan", "probe_run"]],
+    )
 
 
 class OperationInfo(Frozen):
     name: str
-    description: str
+    #: The description's first sentence.
+    summary: str
     faces: list[str]
     mcp_tool: str | None
     long_running: bool
-    request_schema: dict[str, Any]
-    response_schema: dict[str, Any]
+    #: With ``detail`` (or when the operation is named): the full description and schemas.
+    description: str | None = None
+    request_schema: dict[str, Any] | None = None
+    response_schema: dict[str, Any] | None = None
 
 
 class SandboxReadiness(Frozen):
@@ -46,6 +61,33 @@ class Capabilities(Frozen):
     operations: list[OperationInfo]
     sandbox: SandboxReadiness
     signing_key: str
+    #: How to get what the compact answer leaves out.
+    schemas: str = (
+        "Call capabilities with detail: true, or operations: [names], for full descriptions "
+        "and request and response JSON Schemas; an MCP tool's input schema is its request "
+        "schema."
+    )
+
+
+def _summary(description: str) -> str:
+    """The first sentence of ``description``, on one line."""
+    text = " ".join(description.split())
+    end = text.find(". ")
+    return text if end < 0 else text[: end + 1]
+
+
+def _operation_info(op: Operation, full: bool) -> OperationInfo:
+    schemas = op.schemas() if full else None
+    return OperationInfo(
+        name=op.name,
+        summary=_summary(op.description),
+        faces=sorted(op.faces),
+        mcp_tool=op.mcp_tool if "mcp" in op.faces else None,
+        long_running=op.long_running,
+        description=op.description if full else None,
+        request_schema=schemas["request"] if schemas else None,
+        response_schema=schemas["response"] if schemas else None,
+    )
 
 
 def _readiness(sandbox_dir: Path) -> SandboxReadiness:
@@ -72,11 +114,19 @@ def _readiness(sandbox_dir: Path) -> SandboxReadiness:
 @operation("capabilities")
 def capabilities(svc: ProbeService, req: CapabilitiesRequest) -> Capabilities:
     """Negotiate: the engine version, schema versions, every operation this interface
-    offers with its request and response JSON Schemas, and whether the sandbox is ready
-    here (verified runtime, prerequisites, platform). Reads nothing from repositories."""
+    offers with a one-line summary, and whether the sandbox is ready here (verified
+    runtime, prerequisites, platform); detail: true (or operations: [names]) adds full
+    descriptions and request and response JSON Schemas. Reads nothing from repositories.
+    Refuses an operation name this interface does not offer."""
     from ...plans.receipts import RECEIPT_VERSION
     from ...policies.model import NEWEST_POLICY_SCHEMA
     from ...store.migrate import schema_head
+
+    offered = list(operations(svc.interface))
+    unknown = sorted(set(req.operations) - {op.name for op in offered})
+    if unknown:
+        raise InvalidInput(f"operations: {', '.join(unknown)[:300]} not offered on this face")
+    named = set(req.operations)
 
     return Capabilities(
         engine_version=ENGINE_VERSION,
@@ -86,18 +136,7 @@ def capabilities(svc: ProbeService, req: CapabilitiesRequest) -> Capabilities:
             "policy_file": NEWEST_POLICY_SCHEMA,
         },
         interface=svc.interface,
-        operations=[
-            OperationInfo(
-                name=op.name,
-                description=op.description,
-                faces=sorted(op.faces),
-                mcp_tool=op.mcp_tool if "mcp" in op.faces else None,
-                long_running=op.long_running,
-                request_schema=op.schemas()["request"],
-                response_schema=op.schemas()["response"],
-            )
-            for op in operations(svc.interface)
-        ],
+        operations=[_operation_info(op, req.detail or op.name in named) for op in offered],
         sandbox=svc.cached("readiness", lambda: _readiness(svc.settings.sandbox_dir)),
         signing_key=_signer(svc.settings),
     )

@@ -6,7 +6,9 @@ from typing import Literal
 
 from pydantic import Field
 
+from ... import claims
 from ... import queue as queues
+from ...claims.recheck_records import RecheckReport
 from ...errors import Conflict, NotFound
 from ...plans.models import Plan
 from ...queue.farm import FarmStats
@@ -21,23 +23,37 @@ from .common import BatchId, Frozen, PlanId, RunId, SnapshotId
 
 __all__: list[str] = []
 
-_Label = Field(None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
+_LABEL = r"^[A-Za-z0-9_.:-]+$"
 
 
 class ProbeSubmitRequest(Request):
-    plan_ids: tuple[PlanId, ...] = Field(min_length=1, max_length=100_000)
-    policy_id: str = Field(min_length=1, max_length=128)
-    reuse: bool = True
-
-
-@operation("probe_submit", faces=HOST)
-def probe_submit(svc: ProbeService, req: ProbeSubmitRequest) -> queues.SubmitResult:
-    """Queue many stored plans under one policy id as one batch for any worker; returns
-    the batch id and run ids at once (poll batch_status). Without a configured queue the
-    runs are persisted and wait for `byte-probe submit --resume`."""
-    return queues.submit_plans(
-        svc.store, svc.queue, list(req.plan_ids), req.policy_id, reuse=req.reuse
+    plan_ids: tuple[PlanId, ...] = Field(
+        min_length=1,
+        max_length=100_000,
+        description="Stored plan ids (or unique prefixes), each run once.",
     )
+    policy_id: str = Field(
+        min_length=1,
+        max_length=128,
+        description="The administrator policy every plan names (its policy_id).",
+    )
+    reuse: bool = Field(True, description="Serve stored receipts of identical actions.")
+
+
+@operation("probe_submit")
+def probe_submit(svc: ProbeService, req: ProbeSubmitRequest) -> queues.SubmitResult:
+    """Queue stored plans under one policy id as one batch and return the batch id and
+    run ids at once (poll run_status with each run id); without a configured
+    queue the runs execute in this process in the background. Refuses the whole batch
+    (nothing stored) when a plan id is not stored or, without a configured queue, when
+    this service's policy file has no policy_id."""
+    queue = svc.queue
+    queue.admit(svc.store, req.policy_id)
+    submitted = queues.submit_plans(
+        svc.store, queue, list(req.plan_ids), req.policy_id, reuse=req.reuse
+    )
+    queue.start(svc.store, submitted.run_ids)
+    return submitted
 
 
 class BatchStatusRequest(Request):
@@ -48,15 +64,29 @@ class BatchStatus(Frozen):
     batch_id: str
     counts: dict[str, int]
     runs: list[RunSummary]
+    #: For the batch of an obligation_recheck: its report, settled once every run is done.
+    recheck: RecheckReport | None = None
 
 
-@operation("batch_status", faces=HOST)
+@operation("batch_status")
 def batch_status(svc: ProbeService, req: BatchStatusRequest) -> BatchStatus:
-    """Counts by state and outcome, and every run of a batch with its receipt id."""
+    """Counts by state and outcome, and every run of a batch with its receipt id. For the
+    batch of an obligation_recheck, its report: once every run is done the recheck is
+    settled (exactly once, by whoever sees it first) and each obligation is resolved
+    rechecked or left open naming the receipt that disagreed."""
+    return _status(svc, req.batch_id)
+
+
+def _status(svc: ProbeService, batch_id: str) -> BatchStatus:
+    runs = queues.batch_results(svc.store, batch_id)
+    recheck = claims.settle_recheck(
+        svc.store, batch_id, runs, svc.receipts, settled_by=f"poll via {svc.interface}"
+    )
     return BatchStatus(
-        batch_id=req.batch_id,
-        counts=queues.batch_counts(svc.store, req.batch_id),
-        runs=queues.batch_results(svc.store, req.batch_id),
+        batch_id=batch_id,
+        counts=queues.batch_counts(svc.store, batch_id),
+        runs=runs,
+        recheck=recheck,
     )
 
 
@@ -144,21 +174,29 @@ def batch_wait(svc: ProbeService, req: BatchWaitRequest) -> BatchStatus:
     return its status; the session's progress callback sees the counts at each poll."""
     progress = svc.on_progress or (lambda _: None)
     queues.wait_batch(svc.store, req.batch_id, progress, timeout_s=req.timeout_seconds)
-    return BatchStatus(
-        batch_id=req.batch_id,
-        counts=queues.batch_counts(svc.store, req.batch_id),
-        runs=queues.batch_results(svc.store, req.batch_id),
-    )
+    return _status(svc, req.batch_id)
 
 
 class RunListRequest(Request):
-    run_id: RunId | None = None
-    batch_id: BatchId | None = None
-    outcome: Literal["supports", "refutes", "inconclusive"] | None = None
-    reason: str | None = _Label
-    policy_id: str | None = _Label
-    snapshot_id: SnapshotId | None = None
-    state: Literal["queued", "running", "done"] | None = None
+    run_id: RunId | None = Field(None, description="Only this run (id or prefix).")
+    batch_id: BatchId | None = Field(None, description="Only this batch's runs (id or prefix).")
+    outcome: Literal["supports", "refutes", "inconclusive"] | None = Field(
+        None, description="Only this outcome."
+    )
+    reason: str | None = Field(
+        None,
+        min_length=1,
+        max_length=128,
+        pattern=_LABEL,
+        description="Only this reason (e.g. timeout, executable_not_allowed).",
+    )
+    policy_id: str | None = Field(
+        None, min_length=1, max_length=128, pattern=_LABEL, description="Only this policy's."
+    )
+    snapshot_id: SnapshotId | None = Field(
+        None, description="Only runs of plans on this snapshot (id or prefix)."
+    )
+    state: Literal["queued", "running", "done"] | None = Field(None, description="Only this state.")
     limit: int = Field(50, ge=1, le=500, description="Page size (at most 500).")
     cursor: str | None = Field(
         None, max_length=100, description="next_cursor of the previous page."

@@ -19,7 +19,11 @@ __all__: list[str] = []
 
 class SnapshotCaptureRequest(Request):
     root: str = Field(
-        min_length=1, description="Directory of the working tree to capture (read, never run)."
+        min_length=1,
+        description="Directory of the working tree to capture (read, never run). On the host "
+        "and MCP faces a relative path is taken from the face's --root, and the directory must "
+        "lie inside the capture roots the administrator allows (a refusal lists them).",
+        examples=[".", "/srv/checkouts/project"],
     )
 
 
@@ -29,11 +33,13 @@ def snapshot_capture(svc: ProbeService, req: SnapshotCaptureRequest) -> snapshot
     Nothing in the tree is executed. The same content gives the same snapshot id.
     Refuses unreadable roots, names a materialization would refuse, and trees over the
     file or size limits; a tree that keeps changing is retried, then refused. On the
-    host and MCP faces the root must lie inside the administrator's capture roots."""
+    host and MCP faces the root must lie inside the administrator's capture roots, and a
+    relative root is taken from the face's --root."""
     if svc.capture_roots is None:
         return snapshot.snapshot_capture(svc.store, Path(req.root))
     protected = (svc.policy_file, svc.settings.signing_key)
-    root = confine_capture_root(req.root, svc.capture_roots, protected, svc.settings.home)
+    home = svc.settings.home
+    root = confine_capture_root(req.root, svc.capture_roots, protected, home, svc.root)
     # The checked root has no link in it: the directory read must be exactly that one.
     return snapshot.snapshot_capture(svc.store, root, exact_root=True)
 

@@ -6,7 +6,7 @@ so that cursors were handed out in commit order. Writers now insert into
 them there. Nothing already in ``events`` changes.
 
 Revision ID: 0012_event_outbox
-Revises: 0010_stat_packs
+Revises: 0011_rechecks
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0012_event_outbox"
-# 0011_rechecks lands from another branch; whoever merges second re-chains this one.
-down_revision = "0010_stat_packs"
+down_revision = "0011_rechecks"
 
 
 def upgrade() -> None:

@@ -29,9 +29,8 @@ from ..fstree import discard_tree
 from ..rundirs import RUN_DIR_PREFIX
 from ..sandbox.mounts import HostMounts, Mounts
 from ..sandbox.scratch import OVERLAY_SOURCE_PREFIX
+from ..snapshot import Snapshot, snapshot_materialize
 from ..store import Store
-from .manifest import Snapshot
-from .materialize import snapshot_materialize
 
 log = logging.getLogger(__name__)
 

@@ -16,16 +16,22 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from ..envnames import RUNNER_OWNED
 from ..errors import PolicyError, ProbeServiceError, SandboxUnavailable
-from ..policies import Policy, capture_identity, load_policy_file, policy_digest
-from ..policies.executables import resolve_executable
+from ..policies import Policy, capture_identity, load_policy_file, policy_digest, resolve_executable
 from ..policies.model import toolchain_of_pin
-from ..sandbox.host_tables import host_table_problem
-from ..sandbox.identity import PROBE_SLOTS, PROBE_UID_BASE, check_reachable
-from ..sandbox.limits import LAUNCHER_TASKS, RELAY_TASKS
-from .resolve import resolve_toolchains
+from ..toolchains import resolve_toolchains
+from .host_tables import host_table_problem
+from .identity import PROBE_SLOTS, PROBE_UID_BASE, check_reachable
+from .limits import LAUNCHER_TASKS, RELAY_TASKS
 
-__all__ = ["PinReport", "PolicyReport", "ToolchainReport", "verify_policy_file"]
+__all__ = [
+    "PinReport",
+    "PolicyReport",
+    "ToolchainReport",
+    "environment_warnings",
+    "verify_policy_file",
+]
 
 
 class PinReport(BaseModel):
@@ -62,6 +68,30 @@ class PolicyReport(BaseModel):
     digest: str
     pins: list[PinReport]
     toolchains: list[ToolchainReport]
+    #: What the file allows but an administrator may not mean (never a refusal).
+    warnings: list[str] = []
+
+
+def environment_warnings(policy: Policy) -> list[str]:
+    """A warning when the policy passes worker values that reach the action key.
+
+    docs/ARCHITECTURE.md, "Probe environment": such a value is the worker's, so the same
+    plan has another action key (and another receipt) on another worker or face. The names
+    the runner sets itself and the proxy variables never reach the key.
+    """
+    keyed = [
+        name
+        for name in policy.passthrough_environment
+        if name not in RUNNER_OWNED and not name.lower().endswith("_proxy")
+    ]
+    if not keyed:
+        return []
+    names = ", ".join(keyed)
+    return [
+        f"environment: {names} pass the worker's value, so a run's action key and its probe "
+        "depend on which worker or face runs it; fix the values in an environment object "
+        '(schema 3, e.g. {"LANG": "C.UTF-8"}) for answers that do not depend on who asked'
+    ]
 
 
 def _reachable(path: Path, what: str) -> None:
@@ -117,7 +147,11 @@ def _verify(policy: Policy) -> PolicyReport:
         )
     pins = [_pin(policy, name, pin) for name, pin in sorted(policy.executable_pins.items())]
     return PolicyReport(
-        id=policy.id, digest=policy_digest(policy), pins=pins, toolchains=toolchains
+        id=policy.id,
+        digest=policy_digest(policy),
+        pins=pins,
+        toolchains=toolchains,
+        warnings=environment_warnings(policy),
     )
 
 

@@ -6,12 +6,15 @@ directory, so an empty or relative entry of a search path (``PATH=:/usr/bin:/bin
 ``cat`` would run wherever a command says ``cat``. The worker's value is meant for the
 worker's own working directory and means something else in the sandbox, so such a value is
 refused, never rewritten, and the run ends ``inconclusive`` (``unsafe_search_path``).
+
+Like ``envnames``, it imports nothing of the package: the policy model judges the values a
+policy fixes with it when the file is read, and the runner the whole probe environment.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 __all__ = ["SEARCH_PATH_VARIABLES", "unsafe_search_path"]
 
@@ -33,12 +36,16 @@ SEARCH_PATH_VARIABLES: Mapping[str, str] = {
 }
 
 
-def unsafe_search_path(env: Mapping[str, str]) -> str | None:
+def unsafe_search_path(env: Mapping[str, str], exempt: Collection[str] = ()) -> str | None:
     """Return what is wrong with the first search path in ``env`` that has an empty or relative
-    entry (naming the variable and the entry), or None when every one is absolute."""
+    entry (naming the variable and the entry), or None when every one is absolute.
+
+    ``exempt`` names are not judged: an interpreter's module path a plan set itself, whose
+    relative entries name the repository directories it means to import (``envnames``).
+    """
     for name, separators in SEARCH_PATH_VARIABLES.items():
         value = env.get(name)
-        if value is None:
+        if value is None or name in exempt:
             continue
         for index, entry in enumerate(re.split(f"[{re.escape(separators)}]", value)):
             if entry == "":

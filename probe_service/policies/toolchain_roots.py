@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import PolicyError
-from ..policies.executables import SYSTEM_EXECUTABLE_DIRS
-from ..policies.model import Policy, toolchain_of_pin
+from .executables import SYSTEM_EXECUTABLE_DIRS
+from .model import Policy, toolchain_of_pin
 
 __all__ = ["ToolchainUnsafe", "check_toolchain_pins", "check_toolchain_root"]
 

@@ -16,17 +16,17 @@ import pytest
 
 from probe_service.plans.models import Intervention
 from probe_service.plans.overlay import apply_interventions
+from probe_service.plans.warm import SnapshotCache, link_tree
 from probe_service.sandbox import SandboxRuntime, run_sandboxed
 from probe_service.sandbox.identity import PROBE_UID_BASE
 from probe_service.sandbox.limits import scratch_limits
 from probe_service.sandbox.scratch import scratch_filesystem
 from probe_service.sandbox.slots import RunSlot, default_slots
 from probe_service.snapshot import snapshot_capture
-from probe_service.snapshot.warm import SnapshotCache, link_tree
 from probe_service.store import Store, open_store
 
 from ..sandbox.conftest import make_policy
-from .conftest import describe_tree, write_tree
+from ..snapshot.conftest import describe_tree, write_tree
 
 FILES = {
     "src/main.txt": b"original\n",
