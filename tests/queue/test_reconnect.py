@@ -140,18 +140,26 @@ def test_backend_killed_at_commit(
     and the retry writes it whole."""
     run_id = _submit(shared_store, snapshot_id, "killed at commit")
     backends = Backends(shared_store)
-    commits: list[int] = []
+    receipt_inserts: list[int] = []
+    killed: list[int] = []
+
+    def before(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if statement.startswith("INSERT INTO receipts"):
+            receipt_inserts.append(1)
 
     def at_commit(_conn: Any) -> None:
-        commits.append(1)
-        if len(commits) == 2:  # the first commit is the take's; the second the finish's
+        # The first commit after the receipt's insert is the finishing transaction's.
+        if receipt_inserts and not killed:
+            killed.append(1)
             assert backends.terminate(admin) >= 1
 
+    event.listen(shared_store.engine, "before_cursor_execute", before)
     event.listen(shared_store.engine, "commit", at_commit)
     ctx = WorkerContext(store=shared_store, backend=StubSandbox())
     assert execute_run(ctx, run_id) == "supports"
     event.remove(shared_store.engine, "commit", at_commit)
-    assert len(commits) == 3
+    event.remove(shared_store.engine, "before_cursor_execute", before)
+    assert (len(killed), len(receipt_inserts)) == (1, 2)  # killed at commit, written again
     _written_once(shared_store, run_id)
 
 
