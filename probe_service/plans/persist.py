@@ -25,7 +25,9 @@ __all__ = [
     "load_envelope",
     "load_plan",
     "load_receipt",
+    "load_reusable_receipt",
     "newest_receipt_of_plan",
+    "plan_from_body",
     "plan_row",
     "save_plan",
     "save_receipt",
@@ -73,6 +75,15 @@ def load_plan(store: Store, plan_id: str) -> Plan:
     """
     with store.reading() as conn:
         body = conn.execute(select(plans.c.body).where(plans.c.plan_id == plan_id)).scalar()
+    return plan_from_body(plan_id, body)
+
+
+def plan_from_body(plan_id: str, body: str | None) -> Plan:
+    """The plan ``plan_id`` from its stored ``body`` (None: not stored), re-checking that
+    its content still has that id.
+
+    Raises NotFound when it is not stored, Conflict when its content no longer matches.
+    """
     if body is None:
         raise NotFound(f"plan {plan_id}: not stored")
     plan = parse_plan(body)
@@ -96,7 +107,8 @@ def save_receipt(
     Returns False (and writes nothing) when this run already has a receipt.
     """
     committed = receipt.committed
-    with store.transaction() as conn:
+
+    def body(conn: Connection) -> bool:
         insert = insert_on_conflict(conn, receipts).values(
             receipt_sha256=receipt.receipt_sha256,
             run_id=run_id,
@@ -137,7 +149,11 @@ def save_receipt(
             )
         if written and also is not None:
             also(conn)
-    return written
+        return written
+
+    # Safe to run again when the connection drops, even after a commit whose answer was
+    # lost: keyed by run, a second attempt finds the receipt and writes nothing.
+    return store.retrying(body, what=f"receipt of run {run_id}")
 
 
 def load_receipt(store: Store, receipt_or_run_id: str) -> Receipt:
@@ -198,9 +214,28 @@ def find_reusable_receipt(store: Store, action_key: str) -> Receipt | None:
             .order_by(receipts.c.created_at.desc(), receipts.c.receipt_sha256.desc())
             .limit(1)
         ).scalar()
+    return _answering(body, f"receipt for action {action_key}")
+
+
+def load_reusable_receipt(store: Store, run_id: str) -> Receipt | None:
+    """The receipt of run ``run_id`` if it may answer a later identical action, else None
+    (the rule ``find_reusable_receipt`` applies, asked of one receipt the caller chose)."""
+    with store.reading() as conn:
+        body = conn.execute(
+            select(receipts.c.body).where(
+                receipts.c.run_id == run_id,
+                receipts.c.reusable.is_(True),
+                receipts.c.outcome != "inconclusive",
+            )
+        ).scalar()
+    return _answering(body, f"receipt of run {run_id}")
+
+
+def _answering(body: str | None, what: str) -> Receipt | None:
+    """The stored receipt ``body`` when it may answer a later action, else None."""
     if body is None:
         return None
-    return _readable(body, f"receipt for action {action_key}", may_answer_later_runs)
+    return _readable(body, what, may_answer_later_runs)
 
 
 def newest_receipt_of_plan(store: Store, plan_id: str) -> Receipt | None:

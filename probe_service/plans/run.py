@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -88,6 +89,9 @@ _P = TypeVar("_P", bound=BaseModel)
 
 #: Runs inside the transaction that writes a new receipt: ``(connection, receipt)``.
 ReceiptHook = Callable[[Connection, Receipt], None]
+
+#: The receipt that may answer an action key, or None (``persist.find_reusable_receipt``).
+ReuseLookup = Callable[[str], Receipt | None]
 
 #: Bounded output returned to callers (the receipt commits to the full kept bytes' digest).
 MAX_RETURNED_OUTPUT = 64 * 1024
@@ -197,6 +201,8 @@ def probe_run(
     on_written: ReceiptHook | None = None,
     hand_off: HandOff | None = None,
     first: ReceiptDraft | None = None,
+    plan: Plan | None = None,
+    find_reusable: ReuseLookup | None = None,
 ) -> ProbeRunResult:
     """Run a stored plan under the exactly named policy and return its receipt, signed by
     ``signing_key`` when one is given (docs/ARCHITECTURE.md, "Signed receipts"). The
@@ -218,8 +224,12 @@ def probe_run(
     not in the policy file), ConfirmationHandedOff when ``hand_off`` took the
     confirmation. Sandbox, overlay and oracle failures never raise: they end
     ``inconclusive`` with a reason in the receipt.
+
+    ``plan`` (the stored plan ``plan_id``) and ``find_reusable`` (the reuse lookup) let a
+    caller that read them with its lease spare the store those reads (docs/ARCHITECTURE.md,
+    "Lean store path"); by default both are read from ``store``.
     """
-    plan = load_plan(store, plan_id)
+    plan = plan if plan is not None else load_plan(store, plan_id)
     if policy_id != plan.policy_id:
         raise PolicyError(
             f"policy: {policy_id!r} does not equal the plan's policy_id {plan.policy_id!r}"
@@ -252,7 +262,7 @@ def probe_run(
         log.warning("run %s: this worker's action key differs; executing anew", run_id)
         context.first, hand_off = None, None
     if reuse and context.first is None:
-        cached = find_reusable_receipt(store, key)
+        cached = (find_reusable or partial(find_reusable_receipt, store))(key)
         if cached is not None:
             return result_from_receipt(run_id, cached, reused=True)
     context.explain(store, inputs, key, reuse)

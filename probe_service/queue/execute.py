@@ -20,17 +20,13 @@ from ..plans import probe_abandon, probe_run, run_configuration
 from ..plans.backend import SandboxBackend
 from ..plans.confirm import ConfirmationHandedOff, HandOff, ReceiptDraft
 from ..plans.execution import RuntimeBackend
+from ..plans.persist import plan_from_body
 from ..settings import Settings, read_settings
 from ..store import Store
-from .confirmations import (
-    PendingConfirmation,
-    pending_confirmation,
-    requeue_for_confirmation,
-)
+from .confirmations import requeue_for_confirmation
 from .heartbeats import another_worker_alive
 from .leases import LeaseKeeper
 from .runs import (
-    RunRow,
     claim_run,
     expired_runs,
     finish_run,
@@ -41,12 +37,13 @@ from .runs import (
     stale_queued_runs,
 )
 from .tables import DEFAULT_NAMESPACE
+from .take import LeaveToOther, TakenRun, reuse_lookup, take_run
 
 if TYPE_CHECKING:
     from ..plans.receipt_model import Receipt
     from .broker import ProbeQueue
 
-__all__ = ["WorkerContext", "execute_run", "reap_runs"]
+__all__ = ["WorkerContext", "execute_run", "execute_taken", "reap_runs"]
 
 log = logging.getLogger(__name__)
 
@@ -100,11 +97,12 @@ _NOT_ENDED_HERE = frozenset(
 
 
 def execute_run(ctx: WorkerContext, run_id: str) -> str:
-    """Claim and run one queued run, then let what follows it happen (``after_run``);
+    """Take and run one queued run, then let what follows it happen (``after_run``);
     return what happened (for logs and tests).
 
-    Raises InfrastructureError (store or broker unavailable) so the actor is retried;
-    every other failure ends the run with a recorded reason.
+    The run is taken in one transaction and finished in one (docs/ARCHITECTURE.md, "Lean
+    store path"). Raises InfrastructureError (store or broker unavailable) so the actor is
+    retried; every other failure ends the run with a recorded reason.
     """
     what = _execute(ctx, run_id)
     if what not in _NOT_ENDED_HERE:
@@ -115,22 +113,42 @@ def execute_run(ctx: WorkerContext, run_id: str) -> str:
 
 
 def _execute(ctx: WorkerContext, run_id: str) -> str:
-    # Read before the claim: a run waiting to confirm this worker's own refutation is left
-    # to another worker without claiming it (docs/ARCHITECTURE.md, "Confirming a refutation").
-    pending = pending_confirmation(ctx.store, run_id)
-    if pending is not None and _leave_to_another_worker(ctx, run_id, pending.first_worker):
-        return "confirm_elsewhere"
-    claim = claim_run(ctx.store, run_id, ctx.owner, ctx.lease_ms, namespace=ctx.namespace)
-    run = claim.run
-    if run is None:
-        if claim.why == "other_namespace":
+    taking = take_run(
+        ctx.store,
+        run_id,
+        ctx.owner,
+        ctx.lease_ms,
+        namespace=ctx.namespace,
+        leave_to_other=_leave_to_another_worker(ctx),
+    )
+    if taking.why == "confirm_elsewhere" and ctx.queue is not None:
+        _send_again(ctx.store, ctx.queue, run_id, CONFIRM_ELSEWHERE_DELAY_MS)
+        return taking.why
+    taken = taking.taken
+    if taken is None:
+        if taking.why == "other_namespace":
             log.warning("run %s: submitted to another queue namespace; refused", run_id)
-        return claim.why  # duplicate delivery, another worker or namespace: ack, do nothing
+        return taking.why  # duplicate delivery, another worker or namespace: ack, do nothing
+    return _execute_taken(ctx, taken)
+
+
+def execute_taken(ctx: WorkerContext, taken: TakenRun) -> str:
+    """Run a run this worker has taken (``take.take_runs``), then let what follows it
+    happen (``after_run``); return what happened. Raises InfrastructureError like
+    ``execute_run``."""
+    what = _execute_taken(ctx, taken)
+    ctx.after_run(ctx.store, taken.run.run_id, ctx.owner)
+    return what
+
+
+def _execute_taken(ctx: WorkerContext, taken: TakenRun) -> str:
+    run = taken.run
+    run_id = run.run_id
     if run.attempts > ctx.max_attempts:
         _abandon(ctx, run.run_id, run.plan_id, run.policy_id)
         return "worker_lost"
     try:
-        return _run_claimed(ctx, run, pending)
+        return _run_claimed(ctx, taken)
     except InfrastructureError:
         raise
     except Exception as exc:  # a defect must still end the run with a receipt
@@ -140,13 +158,15 @@ def _execute(ctx: WorkerContext, run_id: str) -> str:
         return "internal_error"
 
 
-def _leave_to_another_worker(ctx: WorkerContext, run_id: str, first_worker: str) -> bool:
-    """Put the run aside when it waits to confirm this worker's own refutation and another
-    worker is alive to confirm it; the delayed message comes back to any worker."""
-    if ctx.queue is None or first_worker != ctx.owner or not _another_worker(ctx, ctx.queue):
-        return False  # alone on the farm, the worker that refuted confirms it itself
-    _send_again(ctx.store, ctx.queue, run_id, CONFIRM_ELSEWHERE_DELAY_MS)
-    return True
+def _leave_to_another_worker(ctx: WorkerContext) -> LeaveToOther | None:
+    """Whether a run waiting to confirm a refutation is put aside, asked while it is taken:
+    when this worker refuted first and another worker is alive to confirm it; the delayed
+    message comes back to any worker (docs/ARCHITECTURE.md, "Confirming a refutation")."""
+    queue = ctx.queue
+    if queue is None:
+        return None  # the embedded mode confirms in this process
+    # Alone on the farm, the worker that refuted confirms it itself.
+    return lambda first_worker: first_worker == ctx.owner and _another_worker(ctx, queue)
 
 
 def _another_worker(ctx: WorkerContext, queue: ProbeQueue) -> bool:
@@ -185,9 +205,10 @@ def _hand_off(ctx: WorkerContext, run_id: str) -> HandOff | None:
     return hand_off
 
 
-def _run_claimed(ctx: WorkerContext, run: RunRow, pending: PendingConfirmation | None) -> str:
-    """Run a claimed run under its lease (the confirmation of ``pending`` when it waits for
-    one); return its outcome or the refusal's code."""
+def _run_claimed(ctx: WorkerContext, taken: TakenRun) -> str:
+    """Run a taken run under its lease (the confirmation of its pending refutation when it
+    waits for one); return its outcome or the refusal's code."""
+    run, pending = taken.run, taken.pending
     run_id = run.run_id
     finished_with_receipt = []
     queued_seconds = run.queued_seconds
@@ -215,6 +236,8 @@ def _run_claimed(ctx: WorkerContext, run: RunRow, pending: PendingConfirmation |
                 ctx.store,
                 run.plan_id,
                 run.policy_id,
+                plan=plan_from_body(run.plan_id, taken.plan_body),
+                find_reusable=reuse_lookup(ctx.store, taken),
                 policy_file=setup.policy_file,
                 environ=setup.environ,
                 backend=ctx.backend,

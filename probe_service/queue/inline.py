@@ -17,6 +17,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 from ..errors import InvalidInput, SandboxUnavailable
@@ -33,7 +34,12 @@ if TYPE_CHECKING:
     from .execute import WorkerContext
     from .status import RunStatus
 
-__all__ = ["BACKGROUND_THREADS", "InlineQueue", "run_inline"]
+__all__ = ["BACKGROUND_THREADS", "TAKE_BATCH", "InlineQueue", "run_inline"]
+
+#: Runs one lane of the embedded mode takes per transaction (docs/ARCHITECTURE.md, "Lean
+#: store path"): one round trip leases them all, and a lane never holds more waiting
+#: runs than it finishes in a few seconds.
+TAKE_BATCH = 8
 
 log = logging.getLogger(__name__)
 
@@ -184,8 +190,29 @@ def run_inline(
     """Execute queued runs in-process with ``threads`` workers through ``backend`` (the
     real sandbox by default); return each run's result."""
     from ..settings import read_settings
-    from .execute import execute_run
 
     ctx = _context(store, settings or read_settings(), backend)
-    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-        return list(pool.map(lambda run_id: execute_run(ctx, run_id), run_ids))
+    lanes = max(1, threads)
+    size = max(1, min(TAKE_BATCH, -(-len(run_ids) // lanes)))
+    chunks = [list(run_ids[i : i + size]) for i in range(0, len(run_ids), size)]
+    with ThreadPoolExecutor(max_workers=lanes) as pool:
+        return [r for done in pool.map(lambda c: _run_chunk(ctx, c), chunks) for r in done]
+
+
+def _run_chunk(ctx: WorkerContext, run_ids: list[str]) -> list[str]:
+    """Take ``run_ids`` in one transaction and run those taken, one after another, their
+    leases kept while they wait; a run not taken answers as ``execute_run`` says why."""
+    from .execute import execute_run, execute_taken
+    from .take import take_runs
+
+    taken = {
+        t.run.run_id: t
+        for t in take_runs(ctx.store, run_ids, ctx.owner, ctx.lease_ms, namespace=ctx.namespace)
+    }
+    with ExitStack() as held:
+        for run_id in taken:
+            held.enter_context(ctx.leases.holding(run_id))
+        return [
+            execute_taken(ctx, taken[run_id]) if run_id in taken else execute_run(ctx, run_id)
+            for run_id in run_ids
+        ]

@@ -10,8 +10,9 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import Connection, and_, delete, exists, func, insert, or_, select, update
+from sqlalchemy import Connection, Update, and_, delete, exists, func, insert, or_, select, update
 
 from ..store import Store
 from .tables import DEFAULT_NAMESPACE, pending_confirmations, runs
@@ -26,6 +27,7 @@ __all__ = [
     "expired_runs",
     "finish_run",
     "finish_run_in",
+    "lease_update",
     "mark_enqueued",
     "new_run_rows",
     "now_ms",
@@ -146,22 +148,7 @@ def claim_run(
         if row.state == "running" and (row.lease_expires_ms or 0) > now:
             return Claim(None, "leased_elsewhere")
         claimed = conn.execute(
-            update(runs)
-            .where(
-                runs.c.run_id == run_id,
-                runs.c.namespace == namespace,
-                runs.c.state == row.state,
-                runs.c.attempts == row.attempts,
-                # A janitor's claim leaves attempts as they were, so state and attempts alone
-                # let every racer that read the expired row win; the lease it read must hold.
-                runs.c.lease_expires_ms.is_not_distinct_from(row.lease_expires_ms),
-            )
-            .values(
-                state="running",
-                attempts=row.attempts + int(count_attempt),
-                lease_owner=owner,
-                lease_expires_ms=now + lease_ms,
-            )
+            lease_update(row, namespace, owner, now + lease_ms, count_attempt=count_attempt)
         ).rowcount
     if claimed != 1:
         return Claim(None, "lost_race")
@@ -170,6 +157,31 @@ def claim_run(
     queued = None if row.submitted_ms is None else (now - row.submitted_ms) / 1000
     claimed_row = RunRow(run_id, row.plan_id, row.policy_id, "running", attempts, reuse, queued)
     return Claim(claimed_row, "claimed")
+
+
+def lease_update(
+    row: Any, namespace: str, owner: str, expires_ms: int, *, count_attempt: bool = True
+) -> Update:
+    """The conditional UPDATE that leases the run ``row`` was read as to ``owner``: it
+    matches only while the run is still as read, so of racers that read it one wins."""
+    return (
+        update(runs)
+        .where(
+            runs.c.run_id == row.run_id,
+            runs.c.namespace == namespace,
+            runs.c.state == row.state,
+            runs.c.attempts == row.attempts,
+            # A janitor's claim leaves attempts as they were, so state and attempts alone
+            # let every racer that read the expired row win; the lease it read must hold.
+            runs.c.lease_expires_ms.is_not_distinct_from(row.lease_expires_ms),
+        )
+        .values(
+            state="running",
+            attempts=row.attempts + int(count_attempt),
+            lease_owner=owner,
+            lease_expires_ms=expires_ms,
+        )
+    )
 
 
 def renew_lease(store: Store, run_id: str, owner: str, lease_ms: int) -> bool:
@@ -197,9 +209,12 @@ def finish_run(
     action_key: str | None,
     reused: bool | None = None,
 ) -> bool:
-    """Mark a run done (once); False when it was already done."""
-    with store.transaction() as conn:
-        return finish_run_in(
+    """Mark a run done (once); False when it was already done.
+
+    Retried when the connection drops (a second attempt finds the run done).
+    """
+    return store.retrying(
+        lambda conn: finish_run_in(
             conn,
             run_id,
             outcome=outcome,
@@ -207,7 +222,9 @@ def finish_run(
             receipt_sha256=receipt_sha256,
             action_key=action_key,
             reused=reused,
-        )
+        ),
+        what=f"finish run {run_id}",
+    )
 
 
 def finish_run_in(

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import re
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, select
 
 from ..errors import Conflict, InvalidInput, NotFound
 from .dialect import insert_on_conflict
-from .events import utc_now
-from .schema import event_consumers, events
+from .events import newest_cursor, utc_now
+from .schema import event_consumers
 
 __all__ = ["acknowledge", "check_consumer", "consumer_cursor"]
 
@@ -45,7 +45,7 @@ def acknowledge(conn: Connection, name: str, cursor: int) -> int:
     previous = consumer_cursor(conn, name)
     if cursor < previous:
         raise Conflict(f"ack: consumer {name!r} already acknowledged {previous}; not {cursor}")
-    newest = int(conn.execute(select(func.max(events.c.cursor))).scalar() or 0)
+    newest = newest_cursor(conn)
     if cursor > newest:
         raise NotFound(f"ack: no event has cursor {cursor} yet (newest is {newest})")
     now = utc_now()

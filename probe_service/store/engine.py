@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import select
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -11,10 +12,15 @@ from sqlalchemy import exc as sa_exc
 
 from ..errors import Conflict, InvalidInput, StoreUnavailable
 
-__all__ = ["create_store_engine", "map_store_errors"]
+__all__ = ["connection_dropped", "create_store_engine", "map_store_errors"]
 
 #: Seconds SQLite waits for a competing writer before reporting the store busy.
 SQLITE_BUSY_TIMEOUT_S = 30
+
+#: Pooled PostgreSQL connections per process: a worker's threads each hold one for a
+#: transaction at a time, and a wait for a connection would serialize them again.
+PG_POOL_SIZE = 8
+PG_POOL_OVERFLOW = 16
 
 
 def create_store_engine(url: str) -> Engine:
@@ -31,7 +37,12 @@ def create_store_engine(url: str) -> Engine:
             )
             _configure_sqlite(engine)
             return engine
-        return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5)
+        # No pre-ping: it cost a round trip before every transaction (docs/ARCHITECTURE.md,
+        # "Lean store path"). A connection the server closed is noticed at checkout
+        # without one, and a drop mid-transaction is retried by ``Store.retrying``.
+        engine = create_engine(url, pool_size=PG_POOL_SIZE, max_overflow=PG_POOL_OVERFLOW)
+        event.listen(engine, "checkout", _refuse_closed_by_server)
+        return engine
     except (sa_exc.ArgumentError, sa_exc.NoSuchModuleError, ImportError) as exc:
         raise StoreUnavailable(f"store URL {_redact(url)!r} is not usable: {exc}") from exc
 
@@ -59,6 +70,33 @@ def _configure_sqlite(engine: Engine) -> None:
             conn.exec_driver_sql("BEGIN")
         else:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _refuse_closed_by_server(dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
+    """Refuse a pooled connection the server has already closed, without a round trip.
+
+    An idle connection receives nothing unless the server ends it (a terminated backend,
+    a restart: PostgreSQL sends its FATAL notice, then EOF), so a socket that polls
+    readable at checkout is dead; the pool opens another (``DisconnectionError``).
+    """
+    pgconn = getattr(dbapi_conn, "pgconn", None)
+    if pgconn is None or getattr(dbapi_conn, "closed", False):
+        return
+    try:
+        fd = pgconn.socket
+    except Exception:
+        raise sa_exc.DisconnectionError("store connection already closed") from None
+    readable, _, _ = select.select([fd], [], [], 0)
+    if readable:
+        raise sa_exc.DisconnectionError("store connection closed by the server while idle")
+
+
+def connection_dropped(exc: BaseException) -> bool:
+    """Whether ``exc`` (as ``map_store_errors`` raised it) says the connection was lost,
+    so the transaction never committed or its outcome is unknown, and a retry on a
+    fresh connection may succeed."""
+    cause = exc.__cause__
+    return isinstance(cause, sa_exc.DBAPIError) and bool(cause.connection_invalidated)
 
 
 @contextmanager

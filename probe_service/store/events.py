@@ -1,4 +1,8 @@
-"""Durable events with a strictly increasing cursor, consumed with ``knowledge_events``."""
+"""Durable events with a dense, increasing cursor, consumed with ``knowledge_events``.
+
+docs/ARCHITECTURE.md, "Event cursor": a reader sees events in cursor order and never
+passes one that commits later; writers take no lock to keep it so.
+"""
 
 from __future__ import annotations
 
@@ -8,22 +12,59 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import Connection, insert, select, text
+from sqlalchemy import Connection, Table, func, insert, select, text
 
 from ..errors import LimitExceeded
-from .schema import events
+from .schema import event_outbox, events
 
-__all__ = ["MAX_EVENTS_PAGE", "Event", "append_event", "append_events", "read_events", "utc_now"]
+__all__ = [
+    "MAX_EVENTS_PAGE",
+    "Event",
+    "append_event",
+    "append_events",
+    "newest_cursor",
+    "publish_events",
+    "read_events",
+    "utc_now",
+]
 
 #: Largest page ``knowledge_events`` returns in one call.
 MAX_EVENTS_PAGE = 10_000
 
-#: Any constant works; it names the lock that orders event commits on PostgreSQL.
-_EVENT_LOCK_KEY = 0x6279_7465
+#: Names the lock that orders *publishers* on PostgreSQL (readers that number committed
+#: outbox rows); writers never take it. It is the key the event-writing commits of
+#: releases before ``0012_event_outbox`` took, so such a writer still running during an
+#: upgrade is ordered against the publishers too (docs/UPGRADING.md).
+_PUBLISH_LOCK_KEY = 0x6279_7465
+
+#: Largest number of outbox rows one publishing statement moves; a reader publishes again
+#: while a full batch came back.
+PUBLISH_BATCH = 10_000
+
+#: Moves committed outbox rows into ``events``, numbered densely after the newest cursor in
+#: the order they were written. One statement, so a publisher killed halfway moves nothing.
+_PUBLISH = text(
+    """
+    WITH moved AS (
+        DELETE FROM event_outbox
+        WHERE id IN (SELECT id FROM event_outbox ORDER BY id LIMIT :batch)
+        RETURNING id, kind, subject, payload, created_at
+    ), top AS (SELECT coalesce(max(cursor), 0) AS cursor FROM events)
+    INSERT INTO events (cursor, kind, subject, payload, created_at)
+    SELECT top.cursor + row_number() OVER (ORDER BY moved.id),
+           moved.kind, moved.subject, moved.payload, moved.created_at
+    FROM moved, top
+    RETURNING cursor
+    """
+)
+
+#: Keeps the ``events`` serial ahead of the published cursors, for a writer of an older
+#: release that still inserts into ``events`` itself during an upgrade.
+_KEEP_SERIAL = text("SELECT setval(pg_get_serial_sequence('events', 'cursor'), :top)")
 
 
 class Event(BaseModel):
-    """One durable event; ``cursor`` increases strictly in commit order."""
+    """One durable event; ``cursor`` is dense and increases in the order readers see them."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -39,38 +80,26 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
-def _order_commits(conn: Connection) -> None:
-    if conn.dialect.name == "postgresql":
-        # A sequence hands out numbers before commit, so a reader could see cursor 5
-        # before 4 commits and skip 4 forever; one transaction-scoped lock orders commits.
-        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _EVENT_LOCK_KEY})
+def _event_table(conn: Connection) -> Table:
+    """Where a writer inserts: PostgreSQL's outbox (no lock, numbered when published), or
+    SQLite's ``events`` itself (its one writer at a time numbers them in commit order)."""
+    return event_outbox if conn.dialect.name == "postgresql" else events
 
 
-def append_event(conn: Connection, kind: str, subject: str, payload: dict[str, Any]) -> int:
-    """Append an event inside the caller's transaction and return its cursor."""
-    _order_commits(conn)
-    result = conn.execute(
-        insert(events).values(
-            kind=kind,
-            subject=subject,
-            payload=json.dumps(payload, sort_keys=True),
-            created_at=utc_now(),
-        )
-    )
-    pk = result.inserted_primary_key
-    assert pk is not None  # noqa: S101 - an insert into a table with a primary key
-    return int(pk[0])
+def append_event(conn: Connection, kind: str, subject: str, payload: dict[str, Any]) -> None:
+    """Append an event inside the caller's transaction; it gets its cursor once a reader
+    sees it committed (docs/ARCHITECTURE.md, "Event cursor")."""
+    append_events(conn, [(kind, subject, payload)])
 
 
 def append_events(conn: Connection, items: Sequence[tuple[str, str, dict[str, Any]]]) -> None:
     """Append ``(kind, subject, payload)`` events, in order, inside the caller's transaction:
-    one statement for all of them (the cursors follow the order of ``items``)."""
+    one statement for all of them (their cursors follow the order of ``items``)."""
     if not items:
         return
-    _order_commits(conn)
     now = utc_now()
     conn.execute(
-        insert(events),
+        insert(_event_table(conn)),
         [
             {
                 "kind": kind,
@@ -83,6 +112,37 @@ def append_events(conn: Connection, items: Sequence[tuple[str, str, dict[str, An
     )
 
 
+def publish_events(conn: Connection) -> int:
+    """Number every committed outbox row into ``events``; return how many moved.
+
+    Only committed rows are visible to the publishing statement, and a transaction still
+    open when it runs is numbered by a later publisher, after every cursor handed out
+    before: so no reader ever passes an event that commits later, and a rolled-back
+    writer leaves no hole. Publishers take one lock among themselves (writers never wait
+    on it); its statement runs after the lock is held, so it sees every row an earlier
+    publisher numbered. A no-op on SQLite.
+    """
+    if conn.dialect.name != "postgresql":
+        return 0
+    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PUBLISH_LOCK_KEY})
+    moved, top = 0, 0
+    while True:
+        cursors = conn.execute(_PUBLISH, {"batch": PUBLISH_BATCH}).scalars().all()
+        moved += len(cursors)
+        top = max([top, *cursors])
+        if len(cursors) < PUBLISH_BATCH:
+            break
+    if moved:
+        conn.execute(_KEEP_SERIAL, {"top": top})
+    return moved
+
+
+def newest_cursor(conn: Connection) -> int:
+    """The newest cursor a reader can see (0 when there is none), publishing first."""
+    publish_events(conn)
+    return int(conn.execute(select(func.max(events.c.cursor))).scalar() or 0)
+
+
 def read_events(conn: Connection, after: int, limit: int) -> list[Event]:
     """Return up to ``limit`` events with a cursor greater than ``after``, oldest first.
 
@@ -90,6 +150,7 @@ def read_events(conn: Connection, after: int, limit: int) -> list[Event]:
     """
     if not 1 <= limit <= MAX_EVENTS_PAGE:
         raise LimitExceeded(f"limit: {limit} is outside 1..{MAX_EVENTS_PAGE}")
+    publish_events(conn)
     rows = conn.execute(
         select(events).where(events.c.cursor > after).order_by(events.c.cursor).limit(limit)
     )

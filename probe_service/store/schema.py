@@ -17,7 +17,15 @@ from sqlalchemy import (
     Text,
 )
 
-__all__ = ["blobs", "event_consumers", "events", "metadata", "snapshots", "stat_packs"]
+__all__ = [
+    "blobs",
+    "event_consumers",
+    "event_outbox",
+    "events",
+    "metadata",
+    "snapshots",
+    "stat_packs",
+]
 
 metadata = MetaData()
 
@@ -59,6 +67,22 @@ events = Table(
     Column("payload", Text, nullable=False),
     Column("created_at", String(32), nullable=False),
     sqlite_autoincrement=True,
+)
+
+#: Events written on PostgreSQL and not yet given their cursor (migration
+#: ``0012_event_outbox``; docs/ARCHITECTURE.md, "Event cursor"). A writer inserts here
+#: without any lock; the next reader moves committed rows into ``events``, numbering them
+#: after the newest cursor, so the cursor is dense and a reader never passes an event that
+#: commits later. SQLite (one writer at a time) writes ``events`` directly and leaves this
+#: table empty.
+event_outbox = Table(
+    "event_outbox",
+    metadata,
+    Column("id", CursorInt, primary_key=True, autoincrement=True),
+    Column("kind", String(64), nullable=False),
+    Column("subject", String(128), nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("created_at", String(32), nullable=False),
 )
 
 #: Named consumers of ``knowledge_events`` and the cursor each last acknowledged.

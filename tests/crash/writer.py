@@ -24,7 +24,8 @@ from probe_service.claims import (
 )
 from probe_service.plans import Receipt, parse_plan, plan_id_of
 from probe_service.plans.persist import save_plan, save_receipt
-from probe_service.queue.runs import claim_run, create_runs, finish_run
+from probe_service.queue.runs import create_runs, finish_run_in
+from probe_service.queue.take import take_run
 from probe_service.snapshot.capture import snapshot_capture
 from probe_service.store import Store, open_store
 
@@ -106,17 +107,23 @@ def run_operation(root: Path, url: str | None, operation: str, tag: str, kill_at
         save_plan(store, plan)
         (run_id,) = create_runs(store, f"batch-{tag}", [(plan_id_of(plan), "crash-policy")])
         switch.armed = True
-        # A 1 ms lease: once killed, the janitor finds the run expired at once.
-        claim_run(store, run_id, "crash-writer", 1)
+        # The worker's store path: one transaction takes the run (a 1 ms lease: once
+        # killed, the janitor finds it expired at once), one finishes it.
+        take_run(store, run_id, "crash-writer", 1)
         receipt = _receipt(plan_id_of(plan), snapshot_id, run_id)
-        save_receipt(store, run_id, receipt, reusable=False)
-        finish_run(
+        save_receipt(
             store,
             run_id,
-            outcome="supports",
-            reason="oracle_passed",
-            receipt_sha256=receipt.receipt_sha256,
-            action_key=receipt.committed.action_key,
+            receipt,
+            reusable=False,
+            also=lambda conn: finish_run_in(
+                conn,
+                run_id,
+                outcome="supports",
+                reason="oracle_passed",
+                receipt_sha256=receipt.receipt_sha256,
+                action_key=receipt.committed.action_key,
+            ),
         )
     elif operation == "claim":
         snapshot_id = _capture(store, tree, tag)

@@ -35,6 +35,7 @@ from probe_service.queue.runs import claim_run, expired_runs
 from probe_service.queue.tables import DEFAULT_NAMESPACE, runs
 from probe_service.settings import read_settings
 from probe_service.store import Store
+from probe_service.store.events import publish_events
 from probe_service.store.schema import events
 
 from ..stubsandbox import StubSandbox
@@ -53,6 +54,7 @@ def _run_row(store: Store, run_id: str) -> Any:
 
 def _count(store: Store, table: Any, *where: Any) -> int:
     with store.reading() as conn:
+        publish_events(conn)  # events written on PostgreSQL are counted once numbered
         return int(conn.execute(select(func.count()).select_from(table).where(*where)).scalar_one())
 
 

@@ -11,6 +11,7 @@ from probe_service.claims.tables import claim_audit, claim_checks, obligations
 from probe_service.errors import InvalidInput, NotFound
 from probe_service.service import ProbeService
 from probe_service.service.registry import operations
+from probe_service.store.events import publish_events
 from probe_service.store.schema import events
 
 from .conftest import serving
@@ -117,6 +118,7 @@ def test_claim_history_and_gate_preview_write_nothing(
 
     def counts() -> list[int]:
         with service.store.reading() as conn:
+            publish_events(conn)  # an event still in PostgreSQL's outbox counts too
             return [
                 conn.execute(select(func.count()).select_from(t)).scalar_one()
                 for t in (claim_checks, obligations, claim_audit, events)
