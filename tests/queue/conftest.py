@@ -168,15 +168,20 @@ def start_farm(
 def wait_done(
     store: Store, batch_id: str, total: int, tick: Callable[[], None] | None = None
 ) -> dict[str, int]:
-    """Poll until every run of the batch is done; fail (not hang) past the liveness bound."""
+    """Poll until every run of the batch is done; fail (not hang) once no run has ended for
+    the liveness bound -- a stall, never a slow machine still making progress."""
+    done_before = -1
     deadline = time.monotonic() + BATCH_DEADLINE_S
     while time.monotonic() < deadline:
         counts = batch_counts(store, batch_id)
         if counts.get("done", 0) == total:
             return counts
+        if counts.get("done", 0) != done_before:
+            done_before = counts.get("done", 0)
+            deadline = time.monotonic() + BATCH_DEADLINE_S
         if tick is not None:
             tick()
         time.sleep(0.2)
     pytest.fail(
-        f"batch {batch_id} not done after {BATCH_DEADLINE_S}s: {batch_counts(store, batch_id)}"
+        f"batch {batch_id}: no run ended for {BATCH_DEADLINE_S}s: {batch_counts(store, batch_id)}"
     )
