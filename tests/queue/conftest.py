@@ -65,6 +65,12 @@ def capture_hello(store: Store, directory: Path) -> str:
 
 
 @pytest.fixture
+def pg_url(pg_migrated_url: str) -> str:
+    """Here the URL of the shared store's schema: migrated already, from the session's pool."""
+    return pg_migrated_url
+
+
+@pytest.fixture
 def shared_store(tmp_path: Path, pg_url: str) -> Iterator[Store]:
     """The shared PostgreSQL store, in a schema of its own."""
     store = open_store(tmp_path, pg_url)
