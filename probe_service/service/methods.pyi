@@ -12,6 +12,7 @@ from probe_service.claims.records import ChangeAnalysis, ClaimRecord, Obligation
 from probe_service.plans.models import Plan
 from probe_service.plans.run import ProbeRunResult
 from probe_service.policies.describe import PolicyDescription
+from probe_service.queue.batch_report import BatchReport
 from probe_service.queue.farm import FarmStats
 from probe_service.queue.listing import RunPage
 from probe_service.queue.status import RunStatus
@@ -483,6 +484,17 @@ class OperationMethods:
     ) -> FarmStats:
         """Queue depth, runs by state, outcomes and reasons, throughput and submit-to-receipt
         latency per time bucket over a window, and the workers seen recently. Read-only."""
+
+    def batch_report(
+        self,
+        *,
+        batch_id: str,
+        limit: int = ...,
+    ) -> BatchReport:
+        """A batch at a glance: runs by state and outcome, how many are done, how many were taken
+        more than once, its `limit` slowest runs (submission to done) and its first `limit` runs
+        that did not support their hypothesis, each with its hypothesis, reason, attempts and
+        receipt. Read-only: settles nothing (batch_status does). Refuses an unknown batch."""
 
     def claim_history(
         self,

@@ -11,6 +11,8 @@ from ... import queue as queues
 from ...claims.recheck_records import RecheckReport
 from ...errors import Conflict, NotFound
 from ...plans.models import Plan
+from ...queue.batch_report import BatchReport
+from ...queue.batch_report import batch_report as _batch_report
 from ...queue.farm import FarmStats
 from ...queue.farm import farm_stats as _farm_stats
 from ...queue.listing import RunFilters, RunPage, list_runs
@@ -231,3 +233,18 @@ def farm_stats(svc: ProbeService, req: FarmStatsRequest) -> FarmStats:
     latency per time bucket over a window, and the workers seen recently. Read-only."""
     window_ms = int(req.window_hours * 3_600_000)
     return _farm_stats(svc.store, window_ms=window_ms, buckets=req.buckets)
+
+
+class BatchReportRequest(Request):
+    batch_id: BatchId
+    limit: int = Field(10, ge=1, le=100, description="Runs listed as slowest and as failures.")
+
+
+@operation("batch_report", faces=AGENT | WEB)
+def batch_report(svc: ProbeService, req: BatchReportRequest) -> BatchReport:
+    """A batch at a glance: runs by state and outcome, how many are done, how many were
+    taken more than once, its `limit` slowest runs (submission to done) and its first
+    `limit` runs that did not support their hypothesis, each with its hypothesis,
+    reason, attempts and receipt. Read-only: settles nothing (batch_status does).
+    Refuses an unknown batch."""
+    return _batch_report(svc.store, req.batch_id, limit=req.limit)
