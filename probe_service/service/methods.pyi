@@ -491,10 +491,11 @@ class OperationMethods:
         batch_id: str,
         limit: int = ...,
     ) -> BatchReport:
-        """A batch at a glance: runs by state and outcome, how many are done, how many were taken
-        more than once, its `limit` slowest runs (submission to done) and its first `limit` runs
-        that did not support their hypothesis, each with its hypothesis, reason, attempts and
-        receipt. Read-only: settles nothing (batch_status does). Refuses an unknown batch."""
+        """A batch's counts, progress, slowest runs and failures. Runs by state and outcome, how
+        many are done and how many were taken more than once; its `limit` slowest runs
+        (submission to done) and its first `limit` runs that did not support their hypothesis,
+        each with its hypothesis, reason, attempts and receipt. Read-only: settles nothing
+        (batch_status does). Refuses an unknown batch."""
 
     def claim_history(
         self,
