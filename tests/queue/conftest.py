@@ -139,7 +139,11 @@ def start_farm(
     farms: list[Farm] = []
 
     def start(
-        processes: int = 2, threads: int = 2, metrics_port: int = 0, **extra_env: str
+        processes: int = 2,
+        threads: int = 2,
+        metrics_port: int = 0,
+        store_metrics_port: int = 0,
+        **extra_env: str,
     ) -> Farm:
         env = {
             **os.environ,
@@ -155,6 +159,7 @@ def start_farm(
         log = tmp_path / f"farm{len(farms)}.log"
         argv = [sys.executable, "-m", "probe_service.cli", "worker"]
         argv += ["--metrics-port", str(metrics_port)]
+        argv += ["--store-metrics-port", str(store_metrics_port)]
         argv += ["--processes", str(processes), "--threads", str(threads), "--root", str(tmp_path)]
         with open(log, "wb") as out:
             process = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)

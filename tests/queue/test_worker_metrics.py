@@ -21,8 +21,9 @@ from probe_service.queue import (
     reap_runs,
     submit_plans,
 )
-from probe_service.queue.metrics import StoreCollector, WorkerCollector, exposition
+from probe_service.queue.metrics import WorkerCollector, exposition
 from probe_service.queue.runs import claim_run
+from probe_service.queue.supervisor import WorkerMetrics
 from probe_service.queue.tables import runs
 from probe_service.queue.worker_process import janitor_tick
 from probe_service.store import Store
@@ -183,6 +184,13 @@ def _executed(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> 
 
 
 class TestFarmExports:
+    def test_worker_process_i_serves_on_port_plus_i(self) -> None:
+        """The supervisor gives process i (and each replacement of it) port + i; port 0
+        serves none."""
+        metrics = WorkerMetrics(9191, "10.0.0.11")
+        assert metrics.argv(1) == ["--metrics-port", "9192", "--metrics-host", "10.0.0.11"]
+        assert WorkerMetrics().argv(3) == []
+
     @pytest.mark.timeout(600)
     def test_two_workers_exports_sum_to_the_runs_the_store_counts(
         self,
@@ -194,9 +202,9 @@ class TestFarmExports:
     ) -> None:
         """Two worker processes (real sandbox) each export only their own counters, under
         their own worker label; summed over both targets they equal the store-wide count of
-        finished runs, which neither target exports."""
-        base = _ports(2)
-        farm = start_farm(processes=2, threads=2, metrics_port=base)
+        finished runs, which only the supervisor's --store-metrics-port serves."""
+        base = _ports(3)
+        farm = start_farm(processes=2, threads=2, metrics_port=base, store_metrics_port=base + 2)
         queue = ProbeQueue(redis_url, namespace=redis_namespace)
         try:
             plans = [
@@ -204,13 +212,14 @@ class TestFarmExports:
             ]
             batch = submit_plans(shared_store, queue, plans, POLICY_ID)
             wait_done(shared_store, batch.batch_id, len(plans))
-            store_wide = _samples(exposition(StoreCollector(shared_store, queue)).decode())
         finally:
             queue.close()
-        done = store_wide[
-            ("byte_probe_runs_done_total", (("outcome", "supports"), ("reason", "oracle_passed")))
-        ]
+        store_wide = _samples(_scrape(base + 2))
+        passed = (("outcome", "supports"), ("reason", "oracle_passed"))
+        done = store_wide[("byte_probe_runs_done_total", passed)]
         assert done == len(plans)
+        assert store_wide[("byte_probe_workers_alive", ())] == 2
+        assert not any(name.startswith("byte_probe_worker_") for name, _ in store_wide)
         deadline = time.monotonic() + CATCH_UP_S
         while True:
             scrapes = [_samples(_scrape(port)) for port in (base, base + 1)]
@@ -223,5 +232,6 @@ class TestFarmExports:
         assert workers[0] != workers[1]
         for scrape, (worker,) in zip(scrapes, workers, strict=True):
             assert not any(name.startswith("byte_probe_runs") for name, _ in scrape)
+            assert ("byte_probe_up", ()) not in scrape
             assert scrape[("byte_probe_worker_threads", (("worker", worker),))] == 2
         farm.stop()
