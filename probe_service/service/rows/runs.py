@@ -19,7 +19,7 @@ from ...queue.listing import RunFilters, RunPage, list_runs
 from ...queue.runs import cancel_run
 from ...queue.submit import RunSummary
 from ...settings import REDIS_URL_ENV
-from ..registry import ADMIN, AGENT, HOST, WEB, Face, Request, operation
+from ..registry import ADMIN, AGENT, HOST, WEB, Request, operation
 from ..session import ProbeService
 from .common import BatchId, Frozen, PlanId, RunId, SnapshotId
 
@@ -44,8 +44,8 @@ class ProbeSubmitRequest(Request):
 
 @operation("probe_submit")
 def probe_submit(svc: ProbeService, req: ProbeSubmitRequest) -> queues.SubmitResult:
-    """Queue stored plans under one policy id as one batch and return the batch id and
-    run ids at once (poll run_status with each run id); without a configured
+    """Queue stored plans under one policy id as one batch, returning at once. The answer
+    holds the batch id and run ids (poll run_status with each run id); without a configured
     queue the runs execute in this process in the background. Refuses the whole batch
     (nothing stored) when a plan id is not stored or, without a configured queue, when
     this service's policy file has no policy_id."""
@@ -132,9 +132,9 @@ class BatchSubmitted(Frozen):
 
 @operation("batch_submit", faces=ADMIN, long_running=True)
 def batch_submit(svc: ProbeService, req: BatchSubmitRequest) -> BatchSubmitted:
-    """Persist plans (or stored plan ids) as one batch of runs under one policy id, plans
-    and runs in the same transactions, then enqueue them; without a configured queue the
-    runs execute in this process. Refuses the whole batch (nothing stored) when a plan id
+    """Persist plans (or stored plan ids) as one batch of runs and enqueue them. Plans and
+    runs are stored under one policy id in the same transactions; without a configured
+    queue the runs execute in this process. Refuses the whole batch (nothing stored) when a plan id
     or snapshot is not stored."""
     queue = svc.queue
     result = queues.submit_plans(svc.store, queue, list(req.items), req.policy_id, reuse=req.reuse)
@@ -207,9 +207,10 @@ class RunListRequest(Request):
 
 @operation("run_list", faces=AGENT | WEB)
 def run_list(svc: ProbeService, req: RunListRequest) -> RunPage:
-    """List runs newest first, queued ones (with batch, state, attempts) and those run
-    in a process alike, filtered by run id, batch, outcome, reason, policy id, snapshot or state;
-    pages of at most 500 with a cursor. Read-only; ids only, never policy bodies."""
+    """List runs newest first, queued and run in a process alike. Queued ones carry batch,
+    state and attempts, each run its plan's hypothesis; filtered by run id, batch, outcome,
+    reason, policy id, snapshot or state (ids or prefixes); pages of at most 500 with a
+    cursor. Read-only; ids only, never policy bodies."""
     filters = RunFilters(
         run_id=req.run_id,
         batch_id=req.batch_id,
@@ -240,12 +241,7 @@ class BatchReportRequest(Request):
     limit: int = Field(10, ge=1, le=100, description="Runs listed as slowest and as failures.")
 
 
-#: The host and the web view only: the compact capabilities answer of the python, cli and
-#: MCP faces is held to 16 KiB (tests/service/test_agent_schemas.py) and had no room left.
-_BATCH_REPORT_FACES: frozenset[Face] = frozenset[Face]({"host"}) | WEB
-
-
-@operation("batch_report", faces=_BATCH_REPORT_FACES)
+@operation("batch_report", faces=AGENT | WEB)
 def batch_report(svc: ProbeService, req: BatchReportRequest) -> BatchReport:
     """A batch's counts, progress, slowest runs and failures. Runs by state and outcome,
     how many are done and how many were taken more than once; its `limit` slowest runs
