@@ -62,6 +62,11 @@ COMMANDS: dict[str, LazyCommand] = {
         "worker",
         "Start dramatiq workers on PROBE_REDIS_URL, restarting any that dies, until Ctrl-C.",
     ),
+    "metrics": LazyCommand(
+        "queue",
+        "metrics",
+        "Serve the farm's store-wide metrics (one endpoint per farm; workers serve their own).",
+    ),
     "submit": LazyCommand(
         "queue", "submit", "Persist and enqueue many plans; with --wait, gate on their outcomes."
     ),

@@ -12,6 +12,7 @@ from probe_service.claims.records import ChangeAnalysis, ClaimRecord, Obligation
 from probe_service.plans.models import Plan
 from probe_service.plans.run import ProbeRunResult
 from probe_service.policies.describe import PolicyDescription
+from probe_service.queue.batch_report import BatchReport
 from probe_service.queue.farm import FarmStats
 from probe_service.queue.listing import RunPage
 from probe_service.queue.status import RunStatus
@@ -125,11 +126,11 @@ class OperationMethods:
         policy_id: str,
         reuse: bool = ...,
     ) -> SubmitResult:
-        """Queue stored plans under one policy id as one batch and return the batch id and run ids
-        at once (poll run_status with each run id); without a configured queue the runs execute
-        in this process in the background. Refuses the whole batch (nothing stored) when a plan
-        id is not stored or, without a configured queue, when this service's policy file has no
-        policy_id."""
+        """Queue stored plans under one policy id as one batch, returning at once. The answer holds
+        the batch id and run ids (poll run_status with each run id); without a configured queue
+        the runs execute in this process in the background. Refuses the whole batch (nothing
+        stored) when a plan id is not stored or, without a configured queue, when this service's
+        policy file has no policy_id."""
 
     def batch_status(
         self,
@@ -436,9 +437,9 @@ class OperationMethods:
         reuse: bool = ...,
         threads: int = ...,
     ) -> BatchSubmitted:
-        """Persist plans (or stored plan ids) as one batch of runs under one policy id, plans and
-        runs in the same transactions, then enqueue them; without a configured queue the runs
-        execute in this process. Refuses the whole batch (nothing stored) when a plan id or
+        """Persist plans (or stored plan ids) as one batch of runs and enqueue them. Plans and runs
+        are stored under one policy id in the same transactions; without a configured queue the
+        runs execute in this process. Refuses the whole batch (nothing stored) when a plan id or
         snapshot is not stored."""
 
     def batch_resume(
@@ -471,9 +472,10 @@ class OperationMethods:
         limit: int = ...,
         cursor: str | None = ...,
     ) -> RunPage:
-        """List runs newest first, queued ones (with batch, state, attempts) and those run in a
-        process alike, filtered by run id, batch, outcome, reason, policy id, snapshot or state;
-        pages of at most 500 with a cursor. Read-only; ids only, never policy bodies."""
+        """List runs newest first, queued and run in a process alike. Queued ones carry batch,
+        state and attempts, each run its plan's hypothesis; filtered by run id, batch, outcome,
+        reason, policy id, snapshot or state (ids or prefixes); pages of at most 500 with a
+        cursor. Read-only; ids only, never policy bodies."""
 
     def farm_stats(
         self,
@@ -483,6 +485,18 @@ class OperationMethods:
     ) -> FarmStats:
         """Queue depth, runs by state, outcomes and reasons, throughput and submit-to-receipt
         latency per time bucket over a window, and the workers seen recently. Read-only."""
+
+    def batch_report(
+        self,
+        *,
+        batch_id: str,
+        limit: int = ...,
+    ) -> BatchReport:
+        """A batch's counts, progress, slowest runs and failures. Runs by state and outcome, how
+        many are done and how many were taken more than once; its `limit` slowest runs
+        (submission to done) and its first `limit` runs that did not support their hypothesis,
+        each with its hypothesis, reason, attempts and receipt. Read-only: settles nothing
+        (batch_status does). Refuses an unknown batch."""
 
     def claim_history(
         self,

@@ -57,6 +57,7 @@ INDEX: dict[str, str] = {
     "batch_wait": "runs",
     "run_list": "runs",
     "farm_stats": "runs",
+    "batch_report": "runs",
     "claim_history": "claims",
     "gate_preview": "claims",
     "snapshot_file": "snapshots",
