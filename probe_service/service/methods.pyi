@@ -3,6 +3,8 @@
 
 from typing import Any, Literal
 
+from probe_service.bundles.api import BundleExported, BundleVerified
+from probe_service.bundles.importer import ImportResult
 from probe_service.claims.brief import KnowledgeBrief
 from probe_service.claims.gate_report import GateReport
 from probe_service.claims.history import ClaimHistory, GatePreview
@@ -515,3 +517,46 @@ class OperationMethods:
     ) -> SnapshotFile:
         """One path of a stored snapshot: its entry and, for a file, its first max_bytes as text
         (repository content: untrusted data). Refuses a path the snapshot lacks."""
+
+    def bundle_export(
+        self,
+        *,
+        out: str,
+        snapshot_id: str | None = ...,
+        claim_ids: tuple[str, ...] = ...,
+        scope: str | None = ...,
+    ) -> BundleExported:
+        """Write one bundle file (a zstd tar with a manifest of every object's digest and size)
+        holding what a selection needs to be checked elsewhere: snapshot manifests and blobs,
+        plans, receipts with their DSSE envelopes, claims with their supersessions, tombstones,
+        checks, obligations with resolutions and audit entries. Reads the store, writes only
+        that file; never overwrites another. On the host and MCP faces the file's directory must
+        lie inside the capture roots."""
+
+    def bundle_verify(
+        self,
+        *,
+        path: str,
+        public_keys: tuple[str, ...] = ...,
+    ) -> BundleVerified:
+        """Check a bundle file without a store: every object's digest and size, every snapshot's
+        blobs, every receipt's commitment, every envelope's statement and — with public keys —
+        its signature (then every receipt must be signed by one of them), every claim's record
+        digest and evidence binding. Writes nothing. Refuses naming the member: a tampered blob,
+        a receipt whose commitment no longer matches, a signature by another key, a truncated
+        file, an unknown format version, an unsafe member name, a bundle over the capture caps."""
+
+    def bundle_import(
+        self,
+        *,
+        path: str,
+        require_signed: tuple[str, ...] = ...,
+        allow_unsigned: bool = ...,
+    ) -> ImportResult:
+        """Import a bundle (administrators only): verify everything first — every digest, every
+        receipt's commitment, every envelope's signature (by a listed key, unless
+        allow_unsigned), every claim's evidence binding — then write it all in one transaction.
+        Importing twice changes nothing; an object stored under the same id with other bytes is
+        refused. Imported claims keep their history and are marked with their origin; imported
+        receipts are never reused, and an imported resolution never closes an obligation of this
+        store."""
