@@ -58,6 +58,8 @@ KINDS = (
 #: ``<kind>/<id>``: no other name is read; ``..``, ``/`` and links cannot be spelled.
 _MEMBER = re.compile(r"^(" + "|".join(KINDS) + r")/([A-Za-z0-9][A-Za-z0-9_-]{0,127})$")
 _MiB = 1 << 20
+#: Tar headers a member may take besides its data (a header block, a PAX record, padding).
+_HEADER_ALLOWANCE = 8 * 1024
 
 
 @dataclass(frozen=True)
@@ -139,8 +141,10 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 class _Bounded(io.RawIOBase):
     """The decompressed stream, refused once it passes ``cap`` bytes (a bomb stops there)."""
 
+    cap: int
+
     def __init__(self, source: IO[bytes], cap: int, where: str) -> None:
-        self._source, self._cap, self._where, self.count = source, cap, where, 0
+        self._source, self.cap, self._where, self.count = source, cap, where, 0
 
     def readable(self) -> bool:
         return True
@@ -148,9 +152,9 @@ class _Bounded(io.RawIOBase):
     def readinto(self, buffer: Any) -> int:
         data = self._source.read(len(buffer))
         self.count += len(data)
-        if self.count > self._cap:
+        if self.count > self.cap:
             raise LimitExceeded(
-                f"{self._where}: decompresses past {self._cap} bytes (the bundle limit); "
+                f"{self._where}: decompresses past {self.cap} bytes (what its manifest lists); "
                 "refused as a decompression bomb"
             )
         buffer[: len(data)] = data
@@ -167,21 +171,22 @@ def read_bundle(path: Path, limits: BundleLimits | None = None) -> BundleContent
     LimitExceeded when a member, the whole or the count passes ``limits``.
     """
     limits = limits or BundleLimits()
-    # The tar's own headers (512 bytes a member, PAX records) are allowed for on top.
-    cap = limits.max_total_bytes + limits.max_manifest_bytes + 2048 * (limits.max_members + 2)
     try:
         with (
             open(path, "rb") as handle,
             zstandard.ZstdDecompressor().stream_reader(handle) as raw,
         ):
-            bounded = io.BufferedReader(_Bounded(raw, cap, str(path)))
-            with tarfile.open(fileobj=bounded, mode="r|") as tar:
-                return _read_members(path, tar, limits)
+            # Until the manifest is read: the manifest's cap and its headers.
+            bounded = _Bounded(raw, limits.max_manifest_bytes + _HEADER_ALLOWANCE, str(path))
+            with tarfile.open(fileobj=io.BufferedReader(bounded), mode="r|") as tar:
+                return _read_members(path, tar, limits, bounded)
     except (tarfile.TarError, zstandard.ZstdError, EOFError) as exc:
         raise BundleInvalid(f"{path}: not a whole bundle (truncated or corrupt: {exc})") from exc
 
 
-def _read_members(path: Path, tar: tarfile.TarFile, limits: BundleLimits) -> BundleContents:
+def _read_members(
+    path: Path, tar: tarfile.TarFile, limits: BundleLimits, bounded: _Bounded
+) -> BundleContents:
     first = tar.next()
     if first is None or first.name != MANIFEST_NAME or not first.isreg():
         raise BundleInvalid(f"{path}: the first member is not {MANIFEST_NAME}")
@@ -191,6 +196,11 @@ def _read_members(path: Path, tar: tarfile.TarFile, limits: BundleLimits) -> Bun
         )
     raw = _data(tar, first)
     listed = _listed(_manifest(raw), limits)
+    # From here on the stream may hold what the manifest lists and its headers, no more:
+    # a header that claims more (a huge PAX record) stops at this cap.
+    bounded.cap = (
+        bounded.count + sum(s for _, s in listed.values()) + _HEADER_ALLOWANCE * (len(listed) + 2)
+    )
     contents = BundleContents(bundle_id=sha256_hex(raw), manifest=json.loads(raw))
     total = 0
     for member in tar:

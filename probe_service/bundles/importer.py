@@ -26,7 +26,7 @@ from ..claims.tables import claim_supersessions, claim_tombstones
 from ..errors import Conflict
 from ..plans.tables import plans, receipt_signatures, receipts
 from ..store import Store, append_event, utc_now
-from ..store.origins import bundle_imports, bundle_origins, imported_records
+from ..store.origins import bundle_imports, bundle_origins, imported_from, imported_records
 from ..store.schema import blobs, snapshots
 from .collect import claim_body
 from .verify import VerifiedBundle
@@ -153,7 +153,12 @@ def _compare(conn: Connection, bundle: VerifiedBundle) -> _Plan:
         lambda c: claim_body(stored_claims[c]) == raw[f"claim/{c}"],
     )
     _links(conn, bundle, sort)
-    digests = list(bundle.records)
+    # This store's own claims already hold their history here: none of it is carried in.
+    origins = imported_from(conn, "claim", list(stored_claims))
+    own = {c for c in stored_claims if c not in origins}
+    digests = [d for d, (_, claim_id, _) in bundle.records.items() if claim_id not in own]
+    for _ in range(len(bundle.records) - len(digests)):
+        planned.held("record")
     stored_records = _stored(conn, imported_records, imported_records.c.digest, digests)
     sort("record", digests, stored_records, lambda _: True)
     return planned

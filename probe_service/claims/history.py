@@ -10,7 +10,6 @@ which a page that only looks must never do.
 from __future__ import annotations
 
 import json
-
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict

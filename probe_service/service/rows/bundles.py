@@ -12,7 +12,7 @@ from pydantic import Field, model_validator
 from ... import bundles, policies
 from ...errors import UnsafePath
 from ..capture_roots import confine_capture_root
-from ..registry import ADMIN, AGENT, Request, operation
+from ..registry import ADMIN, Request, operation
 from ..session import ProbeService
 from .common import ClaimId, SnapshotId
 
