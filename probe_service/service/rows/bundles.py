@@ -52,10 +52,10 @@ class BundleExportRequest(Request):
 
 @operation("bundle_export")
 def bundle_export(svc: ProbeService, req: BundleExportRequest) -> bundles.BundleExported:
-    """Write one bundle file (a zstd tar with a manifest of every object's digest and
-    size) holding what a selection needs to be checked elsewhere: snapshot manifests and
-    blobs, plans, receipts with their DSSE envelopes, claims with their supersessions,
-    tombstones, checks, obligations with resolutions and audit entries. Reads the store,
+    """Write the evidence a selection rests on into one bundle file. It is a zstd tar
+    with a manifest of every object's digest and size, holding what the selection needs to
+    be checked elsewhere: snapshot manifests and blobs, plans, receipts with their DSSE
+    envelopes, claims with their supersessions, tombstones, checks, obligations with resolutions and audit entries. Reads the store,
     writes only that file; never overwrites another. On the host and MCP faces the file's
     directory must lie inside the capture roots."""
     out = _confined(svc, req.out)
@@ -93,8 +93,8 @@ class BundleVerifyRequest(Request):
 
 @operation("bundle_verify")
 def bundle_verify(svc: ProbeService, req: BundleVerifyRequest) -> bundles.BundleVerified:
-    """Check a bundle file without a store: every object's digest and size, every
-    snapshot's blobs, every receipt's commitment, every envelope's statement and — with
+    """Check a bundle file without a store. It checks every object's digest and size,
+    every snapshot's blobs, every receipt's commitment, every envelope's statement and — with
     public keys — its signature (then every receipt must be signed by one of them), every
     claim's record digest and evidence binding. Writes nothing. Refuses naming the
     member: a tampered blob, a receipt whose commitment no longer matches, a signature by
@@ -121,9 +121,9 @@ class BundleImportRequest(Request):
 
 @operation("bundle_import", faces=ADMIN, long_running=True)
 def bundle_import(svc: ProbeService, req: BundleImportRequest) -> bundles.ImportResult:
-    """Import a bundle (administrators only): verify everything first — every digest,
+    """Import a bundle (administrators only). It verifies everything first — every digest,
     every receipt's commitment, every envelope's signature (by a listed key, unless
-    allow_unsigned), every claim's evidence binding — then write it all in one
+    allow_unsigned), every claim's evidence binding — then writes it all in one
     transaction. Importing twice changes nothing; an object stored under the same id with
     other bytes is refused. Imported claims keep their history and are marked with their
     origin; imported receipts are never reused, and an imported resolution never closes
