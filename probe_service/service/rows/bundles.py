@@ -55,9 +55,10 @@ def bundle_export(svc: ProbeService, req: BundleExportRequest) -> bundles.Bundle
     """Write the evidence a selection rests on into one bundle file. It is a zstd tar
     with a manifest of every object's digest and size, holding what the selection needs to
     be checked elsewhere: snapshot manifests and blobs, plans, receipts with their DSSE
-    envelopes, claims with their supersessions, tombstones, checks, obligations with resolutions and audit entries. Reads the store,
-    writes only that file; never overwrites another. On the host and MCP faces the file's
-    directory must lie inside the capture roots."""
+    envelopes, claims with their supersessions, tombstones, checks, obligations with
+    resolutions and audit entries. Reads the store, writes only that file; never
+    overwrites another. On the host and MCP faces the file's directory must lie inside the
+    capture roots."""
     out = _confined(svc, req.out)
     if out.exists() or out.is_symlink():
         raise UnsafePath(f"out: {req.out!r} exists; a bundle never overwrites a file")
