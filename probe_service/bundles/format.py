@@ -116,7 +116,7 @@ def write_bundle(
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
         with os.fdopen(fd, "wb") as handle:
-            compressor = zstandard.ZstdCompressor(level=9)
+            compressor = zstandard.ZstdCompressor(level=9, write_checksum=True)
             with (
                 compressor.stream_writer(handle, closefd=False) as stream,
                 tarfile.open(fileobj=stream, mode="w|", format=tarfile.PAX_FORMAT) as tar,
