@@ -32,6 +32,7 @@ from ..claims.tables import (
 )
 from ..errors import InvalidInput, NotFound
 from ..plans.tables import plans, receipt_signatures, receipts
+from ..queue.listing import plan_keys
 from ..snapshot.blobs import decompress_blob, fetch_compressed
 from ..snapshot.manifest import decode_manifest
 from ..store import Store
@@ -100,11 +101,11 @@ def collect_members(store: Store, selection: Selection) -> list[tuple[str, bytes
 
 def _from_snapshot(conn: Connection, snapshot_id: str, found: _Gathered) -> None:
     found.snapshots.add(snapshot_id)
-    bodies = conn.execute(select(plans.c.plan_id, plans.c.body)).all()
-    # A plan's snapshot is inside its body; bodies are small and read once here.
-    for plan_id, body in bodies:
-        if json.loads(body).get("snapshot_id") == snapshot_id:
-            found.plans.add(plan_id)
+    # A plan's snapshot is inside its body; a trigger keeps it in plan_keys, indexed.
+    keys = plan_keys.c
+    found.plans.update(
+        conn.execute(select(keys.plan_id).where(keys.snapshot_id == snapshot_id)).scalars()
+    )
     for part in chunks(sorted(found.plans)):
         found.receipt_shas.update(
             conn.execute(
