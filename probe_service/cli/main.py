@@ -49,6 +49,7 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "policy": LazyCommand("policy", "app", "Check administrator probe policies."),
     "key": LazyCommand("keys", "app", "Create receipt signing keys (administrator)."),
+    "bundle": LazyCommand("bundle", "app", "Export, verify and import evidence bundles."),
     "toolchain": LazyCommand("toolchain", "app", "Build and digest toolchains (administrator)."),
     "store": LazyCommand("store", "app", "The store itself: migrations."),
     "ts": LazyCommand("ts", "app", "TypeScript compiler boundaries of stored snapshots."),

@@ -61,4 +61,7 @@ INDEX: dict[str, str] = {
     "claim_history": "claims",
     "gate_preview": "claims",
     "snapshot_file": "snapshots",
+    "bundle_export": "bundles",
+    "bundle_verify": "bundles",
+    "bundle_import": "bundles",
 }
