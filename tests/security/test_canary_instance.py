@@ -12,12 +12,15 @@ bubblewrap, as a root worker launching as slot uids:
 - a probe cannot write to the verdict channel: it holds no descriptor of it and its path
   is gone before the gate opens;
 - a probe that prints the canary's exact framing, on stdout and stderr, changes no verdict
-  and keeps its own output.
+  and keeps its own output;
+- a hostile run beside it (another slot's uid, outside any sandbox) cannot write into the
+  channel while it holds the report.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -30,7 +33,10 @@ from probe_service.sandbox import canary as canary_module
 from probe_service.sandbox import runner as runner_module
 from probe_service.sandbox.canary import VERDICT_CHANNEL
 from probe_service.sandbox.helper import LauncherPool
+from probe_service.sandbox.identity import PROBE_SLOTS, PROBE_UID_BASE
 from probe_service.sandbox.process import Bounded
+from probe_service.sandbox.runtime import find_system_tool
+from probe_service.sandbox.slots import RunSlot
 
 from ..sandbox.conftest import Runner, forge_guard_proof
 
@@ -189,3 +195,52 @@ def test_the_probes_output_cannot_forge_the_verdict(
     assert result.launcher == mode
     assert result.stdout == forged.encode()
     assert result.stderr == forged.encode()
+
+
+#: Another run slot's uid, writing without any sandbox (the strongest co-tenant: a process
+#: of a hostile run beside this one that left its sandbox).
+FORGE_AS_ANOTHER_SLOT = """
+import errno, os, sys
+try:
+    fd = os.open(sys.argv[1], os.O_WRONLY | os.O_NONBLOCK)
+    os.write(fd, b"secret_rc=1\\n")
+    print("wrote")
+except OSError as exc:
+    print(errno.errorcode[exc.errno])
+"""
+
+
+def test_a_hostile_run_beside_it_cannot_reach_the_channel(
+    run: Runner, slot: RunSlot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the channel holds this run's report (at its start marker, before the runner
+    reads it), a process with another slot's uid tries to write a forged report into it:
+    the run directory and the channel's mode refuse it, and the verdict is this run's own."""
+    other = PROBE_UID_BASE + PROBE_SLOTS - 1 - (slot.identity.uid - PROBE_UID_BASE)
+    setpriv = find_system_tool("setpriv")
+    assert setpriv is not None
+    forger = [str(setpriv), f"--reuid={other}", f"--regid={other}", "--clear-groups"]
+    answers: list[str] = []
+    real_hook = canary_module._Verdict.__call__
+
+    def forged_then_judged(hook: Any) -> None:
+        attempt = subprocess.run(
+            [
+                *forger,
+                "/usr/bin/python3",
+                "-I",
+                "-c",
+                FORGE_AS_ANOTHER_SLOT,
+                str(hook.channel.path),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        answers.append(attempt.stdout.strip() or attempt.stderr.strip())
+        real_hook(hook)
+
+    monkeypatch.setattr(canary_module._Verdict, "__call__", forged_then_judged)
+    result = run("sh", ["-c", "echo hello"])
+    assert (result.status, result.stdout) == ("ok", b"hello\n"), result.detail
+    assert answers == ["EACCES"]
