@@ -2,11 +2,13 @@
 
 docs/ARCHITECTURE.md, "Limits". The in-sandbox shell opens a FIFO on
 descriptor 3, prints the start marker and blocks reading it. Seeing the marker,
-the runner finds the one process of the run group that holds the FIFO, moves
-it into the probe group and writes one line; the shell closes the descriptor
-and ``exec``s the probe. A shell that is blocked cannot fork, so nothing of the
-probe can start outside the probe group. If the shell cannot be found or moved,
-the gate stays shut and the run is killed.
+the runner judges the canary's verdict from the same instance ("Canary",
+``canary.launch_canaried``) and, only if it held, finds the one process of the
+run group that holds the FIFO, moves it into the probe group and writes one
+line; the shell closes the descriptor and ``exec``s the probe. A shell that is
+blocked cannot fork, so nothing of the probe can start outside the probe group,
+or before the verdict. If the verdict failed or the shell cannot be found or
+moved, the gate stays shut and the run is killed.
 """
 
 from __future__ import annotations

@@ -65,7 +65,8 @@ _UNLIMITED = "bwrap-guard-inactive"
 
 @dataclass(frozen=True)
 class Launch:
-    """Everything needed to start srt the same way for the canary and the probe."""
+    """Everything needed to start srt the same way for every launch of a run (each
+    preflight command and the probe, each with its canary inside)."""
 
     settings_path: Path
     node_path: Path

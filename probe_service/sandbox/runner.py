@@ -367,7 +367,7 @@ def _execute(
         if helper is not None:
             helped, wraps = helper_launch(launch, settings, prepared.paths, helper)
             try:
-                return _canary_then_run(policy, helped, run, request, base, phases)
+                return _run_commands(policy, helped, run, request, base, phases)
             except LauncherUnavailable as exc:
                 # Fall back to the CLI path, canaried again from the start; never unsandboxed.
                 log.warning("%s; this run falls back to the CLI path", exc)
@@ -375,10 +375,10 @@ def _execute(
             finally:
                 for _ in range(wraps[0]):
                     helper.command_done()
-        return _canary_then_run(policy, launch, run, request, base, phases)
+        return _run_commands(policy, launch, run, request, base, phases)
 
 
-def _canary_then_run(
+def _run_commands(
     policy: Policy,
     launch: Launch,
     run: tuple[Prepared, _Resources, StartGate],
@@ -467,7 +467,8 @@ def run_sandboxed(
 
     ``toolchains`` are the policy's toolchains as resolved (with digests) by the caller;
     each is rechecked before launch. ``preflight`` commands (argument arrays) run first,
-    in the same sandbox, and the first that fails ends the run ``preflight_failed``.
+    in the same sandbox (one launch each, its canary inside), and the first that fails
+    ends the run ``preflight_failed``.
     ``extra_read_paths`` (read-only allow-backs) is for the service's built-in profiles
     only; plans and policy files cannot name it. Every prerequisite failure returns
     ``status="inconclusive"`` with a reason. Commands are wrapped by a persistent launcher
