@@ -19,6 +19,7 @@ from probe_service.queue.submit import SubmitResult
 from probe_service.service.rows.admin import KeyCreated, PolicyChecked, PolicyList
 from probe_service.service.rows.claims import ClaimChecks, KnowledgeHits, Obligations
 from probe_service.service.rows.events import Events
+from probe_service.service.rows.gates import GateChange
 from probe_service.service.rows.ids import ResolvedId
 from probe_service.service.rows.meta import Capabilities
 from probe_service.service.rows.plans import PlanCreated, StoredPlan
@@ -50,21 +51,28 @@ class OperationMethods:
         self,
         *,
         root: str,
+        ref: str | None = ...,
     ) -> CaptureResult:
-        """Capture a stabilized, immutable, content-addressed snapshot of a working tree. Nothing
-        in the tree is executed. The same content gives the same snapshot id. Refuses unreadable
-        roots, names a materialization would refuse, and trees over the file or size limits; a
-        tree that keeps changing is retried, then refused. On the host and MCP faces the root
-        must lie inside the administrator's capture roots, and a relative root is taken from the
-        face's --root."""
+        """Capture a content-addressed snapshot of a working tree, or of a git ref's tree. It is
+        stabilized and immutable; with ref the tree a commit, tag or branch names is read from
+        the repository's objects (no checkout, no hook or filter; a tree captured before costs
+        one lookup). Nothing in the tree is executed. The same content gives the same snapshot
+        id; a submodule is recorded as a gitlink (path and commit). Refuses unreadable roots,
+        names a materialization would refuse, trees over the file or size limits, a ref that
+        does not exist or names a blob, and a repository whose .git file, objects or alternates
+        lie outside the capture roots; a work tree that keeps changing is retried, then refused.
+        On the host and MCP faces the root must lie inside the administrator's capture roots,
+        and a relative root is taken from the face's --root."""
 
     def snapshot_get(
         self,
         *,
         snapshot_id: str,
     ) -> Snapshot:
-        """Read a stored snapshot's manifest: every path with its kind, mode, size and SHA-256.
-        Refuses an id that is not stored."""
+        """Read a stored snapshot's manifest: every path with its kind, mode, size and SHA-256. A
+        submodule is a gitlink with its commit; attribute_notes names each .gitattributes line
+        that would rewrite bytes on a checkout (eol, ident, filters, LFS). Refuses an id that is
+        not stored."""
 
     def snapshot_materialize(
         self,
@@ -188,8 +196,8 @@ class OperationMethods:
         *,
         policy_id: str,
     ) -> PolicyDescription:
-        """What one policy allows, to plan against it: executables, timeout, output, memory,
-        process, open-file and scratch limits, domains and ports, toolchain names, the
+        """What one policy allows, to plan against it. It lists executables, timeout, output,
+        memory, process, open-file and scratch limits, domains and ports, toolchain names, the
         environment (fixed values, names from the worker, names a plan may set), whether
         refutations are confirmed, and the oracle sources that need a reference. Never a path of
         the administrator's. Refuses an unknown id (not_found, naming policy_id)."""
@@ -268,12 +276,15 @@ class OperationMethods:
         self,
         *,
         claim_ids: tuple[str, ...],
-        target_snapshot: str,
+        target_snapshot: str | None = ...,
+        target_ref: str | None = ...,
+        repository: str = ...,
         scope: str | None = ...,
     ) -> ClaimChecks:
         """Recheck named claims against a target snapshot without executing code: each is current,
-        needs_recheck or unknown, with the dependencies that moved. Refuses a snapshot the store
-        does not hold and a scope no claim belongs to."""
+        needs_recheck or unknown, with the dependencies that moved. With target_ref the ref's
+        tree is captured from git objects first. Refuses a snapshot the store does not hold, a
+        ref that does not exist or names a blob, and a scope no claim belongs to."""
 
     def knowledge_record_answer(
         self,
@@ -310,14 +321,19 @@ class OperationMethods:
     def change_analyze(
         self,
         *,
-        from_snapshot: str,
-        to_snapshot: str,
+        from_snapshot: str | None = ...,
+        to_snapshot: str | None = ...,
+        from_ref: str | None = ...,
+        to_ref: str | None = ...,
+        repository: str = ...,
         scope: str | None = ...,
         allow_empty: bool = ...,
     ) -> ChangeAnalysis:
         """Compare two snapshots and open scoped obligations for the claims whose dependencies
         changed or became unknown; nothing is executed. Refuses a snapshot the store does not
-        hold, and a scope (or store) without a live claim unless allow_empty."""
+        hold, and a scope (or store) without a live claim unless allow_empty. With from_ref /
+        to_ref the refs' trees are captured from git objects first (a ref that does not exist or
+        names a blob is refused before anything is written)."""
 
     def obligation_list(
         self,
@@ -402,9 +418,9 @@ class OperationMethods:
     ) -> BoundaryResult:
         """Resolve a TypeScript symbol's definitions, consumers (through every alias) and
         implementations from the materialized snapshot (never a working tree) with an isolated,
-        pinned compiler in the sandbox, with completeness signals: a result that is incomplete,
-        truncated or unavailable says so and never counts as current for a claim; a symbol with
-        no declaration is not_found, naming the files searched."""
+        pinned compiler in the sandbox. It carries completeness signals: a result that is
+        incomplete, truncated or unavailable says so and never counts as current for a claim; a
+        symbol with no declaration is not_found, naming the files searched."""
 
     def id_resolve(
         self,
@@ -515,3 +531,22 @@ class OperationMethods:
     ) -> SnapshotFile:
         """One path of a stored snapshot: its entry and, for a file, its first max_bytes as text
         (repository content: untrusted data). Refuses a path the snapshot lacks."""
+
+    def gate_change(
+        self,
+        *,
+        base: str,
+        head: str,
+        repository: str = ...,
+        scope: str | None = ...,
+        allow_empty: bool = ...,
+        require_signed: tuple[str, ...] = ...,
+        fail_on_refuted: bool = ...,
+    ) -> GateChange:
+        """Gate the change between two git refs (a CI job's one call). It captures both trees from
+        the repository's objects (no checkout; a tree captured before costs one lookup), runs
+        change analysis between them (obligations open on the head for claims whose dependencies
+        moved), then gate the head snapshot as gate does. Passes only when the head passes the
+        gate. Refuses, writing nothing, a scope (or store) without a live claim unless
+        allow_empty, a ref that does not exist or names a blob, and a repository outside the
+        capture roots."""

@@ -37,7 +37,7 @@ from .manifest import check_snapshot_paths, encode_tree
 from .reader import hash_and_compress_bytes
 from .scan import check_limits, require_utf8_all
 
-__all__ = ["snapshot_capture_ref"]
+__all__ = ["snapshot_capture_ref", "snapshot_capture_refs"]
 
 #: A link target longer than the kernel's PATH_MAX could never be created.
 _MAX_LINK_BYTES = 4096
@@ -63,17 +63,38 @@ def snapshot_capture_ref(
     LimitExceeded (file or workspace limit, checked before a blob is read),
     SandboxUnavailable (no git), StoreUnavailable. A refusal writes no snapshot row.
     """
-    check_ref(ref)
+    return snapshot_capture_refs(store, repository, [ref], roots, limits=limits)[0]
+
+
+def snapshot_capture_refs(
+    store: Store,
+    repository: Path,
+    refs: list[str],
+    roots: tuple[str, ...],
+    *,
+    limits: CaptureLimits = DEFAULT_LIMITS,
+) -> list[CaptureResult]:
+    """``snapshot_capture_ref`` of several refs over one git process; every ref is
+    resolved (or refused) before any tree is captured, so a bad one writes nothing.
+
+    Raises as ``snapshot_capture_ref``.
+    """
+    for ref in refs:
+        check_ref(ref)
     repo = open_repository(repository, roots)
+    results: list[CaptureResult] = []
     with GitObjects(repo) as git:
-        tree = git.resolve_tree(ref)
-        key = f"git:tree:{tree}"
-        cached = _cached(store, key)
-        source = GitSource(repository=repo.path, ref=ref, tree=tree, tree_cached=cached is not None)
-        if cached is not None:
-            return cached.model_copy(update={"git": source, "created": False})
-        result = _capture_tree(store, git, tree, key, limits)
-    return result.model_copy(update={"git": source})
+        trees = [git.resolve_tree(ref) for ref in refs]
+        for ref, tree in zip(refs, trees, strict=True):
+            key = f"git:tree:{tree}"
+            cached = _cached(store, key)
+            source = GitSource(
+                repository=repo.path, ref=ref, tree=tree, tree_cached=cached is not None
+            )
+            if cached is None:
+                cached = _capture_tree(store, git, tree, key, limits)
+            results.append(cached.model_copy(update={"git": source}))
+    return results
 
 
 def _cached(store: Store, key: str) -> CaptureResult | None:

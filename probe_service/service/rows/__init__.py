@@ -60,4 +60,5 @@ INDEX: dict[str, str] = {
     "claim_history": "claims",
     "gate_preview": "claims",
     "snapshot_file": "snapshots",
+    "gate_change": "gates",
 }
