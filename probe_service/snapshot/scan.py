@@ -209,7 +209,8 @@ def _list_dir(abs_root: str, rel_dir: str, dir_stat: os.stat_result, scan: Scan)
 def _lstat_all(abs_root: str, paths: Sequence[str]) -> Scan:
     """``lstat`` every listed path (a path git lists but the tree lacks is not in it); a
     listed directory is a submodule's gitlink when the index says so (its commit is
-    recorded, never its files) and otherwise an untracked nested repository, skipped."""
+    recorded, never its files); git lists an untracked nested repository as ``name/``,
+    which the name rule refused before."""
     stats: dict[str, FileStat] = {}
     targets: dict[str, str] = {}
     dirs: list[str] = []
@@ -227,7 +228,7 @@ def _lstat_all(abs_root: str, paths: Sequence[str]) -> Scan:
         elif is_lnk(st.st_mode):
             targets[rel] = os.readlink(prefix + rel)
             _require_utf8(targets[rel])
-        elif is_dir(st.st_mode) and not rel.endswith("/"):
+        elif is_dir(st.st_mode):
             dirs.append(rel)
     gitlinks = gitlink_commits(Path(abs_root), dirs)
     return Scan(stats=stats, targets=targets, gitlinks=gitlinks)
