@@ -79,7 +79,8 @@ class TestWorkTree:
         result = snapshot_capture(sqlite_store, top)
         dest = tmp_path / "out"
         snapshot_materialize(sqlite_store, result.snapshot_id, dest)
-        assert (dest / "lib/sub").is_dir() and os.listdir(dest / "lib/sub") == []
+        assert (dest / "lib/sub").is_dir()
+        assert os.listdir(dest / "lib/sub") == []
         assert (dest / "a.txt").read_bytes() == b"a\n"
 
     def test_submodule_bump_is_a_changed_path(
@@ -166,7 +167,8 @@ class TestAnotherOwner:
         plain = subprocess.run(
             [GIT, "ls-files"], cwd=repo, capture_output=True, text=True, env={"HOME": str(tmp_path)}
         )
-        assert plain.returncode != 0 and "dubious ownership" in plain.stderr
+        assert plain.returncode != 0
+        assert "dubious ownership" in plain.stderr
         config = (repo / ".git" / "config").read_bytes()
         home_config = Path(os.path.expanduser("~")) / ".gitconfig"
         home_before = home_config.read_bytes() if home_config.exists() else None

@@ -81,10 +81,12 @@ class TestEqualsCheckout:
         entries = load_snapshot(sqlite_store, result.snapshot_id).by_path()
         assert entries["bin/run.sh"].executable
         assert not entries["README.md"].executable
-        assert entries["docs"].kind == "symlink" and entries["docs"].target == "README.md"
+        assert entries["docs"].kind == "symlink"
+        assert entries["docs"].target == "README.md"
         assert entries["escape"].target == "../../etc/passwd"
         assert "node_modules/dep/index.js" not in entries
-        assert result.escaping_links and "escape" in result.escaping_links[0]
+        assert result.escaping_links
+        assert "escape" in result.escaping_links[0]
 
     def test_branch_tag_and_navigation_name_the_same_tree(
         self, sqlite_store: Store, history: tuple[Path, list[str]], tmp_path: Path
@@ -159,7 +161,7 @@ class TestTreeCache:
     ) -> None:
         """Recapturing a tree already captured asks git one question and reads no blob,
         even through another ref naming the same tree."""
-        repo, commits = history
+        repo, _commits = history
         roots = (str(tmp_path),)
         first = snapshot_capture_ref(sqlite_store, repo, "main", roots)
         git(repo, "commit", "-q", "--allow-empty", "-m", "same tree")
@@ -182,7 +184,8 @@ class TestTreeCache:
         again = snapshot_capture_ref(sqlite_store, repo, "main", roots)
         assert asked == ["main^{tree}"]
         assert again.snapshot_id == first.snapshot_id
-        assert again.git is not None and again.git.tree_cached
+        assert again.git is not None
+        assert again.git.tree_cached
         assert (again.read_files, again.created) == (0, False)
 
     def test_cache_entry_without_its_snapshot_is_ignored(
@@ -195,7 +198,8 @@ class TestTreeCache:
         with sqlite_store.transaction() as conn:
             conn.execute(snapshots.delete().where(snapshots.c.snapshot_id == first.snapshot_id))
         again = snapshot_capture_ref(sqlite_store, repo, "main", roots)
-        assert again.created and again.snapshot_id == first.snapshot_id
+        assert again.created
+        assert again.snapshot_id == first.snapshot_id
 
 
 class TestBadInput:
@@ -250,7 +254,7 @@ class TestBadInput:
         """The file and workspace caps hold, naming the path, before any blob is stored."""
         repo, _ = history
         roots = (str(tmp_path),)
-        with pytest.raises(LimitExceeded, match="README.md: 12 bytes exceeds the 8-byte"):
+        with pytest.raises(LimitExceeded, match=r"README\.md: 12 bytes exceeds the 8-byte"):
             snapshot_capture_ref(
                 sqlite_store, repo, "main", roots, limits=CaptureLimits(max_file_bytes=8)
             )
@@ -263,7 +267,7 @@ class TestBadInput:
     def test_not_a_repository(self, sqlite_store: Store, tmp_path: Path) -> None:
         """A directory without .git is refused naming it."""
         (tmp_path / "plain").mkdir()
-        with pytest.raises(NotFound, match="holds no .git"):
+        with pytest.raises(NotFound, match=r"holds no \.git"):
             snapshot_capture_ref(sqlite_store, tmp_path / "plain", "HEAD", (str(tmp_path),))
 
 
@@ -297,7 +301,7 @@ class TestConfinement:
         allowed.mkdir()
         borrower = allowed / "b"
         git(allowed, "clone", "-q", "--shared", str(outside), str(borrower))
-        with pytest.raises(UnsafePath, match="alternate: .* outside the capture roots"):
+        with pytest.raises(UnsafePath, match=r"alternate: .* outside the capture roots"):
             snapshot_capture_ref(sqlite_store, borrower, "main", (str(allowed),))
 
     def test_alternate_inside_roots_accepted(
@@ -317,7 +321,7 @@ class TestConfinement:
         repo, _ = history
         (tmp_path / "elsewhere").mkdir()
         os.symlink(tmp_path / "elsewhere", repo / ".git" / "objects" / "zz")
-        with pytest.raises(UnsafePath, match="objects/zz' is a link"):
+        with pytest.raises(UnsafePath, match=r"objects/zz' is a link"):
             snapshot_capture_ref(sqlite_store, repo, "main", (str(tmp_path),))
 
     def test_bare_repository(
@@ -350,7 +354,8 @@ class TestAttributes:
             [".gitattributes", "4"],
             ["sub/.gitattributes", "1"],
         ]
-        assert "filter=lfs" in notes[1] and "diff=lfs" not in notes[1]
+        assert "filter=lfs" in notes[1]
+        assert "diff=lfs" not in notes[1]
 
     def test_no_attributes_no_notes(
         self, sqlite_store: Store, history: tuple[Path, list[str]], tmp_path: Path

@@ -59,13 +59,13 @@ def snapshot_capture(svc: ProbeService, req: SnapshotCaptureRequest) -> snapshot
     """Capture a content-addressed snapshot of a working tree, or of a git ref's tree.
     It is stabilized and immutable; with ref the tree a commit, tag or branch names is
     read from the repository's objects (no checkout, no hook or filter; a tree captured
-    before costs one lookup). Nothing in the tree is executed. The same content gives the same snapshot id; a
-    submodule is recorded as a gitlink (path and commit). Refuses unreadable roots, names
-    a materialization would refuse, trees over the file or size limits, a ref that does
-    not exist or names a blob, and a repository whose .git file, objects or alternates
-    lie outside the capture roots; a work tree that keeps changing is retried, then
-    refused. On the host and MCP faces the root must lie inside the administrator's
-    capture roots, and a relative root is taken from the face's --root."""
+    before costs one lookup). Nothing in the tree is executed. The same content gives the
+    same snapshot id; a submodule is recorded as a gitlink (path and commit). Refuses
+    unreadable roots, names a materialization would refuse, trees over the file or size
+    limits, a ref that does not exist or names a blob, and a repository whose .git file,
+    objects or alternates lie outside the capture roots; a work tree that keeps changing
+    is retried, then refused. On the host and MCP faces the root must lie inside the
+    administrator's capture roots, and a relative root is taken from the face's --root."""
     path = _confined_path(svc, req.root)
     if req.ref is not None:
         roots = git_confinement_roots(path, svc.capture_roots, svc.settings.capture_roots)
