@@ -31,6 +31,7 @@ from probe_service.errors import InvalidClaim, InvalidInput
 from probe_service.safe_text import safe_text
 from probe_service.service.adapters import (
     RESOLUTIONS,
+    ChangeAnalysis,
     ClaimCheck,
     Obligation,
     render_gate_markdown,
@@ -430,10 +431,11 @@ def gate_command(
     keys = tuple(_accepted_key(item) for item in require_signed or [])
     if (snapshot is None) == (base is None or head is None) or (base is None) != (head is None):
         raise InvalidInput("gate: give --snapshot, or both --base and --head")
-    change: object = None
+    shown: BaseModel
+    change: ChangeAnalysis | None = None
     with session(root) as svc:
         if snapshot is not None:
-            report = svc.gate(
+            report = shown = svc.gate(
                 snapshot_id=snapshot,
                 scope=scope,
                 allow_empty=allow_empty,
@@ -441,7 +443,7 @@ def gate_command(
                 fail_on_refuted=fail_on_refuted,
             )
         else:
-            gated = svc.gate_change(
+            shown = gated = svc.gate_change(
                 base=str(base),
                 head=str(head),
                 repository=str(repo or root),
@@ -450,10 +452,8 @@ def gate_command(
                 require_signed=keys,
                 fail_on_refuted=fail_on_refuted,
             )
-            report, change = gated.report, gated
+            report, change = gated.report, gated.change
     if as_json or output is GateFormat.json:
-        shown = change if change is not None else report
-        assert isinstance(shown, BaseModel)  # noqa: S101 - a report or a gated change
         typer.echo(json.dumps(shown.model_dump(mode="json"), indent=2, sort_keys=True))
     elif output is GateFormat.markdown:
         typer.echo(render_gate_markdown(report), nl=False)
@@ -465,13 +465,10 @@ def gate_command(
         raise typer.Exit(EXIT_GATE_CLOSED)
 
 
-def _change_line(gated: object) -> str:
+def _change_line(change: ChangeAnalysis) -> str:
     """One line saying what the change between the two refs moved."""
-    change = getattr(gated, "change", None)
-    base, head = getattr(gated, "base_snapshot_id", "?"), getattr(gated, "head_snapshot_id", "?")
-    if change is None:
-        return f"change {base[:12]}..{head[:12]}"
+    base, head = change.from_snapshot_id[:12], change.to_snapshot_id[:12]
     return (
-        f"change {base[:12]}..{head[:12]}: {len(change.changed_paths)} changed path(s), "
+        f"change {base}..{head}: {len(change.changed_paths)} changed path(s), "
         f"{change.candidates} candidate claim(s), {len(change.opened)} obligation(s) opened"
     )

@@ -120,11 +120,13 @@ class SnapshotFileRequest(Request):
 class SnapshotFile(Frozen):
     snapshot_id: str
     path: str
-    kind: Literal["file", "symlink"]
+    kind: Literal["file", "symlink", "gitlink"]
     size: int
     sha256: str | None
     executable: bool
     target: str | None
+    #: A gitlink's (submodule's) commit.
+    commit: str | None = None
     text: str | None
     binary: bool
     truncated: bool
@@ -154,6 +156,7 @@ def snapshot_file(svc: ProbeService, req: SnapshotFileRequest) -> SnapshotFile:
         sha256=entry.digest,
         executable=entry.executable,
         target=entry.target,
+        commit=entry.commit,
         text=text,
         binary=binary,
         truncated=truncated,
