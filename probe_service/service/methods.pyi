@@ -383,11 +383,11 @@ class OperationMethods:
     def gate(
         self,
         *,
-        snapshot_id: str,
         scope: str | None = ...,
         allow_empty: bool = ...,
         require_signed: tuple[str, ...] = ...,
         fail_on_refuted: bool = ...,
+        snapshot_id: str,
     ) -> GateReport:
         """Recheck every live claim of a scope against one snapshot and say whether the snapshot
         passes: no open obligation, no claim that is not current (and, with require_signed,
@@ -535,13 +535,13 @@ class OperationMethods:
     def gate_change(
         self,
         *,
-        base: str,
-        head: str,
-        repository: str = ...,
         scope: str | None = ...,
         allow_empty: bool = ...,
         require_signed: tuple[str, ...] = ...,
         fail_on_refuted: bool = ...,
+        base: str,
+        head: str,
+        repository: str = ...,
     ) -> GateChange:
         """Gate the change between two git refs (a CI job's one call). It captures both trees from
         the repository's objects (no checkout; a tree captured before costs one lookup), runs

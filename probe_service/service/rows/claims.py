@@ -18,7 +18,7 @@ from ..session import ProbeService
 from .common import HEX64, ClaimId, Frozen, ObligationId, ReceiptSha256, SnapshotId
 from .snapshots import capture_refs
 
-__all__ = ["check_key_texts", "signature_check"]
+__all__ = ["GateOptions", "signature_check"]
 
 _ALLOW_EMPTY = (
     "Accept a scope (or a store) that holds no live claim; otherwise it is refused, "
@@ -351,8 +351,9 @@ def obligation_resolve(svc: ProbeService, req: ObligationResolveRequest) -> clai
     )
 
 
-class GateRequest(Request):
-    snapshot_id: SnapshotId
+class GateOptions(Request):
+    """What every gate takes beside what it gates (``gate``, ``gate_change``)."""
+
     scope: str | None = Field(None, description="The scope gated (default: the whole store).")
     allow_empty: bool = Field(False, description=_ALLOW_EMPTY)
     require_signed: tuple[str, ...] = Field(
@@ -368,16 +369,15 @@ class GateRequest(Request):
     @field_validator("require_signed")
     @classmethod
     def _keys(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        return check_key_texts(value)
+        # Never a path: a machine face must not make the service read a file it names.
+        for i, item in enumerate(value):
+            if not (re.fullmatch(HEX64, item) or item.lstrip().startswith("-----BEGIN")):
+                raise ValueError(f"item {i} is neither a 64-hex fingerprint nor a PEM key")
+        return value
 
 
-def check_key_texts(value: tuple[str, ...]) -> tuple[str, ...]:
-    """``require_signed`` as a request may give it: fingerprints or PEM text."""
-    # Never a path: a machine face must not make the service read a file it names.
-    for i, item in enumerate(value):
-        if not (re.fullmatch(HEX64, item) or item.lstrip().startswith("-----BEGIN")):
-            raise ValueError(f"item {i} is neither a 64-hex fingerprint nor a PEM key")
-    return value
+class GateRequest(GateOptions):
+    snapshot_id: SnapshotId
 
 
 def signature_check(svc: ProbeService, keys: tuple[str, ...]) -> Callable[[str], str | None] | None:

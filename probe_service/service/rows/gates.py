@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from ... import claims
 from ...claims.records import ChangeAnalysis
-from ..registry import Request, operation
+from ..registry import operation
 from ..session import ProbeService
-from .claims import check_key_texts, signature_check
+from .claims import GateOptions, signature_check
 from .common import Frozen
 from .snapshots import capture_refs
 
@@ -17,7 +17,7 @@ __all__: list[str] = []
 _REF = "A git ref (branch, tag or commit id, with ~ or ^) of the repository."
 
 
-class GateChangeRequest(Request):
+class GateChangeRequest(GateOptions):
     base: str = Field(
         min_length=1,
         max_length=256,
@@ -33,24 +33,6 @@ class GateChangeRequest(Request):
         description="The repository both refs are read from (its top level or a bare "
         "repository); confined to the capture roots on the host and MCP faces.",
     )
-    scope: str | None = Field(None, description="The scope gated (default: the whole store).")
-    allow_empty: bool = Field(
-        False, description="Accept a scope (or store) that holds no live claim."
-    )
-    require_signed: tuple[str, ...] = Field(
-        (),
-        max_length=16,
-        description="Accept only receipts signed by one of these keys: 64-hex fingerprints "
-        "or PEM Ed25519 public keys.",
-    )
-    fail_on_refuted: bool = Field(
-        False, description="Fail on a live claim whose outcome is refuted (else a warning)."
-    )
-
-    @field_validator("require_signed")
-    @classmethod
-    def _keys(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        return check_key_texts(value)
 
 
 class GateChange(Frozen):
