@@ -19,6 +19,7 @@ repository (docs/ARCHITECTURE.md, "Snapshots from git"; SECURITY.md, "Git confin
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import subprocess
@@ -268,13 +269,24 @@ class GitObjects:
         return answers
 
     def contents(self, oids: list[str]) -> Iterator[tuple[str, str, bytes]]:
-        """Yield ``(oid, type, bytes)`` for every oid, in order (each must exist)."""
+        """Yield ``(oid, type, bytes)`` for every oid, in order (each must exist). Every
+        object's bytes are hashed as git names objects and must give its id: ``cat-file``
+        does not check a loose object it reads, and a forged one could otherwise enter a
+        snapshot, or the tree-id cache, under another object's id.
+
+        Raises UnsafePath naming a missing, corrupt or forged object.
+        """
         writer = self._send([f"contents {oid}\n".encode() for oid in oids])
         for wanted in oids:
             oid, kind, size = self._header()
             if size is None:
                 raise UnsafePath(f"object {wanted}: {kind} in {self._repo.path!r}")
             data = self._read_exact(size + 1)[:-1]
+            if oid != wanted or _object_id(kind, data, len(wanted)) != wanted:
+                raise UnsafePath(
+                    f"object {wanted}: its bytes do not hash to its id in {self._repo.path!r} "
+                    "(a corrupt or forged object)"
+                )
             yield oid, kind, data
         writer.join()
 
@@ -323,6 +335,14 @@ class GitObjects:
                         below.append((item.path, item.oid))
             level = below
         return found
+
+
+def _object_id(kind: str, data: bytes, hex_length: int) -> str:
+    """The id git gives an object: SHA-1 (40 hex) or SHA-256 (64) of header and bytes."""
+    digest = hashlib.sha1 if hex_length == 40 else hashlib.sha256
+    hasher = digest(f"{kind} {len(data)}\0".encode())
+    hasher.update(data)
+    return hasher.hexdigest()
 
 
 def _parse_tree(prefix: str, data: bytes, width: int) -> Iterator[TreeItem]:

@@ -4,13 +4,15 @@ The snapshot is the one a work-tree capture of a clean checkout of that tree giv
 attribute rewrites bytes (docs/ARCHITECTURE.md, "Snapshots from git"): the same skipped
 directories, name rules, limits and manifest; a ``100755`` blob is an executable file, a
 ``120000`` blob a link whose target is its bytes, a ``160000`` entry a gitlink. Blobs are
-recorded as git stores them. A tree captured before costs one object lookup: its id keys
-the capture's summary (the tree-id cache, a ``stat_packs`` row under ``git:tree:``).
+recorded as git stores them, each checked against its object id. A tree captured before
+from the same object directory costs one object lookup: its id keys the capture's summary
+(the tree-id cache, a ``stat_packs`` row under ``git:tree:<host>:<objects>:<tree>``).
 """
 
 from __future__ import annotations
 
 import json
+import socket
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -37,7 +39,7 @@ from .manifest import check_snapshot_paths, encode_tree
 from .reader import hash_and_compress_bytes
 from .scan import check_limits, require_utf8_all
 
-__all__ = ["snapshot_capture_ref", "snapshot_capture_refs"]
+__all__ = ["snapshot_capture_ref", "snapshot_capture_refs", "tree_cache_key"]
 
 #: A link target longer than the kernel's PATH_MAX could never be created.
 _MAX_LINK_BYTES = 4096
@@ -86,7 +88,7 @@ def snapshot_capture_refs(
     with GitObjects(repo) as git:
         trees = [git.resolve_tree(ref) for ref in refs]
         for ref, tree in zip(refs, trees, strict=True):
-            key = f"git:tree:{tree}"
+            key = tree_cache_key(repo.objects, tree)
             cached = _cached(store, key)
             source = GitSource(
                 repository=repo.path, ref=ref, tree=tree, tree_cached=cached is not None
@@ -95,6 +97,13 @@ def snapshot_capture_refs(
                 cached = _capture_tree(store, git, tree, key, limits)
             results.append(cached.model_copy(update={"git": source}))
     return results
+
+
+def tree_cache_key(objects: str, tree: str) -> str:
+    """The tree-id cache key of ``tree`` read from the object directory ``objects``: one
+    repository's objects never answer for another's (defence in depth beside the check
+    of every object read against its id, ``GitObjects.contents``)."""
+    return f"git:tree:{socket.gethostname()}:{objects}:{tree}"
 
 
 def _cached(store: Store, key: str) -> CaptureResult | None:

@@ -20,7 +20,7 @@ _ENV = {
 }
 
 
-def git(repo: Path, *args: str) -> str:
+def git(repo: Path, *args: str, input_text: str | None = None) -> str:
     """Run git in ``repo`` and return its stdout (raises on failure)."""
     done = subprocess.run(
         [GIT, "-c", "protocol.file.allow=always", *args],
@@ -29,6 +29,7 @@ def git(repo: Path, *args: str) -> str:
         check=True,
         capture_output=True,
         text=True,
+        input=input_text,
     )
     return done.stdout.strip()
 

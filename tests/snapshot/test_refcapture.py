@@ -202,6 +202,40 @@ class TestTreeCache:
         assert again.snapshot_id == first.snapshot_id
 
 
+class TestForgedObjects:
+    def test_loose_object_whose_bytes_do_not_hash_to_its_id_refused(
+        self, sqlite_store: Store, tmp_path: Path
+    ) -> None:
+        """A loose object file holding other bytes than its name says (cat-file does not
+        check) is refused naming it; nothing is stored or cached."""
+        repo = init_repo(tmp_path / "r")
+        write(repo, "a.txt", b"the real bytes\n")
+        commit = commit_all(repo)
+        blob = git(repo, "rev-parse", "HEAD:a.txt")
+        forged = git(repo, "hash-object", "-w", "--stdin", input_text="forged bytes!!\n")
+        path = repo / ".git" / "objects" / blob[:2] / blob[2:]
+        path.chmod(0o644)
+        path.write_bytes((repo / ".git" / "objects" / forged[:2] / forged[2:]).read_bytes())
+        with pytest.raises(UnsafePath, match=f"object {blob}: its bytes do not hash to its id"):
+            snapshot_capture_ref(sqlite_store, repo, commit, (str(tmp_path),))
+        assert _count(sqlite_store, snapshots) == 0
+
+    def test_cache_of_one_repository_never_answers_for_another(
+        self, sqlite_store: Store, history: tuple[Path, list[str]], tmp_path: Path
+    ) -> None:
+        """The same tree in another repository is read there, not taken from the cache."""
+        repo, _ = history
+        clone = tmp_path / "clone"
+        git(tmp_path, "clone", "-q", str(repo), str(clone))
+        roots = (str(tmp_path),)
+        first = snapshot_capture_ref(sqlite_store, repo, "main", roots)
+        other = snapshot_capture_ref(sqlite_store, clone, "main", roots)
+        assert other.snapshot_id == first.snapshot_id
+        assert other.git is not None
+        assert not other.git.tree_cached
+        assert other.read_files > 0
+
+
 class TestBadInput:
     @pytest.mark.parametrize(
         ("ref", "error", "words"),
