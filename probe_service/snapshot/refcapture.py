@@ -11,18 +11,13 @@ from the same object directory costs one object lookup: its id keys the capture'
 
 from __future__ import annotations
 
-import json
-import socket
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from sqlalchemy import select
-
-from ..errors import LimitExceeded
-from ..store import Store, insert_on_conflict
-from ..store.schema import snapshots, stat_packs
+from ..errors import LimitExceeded, UnsafePath
+from ..store import Store
 from .blobwriter import BlobWriter
 from .capture import (
     DEFAULT_LIMITS,
@@ -33,13 +28,22 @@ from .capture import (
     store_snapshot_row,
 )
 from .enumerate import SKIPPED_DIRS
+from .gitcache import (
+    MAX_BLOB_ENTRIES,
+    blob_cache_key,
+    load_blob_cache,
+    load_tree_summary,
+    save_blob_cache,
+    save_tree_summary,
+    tree_cache_key,
+)
 from .gitobjects import GitObjects, TreeItem, check_ref, open_repository
 from .links import escaping_links
 from .manifest import check_snapshot_paths, encode_tree
 from .reader import hash_and_compress_bytes
 from .scan import check_limits, require_utf8_all
 
-__all__ = ["snapshot_capture_ref", "snapshot_capture_refs", "tree_cache_key"]
+__all__ = ["snapshot_capture_ref", "snapshot_capture_refs"]
 
 #: A link target longer than the kernel's PATH_MAX could never be created.
 _MAX_LINK_BYTES = 4096
@@ -94,33 +98,16 @@ def snapshot_capture_refs(
                 repository=repo.path, ref=ref, tree=tree, tree_cached=cached is not None
             )
             if cached is None:
-                cached = _capture_tree(store, git, tree, key, limits)
+                cached = _capture_tree(
+                    store, git, (tree, key, blob_cache_key(repo.objects)), limits
+                )
             results.append(cached.model_copy(update={"git": source}))
     return results
 
 
-def tree_cache_key(objects: str, tree: str) -> str:
-    """The tree-id cache key of ``tree`` read from the object directory ``objects``: one
-    repository's objects never answer for another's (defence in depth beside the check
-    of every object read against its id, ``GitObjects.contents``)."""
-    return f"git:tree:{socket.gethostname()}:{objects}:{tree}"
-
-
 def _cached(store: Store, key: str) -> CaptureResult | None:
-    """The summary of a tree captured before, if its snapshot is still stored."""
-    with store.reading() as conn:
-        data = conn.execute(select(stat_packs.c.entries).where(stat_packs.c.root == key)).scalar()
-        if data is None:
-            return None
-        try:
-            summary = json.loads(bytes(data))
-            snapshot_id = str(summary["snapshot_id"])
-        except (ValueError, KeyError, TypeError):
-            return None  # a row that does not decode is no cache
-        stored = conn.execute(
-            select(snapshots.c.snapshot_id).where(snapshots.c.snapshot_id == snapshot_id)
-        ).first()
-    if stored is None:
+    summary = load_tree_summary(store, key)
+    if summary is None:
         return None
     return CaptureResult.model_validate(
         {**summary, "read_files": 0, "cached_files": summary.get("files", 0), "created": False}
@@ -128,42 +115,52 @@ def _cached(store: Store, key: str) -> CaptureResult | None:
 
 
 def _capture_tree(
-    store: Store, git: GitObjects, tree: str, key: str, limits: CaptureLimits
+    store: Store, git: GitObjects, keys: tuple[str, str, str], limits: CaptureLimits
 ) -> CaptureResult:
+    """Capture one tree: ``keys`` are its id, its tree-id cache key and the blob cache's."""
+    tree, tree_key, blob_key = keys
     items = git.walk_tree(tree, SKIPPED_DIRS)
     paths = sorted(item.path for item in items)
     require_utf8_all(paths)
     check_snapshot_paths(paths)
     files = [i for i in items if i.kind in ("file", "exec")]
     links = [i for i in items if i.kind == "symlink"]
-    sizes = _sizes(git, [i.oid for i in files + links])
+    known = load_blob_cache(store, blob_key)
+    sizes = {i.oid: known[i.oid][1] for i in files if i.oid in known}
+    sizes.update(_sizes(git, [i.oid for i in files + links if i.oid not in sizes]))
     check_limits(
         {i.path: sizes[i.oid] for i in files}, limits.max_file_bytes, limits.max_total_bytes
     )
     targets = _link_targets(git, links, sizes)
-    digests = _read_blobs(store, git, sorted({i.oid for i in files}), sizes)
+    to_read = sorted({i.oid for i in files if i.oid not in known})
+    digests = {i.oid: known[i.oid][0] for i in files if i.oid in known}
+    digests.update(_read_blobs(store, git, to_read, sizes))
     snapshot_id, manifest = encode_tree(
         [(i.path, i.kind == "exec", digests[i.oid], sizes[i.oid]) for i in files],
         list(targets.items()),
         [(i.path, i.oid) for i in items if i.kind == "gitlink"],
     )
     total = sum(sizes[i.oid] for i in files)
+    read = set(to_read)
     result = CaptureResult(
         snapshot_id=snapshot_id,
         files=len(files),
         symlinks=len(targets),
         gitlinks=len(items) - len(files) - len(links),
         bytes=total,
-        read_files=len(digests),
-        cached_files=0,
+        read_files=len(read),
+        cached_files=sum(1 for i in files if i.oid not in read),
         created=False,
         escaping_links=tuple(why for _, why in escaping_links(targets))[:MAX_REPORTED_ESCAPES],
     )
     summary = result.model_dump(exclude={"git", "created", "read_files", "cached_files"})
+    this_tree = {oid: (digest, sizes[oid]) for oid, digest in digests.items()}
+    renewed = {**known, **this_tree} if len(known) + len(read) <= MAX_BLOB_ENTRIES else this_tree
     with store.transaction() as conn:
         created = store_snapshot_row(conn, snapshot_id, manifest, len(files), total)
-        stmt = insert_on_conflict(conn, stat_packs).on_conflict_do_nothing(index_elements=["root"])
-        conn.execute(stmt, [{"root": key, "entries": json.dumps(summary).encode()}])
+        save_tree_summary(conn, tree_key, summary)
+        if read or len(renewed) != len(known):
+            save_blob_cache(conn, blob_key, renewed)
     return result.model_copy(update={"created": created})
 
 
@@ -172,7 +169,7 @@ def _sizes(git: GitObjects, oids: list[str]) -> dict[str, int]:
     sizes: dict[str, int] = {}
     for oid, (_, kind, size) in zip(unique, git.info(unique), strict=True):
         if size is None or kind != "blob":
-            raise LimitExceeded(f"object {oid}: {kind}, not a blob")
+            raise UnsafePath(f"object {oid}: {kind}, not a blob")
         sizes[oid] = size
     return sizes
 

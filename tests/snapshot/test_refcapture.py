@@ -19,6 +19,7 @@ from probe_service.snapshot import (
 )
 from probe_service.snapshot import gitobjects as gitobjects_module
 from probe_service.snapshot.attributes import attribute_notes
+from probe_service.snapshot.gitcache import decode_blob_pack, encode_blob_pack
 from probe_service.store import Store
 from probe_service.store.schema import blobs, snapshots
 
@@ -187,6 +188,27 @@ class TestTreeCache:
         assert again.git is not None
         assert again.git.tree_cached
         assert (again.read_files, again.created) == (0, False)
+
+    def test_head_after_base_reads_only_new_blobs(
+        self, sqlite_store: Store, history: tuple[Path, list[str]], tmp_path: Path
+    ) -> None:
+        """After a base is captured, its child's capture reads only the blobs the base did
+        not hold (the blob-id cache), and gives the id a cold store gives."""
+        repo, commits = history
+        roots = (str(tmp_path),)
+        snapshot_capture_ref(sqlite_store, repo, commits[1], roots)
+        head = snapshot_capture_ref(sqlite_store, repo, commits[2], roots)
+        assert head.read_files == 1  # README.md's new bytes; the rest came from the cache
+        assert head.cached_files == head.files - 1
+        checkout = clean_checkout(repo, commits[2], tmp_path / "co")
+        assert head.snapshot_id == snapshot_capture(sqlite_store, checkout).snapshot_id
+
+    def test_undecodable_blob_pack_is_an_empty_cache(self) -> None:
+        """A pack that does not decode reads as no cache; a good one round-trips."""
+        cache = {"ab" * 20: ("cd" * 32, 7), "ef" * 20: ("01" * 32, 0)}
+        assert decode_blob_pack(encode_blob_pack(cache)) == cache
+        assert decode_blob_pack(encode_blob_pack(cache)[:-1]) == {}
+        assert decode_blob_pack(b"junk") == {}
 
     def test_cache_entry_without_its_snapshot_is_ignored(
         self, sqlite_store: Store, history: tuple[Path, list[str]], tmp_path: Path
