@@ -447,6 +447,23 @@ def gitref_rows(base: Path, files: int, repeat: int) -> list[Row]:
         fresh_stores,
     )
     tree_stores[-1].close()
+    # A change of 10 files on top: its head, captured after its base (untimed) in a fresh
+    # store, against extracting the head with git archive.
+    for i in range(10):
+        (repo / f"pkg{i:02d}" / "mod0" / f"f{i}.py").write_text(f"changed {i}\n")
+    git(repo, "commit", "-qam", "change", GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@b",
+        GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@b")  # fmt: skip
+
+    def fresh_store_with_base() -> None:
+        fresh_store_and_out()
+        snapshot_capture_ref(stores[-1], repo, "HEAD~1", roots)
+
+    head, head_archive = paired_medians(
+        lambda: snapshot_capture_ref(stores[-1], repo, "HEAD", roots),
+        archive,
+        repeat,
+        fresh_store_with_base,
+    )
     store = stores[-1]
     snapshot_capture_ref(store, repo, "HEAD", roots)
     again, rev_parse = paired_medians(
@@ -460,6 +477,7 @@ def gitref_rows(base: Path, files: int, repeat: int) -> list[Row]:
         Row(
             "capture --ref, against a work tree", from_ref, from_tree, "s", "capture of a checkout"
         ),
+        Row("capture --ref, head after its base", head, head_archive, "s", "git archive | tar -x"),
         Row("recapture --ref, same tree", again, rev_parse, "s", "git rev-parse HEAD^{tree}"),
     ]
 
