@@ -31,7 +31,9 @@ from types import TracebackType
 from typing import IO
 
 from ..errors import InvalidInput, NotFound, SandboxUnavailable, UnsafePath
+from ..relpaths import MAX_PATH_BYTES, MAX_PATH_DEPTH
 from .enumerate import git_environment, resolve_git, safe_directory
+from .manifest import check_snapshot_path
 
 __all__ = ["GitObjects", "Repository", "TreeItem", "check_ref", "open_repository"]
 
@@ -329,6 +331,8 @@ class GitObjects:
                 if kind != "tree":
                     raise UnsafePath(f"tree {prefix or '.'}: object is a {kind}")
                 for item in _parse_tree(prefix, data, width):
+                    if item.path.count("/") >= MAX_PATH_DEPTH or len(item.path) > MAX_PATH_BYTES:
+                        check_snapshot_path(item.path)  # raises: deeper or longer than allowed
                     if item.kind != "tree":
                         found.append(item)
                     elif item.path.rpartition("/")[2] not in skip:
@@ -348,8 +352,9 @@ def _object_id(kind: str, data: bytes, hex_length: int) -> str:
 def _parse_tree(prefix: str, data: bytes, width: int) -> Iterator[TreeItem]:
     pos, end = 0, len(data)
     while pos < end:
-        space = data.index(b" ", pos)
-        nul = data.index(b"\0", space)
+        space, nul = data.find(b" ", pos), data.find(b"\0", pos)
+        if space < 0 or nul < space or nul + 1 + width > end:
+            raise UnsafePath(f"tree {prefix or '.'}: malformed tree object")
         mode, name = data[pos:space], data[space + 1 : nul]
         oid = data[nul + 1 : nul + 1 + width].hex()
         pos = nul + 1 + width

@@ -320,6 +320,20 @@ class TestBadInput:
             )
         assert _count(sqlite_store, blobs) == 0
 
+    def test_tree_deeper_than_a_snapshot_may_be_refused_while_walked(
+        self, sqlite_store: Store, tmp_path: Path
+    ) -> None:
+        """A chain of 300 nested trees is refused naming the depth limit, in the words a
+        work-tree capture uses, before any blob is read."""
+        repo = init_repo(tmp_path / "r")
+        blob = git(repo, "hash-object", "-w", "--stdin", input_text="x\n")
+        tree = git(repo, "mktree", input_text=f"100644 blob {blob}\tf\n")
+        for _ in range(300):
+            tree = git(repo, "mktree", input_text=f"040000 tree {tree}\td\n")
+        with pytest.raises(UnsafePath, match="256"):
+            snapshot_capture_ref(sqlite_store, repo, tree, (str(tmp_path),))
+        assert _count(sqlite_store, blobs) == 0
+
     def test_not_a_repository(self, sqlite_store: Store, tmp_path: Path) -> None:
         """A directory without .git is refused naming it."""
         (tmp_path / "plain").mkdir()
