@@ -148,7 +148,7 @@ def _capture_tree(
         symlinks=len(targets),
         gitlinks=len(items) - len(files) - len(links),
         bytes=total,
-        read_files=len(read),
+        read_files=sum(1 for i in files if i.oid in read),  # as a work-tree capture counts
         cached_files=sum(1 for i in files if i.oid not in read),
         created=False,
         escaping_links=tuple(why for _, why in escaping_links(targets))[:MAX_REPORTED_ESCAPES],
