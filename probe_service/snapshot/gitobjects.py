@@ -23,6 +23,7 @@ import hashlib
 import os
 import re
 import subprocess
+import tempfile
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -194,6 +195,7 @@ class GitObjects:
         ]
         env = git_environment()
         env["GIT_CEILING_DIRECTORIES"] = os.path.dirname(repo.git_dir)
+        self._errors = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
         try:
             self._proc = subprocess.Popen(
                 argv,
@@ -201,9 +203,10 @@ class GitObjects:
                 env=env,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                stderr=self._errors,  # a file: git's warnings can never fill a pipe
             )
         except OSError as exc:
+            self._errors.close()
             raise SandboxUnavailable(
                 f"git: cannot start ({exc})", reason="git_unavailable"
             ) from exc
@@ -223,17 +226,18 @@ class GitObjects:
         self.close()
 
     def close(self) -> None:
-        """End the process (its stdin closes; it exits)."""
-        with contextlib.suppress(OSError):
-            self._stdin.close()
+        """End the process. Our end of its stdout closes first: a git still answering
+        requests nobody reads (a refusal mid-stream) then fails its write and exits, and
+        the request writer's blocked write fails with it."""
+        for stream in (self._stdout, self._stdin):
+            with contextlib.suppress(OSError):
+                stream.close()
         try:
             self._proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
-        for stream in (self._stdout, self._proc.stderr):
-            if stream is not None:
-                stream.close()
+        self._errors.close()
 
     def _send(self, commands: list[bytes]) -> threading.Thread:
         def write() -> None:
@@ -258,10 +262,15 @@ class GitObjects:
         return name, why, None
 
     def _stderr(self) -> str:
-        self._stdin.close()
-        err = self._proc.stderr.read() if self._proc.stderr is not None else b""
-        lines = err.decode("utf-8", "replace").strip().splitlines()
-        return lines[-1] if lines else f"exit {self._proc.wait()}"
+        with contextlib.suppress(OSError):
+            self._stdin.close()
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            return "no answer"
+        self._errors.seek(0)
+        lines = self._errors.read()[-4096:].decode("utf-8", "replace").strip().splitlines()
+        return lines[-1] if lines else f"exit {self._proc.returncode}"
 
     def info(self, names: list[str]) -> list[tuple[str, str, int | None]]:
         """``(oid or the name, type or 'missing'/'ambiguous', size or None)`` per name."""
