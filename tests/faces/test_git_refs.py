@@ -16,6 +16,7 @@ from probe_service.store import open_store
 from ..fuzz.strategies import row_counts
 from ..snapshot.gitrepos import commit_all, git, init_repo, write
 from .drivers import FACES, open_face
+from .test_bad_input import answers_writing_nothing, assert_refused_alike
 
 
 @pytest.fixture
@@ -148,21 +149,12 @@ def test_bad_refs_and_repositories_refused_alike_writing_nothing(layout: dict[st
     a scope without claims: the same code on every face, naming the object; every table
     keeps its row count."""
     cases = _refusals(layout)
-    answers: dict[str, list[Any]] = {}
     store = open_store(layout["root"])
     try:
-        for face in FACES:
-            with open_face(face, layout["root"]) as driver:
-                before = row_counts(store)
-                answers[face] = [driver.call(op, params) for op, params, _, _ in cases]
-                assert row_counts(store) == before, face
+        answers = answers_writing_nothing(layout["root"], store, cases)
     finally:
         store.close()
-    for (op, _, code, named), answer in zip(cases, answers["python"], strict=True):
-        assert answer["error"]["code"] == code, (op, answer)
-        assert named in answer["error"]["message"], (op, answer)
-    assert answers["host"] == answers["python"]
-    assert answers["mcp"] == answers["python"]
+    assert_refused_alike(cases, answers)
 
 
 def test_machine_faces_confine_the_repository(layout: dict[str, Any]) -> None:
