@@ -11,7 +11,7 @@ repository (docs/ARCHITECTURE.md, "Snapshots from git"; SECURITY.md, "Git confin
   or its ``pack`` directory may be a link;
 - the absolute system git (``resolve_git``) runs with the service's fixed environment
   (``git_environment``: no HOME, ``GIT_NO_REPLACE_OBJECTS``, so replace refs are ignored;
-  a tree is read from the commit object itself, so grafts never enter),
+  ``GIT_GRAFT_FILE`` empty, so grafts never rewrite a parent ``~`` or ``^`` walks),
   ``protocol.allow=never`` (a partial clone's missing object cannot trigger a fetch) and
   ``safe.directory`` for this repository only.
 """
@@ -195,6 +195,9 @@ class GitObjects:
         ]
         env = git_environment()
         env["GIT_CEILING_DIRECTORIES"] = os.path.dirname(repo.git_dir)
+        # Grafts (info/grafts) would rewrite parents, so ``main~1`` could name another
+        # commit; GIT_NO_REPLACE_OBJECTS does not turn them off, an empty graft file does.
+        env["GIT_GRAFT_FILE"] = os.devnull
         self._errors = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
         try:
             self._proc = subprocess.Popen(

@@ -138,6 +138,19 @@ class TestNothingRuns:
         entry = load_snapshot(sqlite_store, result.snapshot_id).by_path()["a.txt"]
         assert entry.size == len(b"real\n")
 
+    def test_grafts_are_ignored(self, sqlite_store: Store, tmp_path: Path) -> None:
+        """A graft giving the head another parent never changes what ``main~1`` names."""
+        repo = init_repo(tmp_path / "r")
+        commits = []
+        for text in ("a\n", "bb\n", "ccc\n"):
+            write(repo, "f", text.encode())
+            commits.append(commit_all(repo, text))
+        (repo / ".git" / "info").mkdir(exist_ok=True)
+        (repo / ".git" / "info" / "grafts").write_text(f"{commits[2]} {commits[0]}\n")
+        assert git(repo, "rev-parse", "main~1") == commits[0]  # git itself follows it
+        result = snapshot_capture_ref(sqlite_store, repo, "main~1", (str(tmp_path),))
+        assert load_snapshot(sqlite_store, result.snapshot_id).by_path()["f"].size == 3
+
     def test_repository_git_shim_never_runs(
         self, sqlite_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
