@@ -44,14 +44,13 @@ class GateChange(Frozen):
 
 @operation("gate_change", long_running=True)
 def gate_change(svc: ProbeService, req: GateChangeRequest) -> GateChange:
-    """Gate the change between two git refs (a CI job's one call). It captures both
-    trees from the repository's objects (no checkout; a tree captured before costs one
-    lookup), runs change analysis
-    between them (obligations open on the head for claims whose dependencies moved), then
-    gate the head snapshot as gate does. Passes only when the head passes the gate.
-    Refuses, writing nothing, a scope (or store) without a live claim unless allow_empty,
-    a ref that does not exist or names a blob, and a repository outside the capture
-    roots."""
+    """Gate a change between two git refs, a CI job's one call. It captures both trees
+    from the repository's objects (no checkout; a tree captured before costs one lookup),
+    runs change analysis between them (obligations open on the head for claims whose
+    dependencies moved), then gates the head snapshot as gate does. Passes only when the
+    head passes the gate. Refuses, writing nothing, a scope (or store) without a live
+    claim unless allow_empty, a ref that does not exist or names a blob, and a repository
+    outside the capture roots."""
     with svc.store.reading() as conn:  # before any capture: a refusal writes nothing
         claims.require_some_live_claim(conn, req.scope, allow_empty=req.allow_empty)
     base, head = capture_refs(svc, req.repository, [req.base, req.head])
