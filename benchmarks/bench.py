@@ -52,12 +52,12 @@ from probe_service.queue.inline import run_inline
 from probe_service.sandbox import SandboxRuntime, locate_runtime, run_sandboxed
 from probe_service.sandbox.helper import LauncherPool
 from probe_service.settings import read_settings
-from probe_service.snapshot import snapshot_capture, snapshot_materialize
+from probe_service.snapshot import snapshot_capture, snapshot_capture_ref, snapshot_materialize
 from probe_service.store import Store, open_store
 
 RESULTS = Path(__file__).resolve().parent / "results"
 #: The groups of rows ``--only`` selects from, in table order.
-GROUPS = ("overhead", "bulk", "snapshot", "claims", "cli", "store")
+GROUPS = ("overhead", "bulk", "snapshot", "gitref", "claims", "cli", "store")
 BWRAP_BASELINE = (
     "--ro-bind",
     "/",
@@ -396,6 +396,91 @@ def snapshot_rows(base: Path, files: int, repeat: int) -> list[Row]:
     ]
 
 
+def gitref_rows(base: Path, files: int, repeat: int) -> list[Row]:
+    """Capture from git objects (``snapshot capture --ref``) against ``git archive | tar``
+    of the same commit, and a recapture of an unchanged tree against one ``git rev-parse``."""
+    repo = base / "gitref"
+    repo.mkdir()
+    build_tree(repo, files)
+    run(["git", "init", "-q", str(repo)])
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "t", GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@b",
+        GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@b")  # fmt: skip
+    roots = (str(repo),)
+    stores: list[Store] = []
+    outs: list[Path] = []
+
+    def fresh_store_and_out() -> None:
+        if stores:
+            stores[-1].close()
+        stores.append(open_store(Path(tempfile.mkdtemp(dir=base))))
+        outs.append(Path(tempfile.mkdtemp(dir=base)))
+
+    def archive() -> None:
+        subprocess.run(
+            f"git -C {repo} archive HEAD | tar -x -C {outs[-1]}",
+            shell=True,
+            check=True,
+        )
+
+    cold, git_archive = paired_medians(
+        lambda: snapshot_capture_ref(stores[-1], repo, "HEAD", roots),
+        archive,
+        repeat,
+        fresh_store_and_out,
+    )
+    # The same commit captured as a work tree (the archive extracted above), cold, into a
+    # fresh store: what a CI job without --ref pays after its checkout.
+    tree_stores: list[Store] = []
+
+    def fresh_stores() -> None:
+        for opened in (stores, tree_stores):
+            if opened:
+                opened[-1].close()
+            opened.append(open_store(Path(tempfile.mkdtemp(dir=base))))
+
+    from_ref, from_tree = paired_medians(
+        lambda: snapshot_capture_ref(stores[-1], repo, "HEAD", roots),
+        lambda: snapshot_capture(tree_stores[-1], outs[-1]),
+        repeat,
+        fresh_stores,
+    )
+    tree_stores[-1].close()
+    # A change of 10 files on top: its head, captured after its base (untimed) in a fresh
+    # store, against extracting the head with git archive.
+    for i in range(10):
+        (repo / f"pkg{i:02d}" / "mod0" / f"f{i}.py").write_text(f"changed {i}\n")
+    git(repo, "commit", "-qam", "change", GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@b",
+        GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@b")  # fmt: skip
+
+    def fresh_store_with_base() -> None:
+        fresh_store_and_out()
+        snapshot_capture_ref(stores[-1], repo, "HEAD~1", roots)
+
+    head, head_archive = paired_medians(
+        lambda: snapshot_capture_ref(stores[-1], repo, "HEAD", roots),
+        archive,
+        repeat,
+        fresh_store_with_base,
+    )
+    store = stores[-1]
+    snapshot_capture_ref(store, repo, "HEAD", roots)
+    again, rev_parse = paired_medians(
+        lambda: snapshot_capture_ref(store, repo, "HEAD", roots),
+        lambda: run(["git", "-C", str(repo), "rev-parse", "--verify", "HEAD^{tree}"]),
+        repeat,
+    )
+    store.close()
+    return [
+        Row(f"capture --ref ({files} files)", cold, git_archive, "s", "git archive | tar -x"),
+        Row(
+            "capture --ref, against a work tree", from_ref, from_tree, "s", "capture of a checkout"
+        ),
+        Row("capture --ref, head after its base", head, head_archive, "s", "git archive | tar -x"),
+        Row("recapture --ref, same tree", again, rev_parse, "s", "git rev-parse HEAD^{tree}"),
+    ]
+
+
 # -- claims, CLI ---------------------------------------------------------------------------
 
 
@@ -654,6 +739,8 @@ def main() -> None:
             rows += bulk_rows(runtime, base, probes, db_url, redis_url)
         if "snapshot" in only:
             rows += snapshot_rows(base, files, repeat)
+        if "gitref" in only:
+            rows += gitref_rows(base, files, repeat)
         if "claims" in only:
             rows += analyze_rows(base, files // 2, [files // 2, files], repeat)
         if "cli" in only:

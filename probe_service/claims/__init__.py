@@ -66,6 +66,7 @@ if TYPE_CHECKING:
         QueryResult,
         Tombstone,
     )
+    from .scopes import require_some_live_claim
     from .search import knowledge_query
     from .service import claim_show
     from .settle import recheck_batch_of_run, settle_recheck
@@ -123,6 +124,7 @@ __all__ = [
     "queued_run_ids",
     "read_audit",
     "recheck_batch_of_run",
+    "require_some_live_claim",
     "settle_recheck",
     "store_receipts",
     "supersession_chain",

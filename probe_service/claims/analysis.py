@@ -92,8 +92,11 @@ def changed_paths(before: TreeView, after: TreeView) -> list[str]:
         # The fingerprint is a function of these four fields: equal fields, equal
         # fingerprints, so only entries that differ in one pay for the comparison.
         if prior is None or (
-            (prior.kind, prior.digest, prior.executable, prior.target)
-            != (entry.kind, entry.digest, entry.executable, entry.target)
+            (
+                (prior.kind, prior.digest, prior.executable, prior.target)
+                != (entry.kind, entry.digest, entry.executable, entry.target)
+                or entry.kind == "gitlink"  # its commit is in the fingerprint only
+            )
             and entry_fingerprint(prior) != entry_fingerprint(entry)
         ):
             changed.append(path)

@@ -180,4 +180,6 @@ def entry_fingerprint(entry: EntryLike | None) -> str | None:
         return None
     if entry.kind == "symlink":
         return f"symlink:{entry.target}"
+    if entry.kind == "gitlink":  # a submodule: its recorded commit
+        return f"gitlink:{getattr(entry, 'commit', None)}"
     return f"{'exec' if entry.executable else 'file'}:{entry.digest}"

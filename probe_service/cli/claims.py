@@ -27,10 +27,11 @@ from typing import Annotated
 import typer
 from pydantic import BaseModel
 
-from probe_service.errors import InvalidClaim
+from probe_service.errors import InvalidClaim, InvalidInput
 from probe_service.safe_text import safe_text
 from probe_service.service.adapters import (
     RESOLUTIONS,
+    ChangeAnalysis,
     ClaimCheck,
     Obligation,
     render_gate_markdown,
@@ -124,21 +125,36 @@ def claim_show_command(
         )
 
 
+RepoOpt = Annotated[
+    Path,
+    typer.Option("--repo", help="Repository the refs are read from (default: --root)."),
+]
+
+
 @claim_app.command("check")
 def claim_check_command(
     claim_ids: Annotated[list[str], typer.Argument(help="Claim ids.")],
-    snapshot: Annotated[str, typer.Option("--snapshot", help="Target snapshot id.")],
+    snapshot: Annotated[str | None, typer.Option("--snapshot", help="Target snapshot id.")] = None,
+    ref: Annotated[
+        str | None,
+        typer.Option("--ref", help="Target git ref (its tree is captured from git objects)."),
+    ] = None,
+    repo: RepoOpt | None = None,
     scope: ScopeOpt = None,
     as_json: JsonOpt = False,
     root: RootOpt = Path("."),
 ) -> None:
-    """Recheck claims against a snapshot: current, needs_recheck or unknown.
+    """Recheck claims against a snapshot (or a git ref): current, needs_recheck or unknown.
 
     Example: byte-probe claim check clm_01... clm_02... --snapshot 3fa4...
     """
     with session(root) as svc:
         checks = svc.claim_check(
-            claim_ids=tuple(claim_ids), target_snapshot=snapshot, scope=scope
+            claim_ids=tuple(claim_ids),
+            target_snapshot=snapshot,
+            target_ref=ref,
+            repository=str(repo or root),
+            scope=scope,
         ).checks
         _emit(checks, as_json, "\n".join(_check_line(c) for c in checks))
 
@@ -167,21 +183,34 @@ def _check_line(check: ClaimCheck) -> str:
 
 @change_app.command("analyze")
 def change_analyze_command(
-    from_snapshot: Annotated[str, typer.Argument(help="Snapshot before the change.")],
-    to_snapshot: Annotated[str, typer.Argument(help="Snapshot after the change.")],
+    from_snapshot: Annotated[
+        str | None, typer.Argument(help="Snapshot before the change (or --base).")
+    ] = None,
+    to_snapshot: Annotated[
+        str | None, typer.Argument(help="Snapshot after the change (or --head).")
+    ] = None,
+    base: Annotated[str | None, typer.Option("--base", help="Git ref before the change.")] = None,
+    head: Annotated[str | None, typer.Option("--head", help="Git ref after the change.")] = None,
+    repo: RepoOpt | None = None,
     scope: ScopeOpt = None,
     allow_empty: AllowEmptyOpt = False,
     as_json: JsonOpt = False,
     root: RootOpt = Path("."),
 ) -> None:
-    """Open obligations for claims the change makes stale (idempotent).
+    """Open obligations for claims the change makes stale (idempotent); the two sides are
+    snapshot ids, or git refs (--base, --head) whose trees are captured from git objects.
 
-    Example: byte-probe change analyze 3fa4... 9bc1... --json
+    Example: byte-probe change analyze --base origin/main --head HEAD --json
     """
+    if base is not None and head is None and from_snapshot is not None:
+        from_snapshot, to_snapshot = None, from_snapshot  # --base REF with one snapshot id
     with session(root) as svc:
         result = svc.change_analyze(
             from_snapshot=from_snapshot,
             to_snapshot=to_snapshot,
+            from_ref=base,
+            to_ref=head,
+            repository=str(repo or root),
             scope=scope,
             allow_empty=allow_empty,
         )
@@ -342,7 +371,18 @@ class GateFormat(enum.StrEnum):
 
 
 def gate_command(
-    snapshot: Annotated[str, typer.Option("--snapshot", help="Snapshot to gate on.")],
+    snapshot: Annotated[
+        str | None, typer.Option("--snapshot", help="Snapshot to gate on (or --base/--head).")
+    ] = None,
+    base: Annotated[
+        str | None,
+        typer.Option("--base", help="Git ref of the change's base (with --head)."),
+    ] = None,
+    head: Annotated[
+        str | None,
+        typer.Option("--head", help="Git ref of the change's head: the one gated."),
+    ] = None,
+    repo: RepoOpt | None = None,
     scope: ScopeOpt = None,
     allow_empty: AllowEmptyOpt = False,
     require_signed: Annotated[
@@ -380,21 +420,55 @@ def gate_command(
     exit 1 with --fail-on-refuted. Exit 3, writing nothing, for a snapshot the store does
     not hold or a scope (or store) without a live claim, unless --allow-empty.
 
+    With --base REF --head REF (a CI job's one command) both refs' trees are captured
+    from git objects of --repo (no checkout), change analysis between them opens the
+    obligations the change causes, and the head is gated: the same exit codes.
+
     Example: byte-probe gate --snapshot 3fa4... --scope payments --format markdown
+
+    Example: byte-probe gate --base origin/main --head HEAD --format markdown
     """
+    keys = tuple(_accepted_key(item) for item in require_signed or [])
+    if (snapshot is None) == (base is None or head is None) or (base is None) != (head is None):
+        raise InvalidInput("gate: give --snapshot, or both --base and --head")
+    shown: BaseModel
+    change: ChangeAnalysis | None = None
     with session(root) as svc:
-        report = svc.gate(
-            snapshot_id=snapshot,
-            scope=scope,
-            allow_empty=allow_empty,
-            require_signed=tuple(_accepted_key(item) for item in require_signed or []),
-            fail_on_refuted=fail_on_refuted,
-        )
+        if snapshot is not None:
+            report = shown = svc.gate(
+                snapshot_id=snapshot,
+                scope=scope,
+                allow_empty=allow_empty,
+                require_signed=keys,
+                fail_on_refuted=fail_on_refuted,
+            )
+        else:
+            shown = gated = svc.gate_change(
+                base=str(base),
+                head=str(head),
+                repository=str(repo or root),
+                scope=scope,
+                allow_empty=allow_empty,
+                require_signed=keys,
+                fail_on_refuted=fail_on_refuted,
+            )
+            report, change = gated.report, gated.change
     if as_json or output is GateFormat.json:
-        typer.echo(json.dumps(report.model_dump(mode="json"), indent=2, sort_keys=True))
+        typer.echo(json.dumps(shown.model_dump(mode="json"), indent=2, sort_keys=True))
     elif output is GateFormat.markdown:
         typer.echo(render_gate_markdown(report), nl=False)
     else:
+        if change is not None:
+            typer.echo(_change_line(change))
         typer.echo(render_gate_text(report))
     if not report.passed:
         raise typer.Exit(EXIT_GATE_CLOSED)
+
+
+def _change_line(change: ChangeAnalysis) -> str:
+    """One line saying what the change between the two refs moved."""
+    base, head = change.from_snapshot_id[:12], change.to_snapshot_id[:12]
+    return (
+        f"change {base}..{head}: {len(change.changed_paths)} changed path(s), "
+        f"{change.candidates} candidate claim(s), {len(change.opened)} obligation(s) opened"
+    )

@@ -17,21 +17,33 @@ app = typer.Typer(help="Capture, show and materialize content-addressed snapshot
 
 @app.command("capture")
 def capture(
-    path: Annotated[Path, typer.Argument(help="Working tree to capture.")] = Path("."),
+    path: Annotated[
+        Path, typer.Argument(help="Working tree to capture (with --ref: the repository).")
+    ] = Path("."),
+    ref: Annotated[
+        str | None,
+        typer.Option(
+            "--ref",
+            help="Capture the tree of this commit, tag or branch from git objects "
+            "(no checkout, no hook or filter).",
+        ),
+    ] = None,
     root: RootOption = Path("."),
     json_out: JsonOption = False,
 ) -> None:
-    """Capture an immutable snapshot of a working tree.
+    """Capture an immutable snapshot of a working tree, or (--ref) of a git ref's tree.
 
-    Example: byte-probe snapshot capture . --json
+    Example: byte-probe snapshot capture . --ref origin/main --json
     """
     with session(root) as svc:
-        result = svc.snapshot_capture(root=str(path))
+        result = svc.snapshot_capture(root=str(path), ref=ref)
     if json_out:
         emit_json(result)
         return
     table = Table(title="snapshot captured", show_header=False)
     for key, value in result.model_dump().items():
+        if isinstance(value, dict):  # the git source: one line
+            value = " ".join(f"{k}={v}" for k, v in value.items())
         shown = "; ".join(value) or "none" if isinstance(value, tuple) else value
         table.add_row(key, untrusted(shown))
     console.print(table)
@@ -57,6 +69,7 @@ def show(
                 "files": snapshot.files,
                 "bytes": snapshot.bytes,
                 "entries": [e.model_dump() for e in snapshot.entries],
+                "attribute_notes": list(snapshot.attribute_notes),
             }
         )
         return
@@ -66,11 +79,15 @@ def show(
     for e in snapshot.entries:
         digest = e.digest if wide else (e.digest or "")[:16]
         detail = digest if e.digest else f"-> {e.target}"
+        if e.kind == "gitlink":
+            detail = f"commit {e.commit} (submodule: materialized empty)"
         # Paths and link targets come from the repository: data, never markup.
         table.add_row(
             untrusted(e.path), e.kind, "x" if e.executable else "", str(e.size), untrusted(detail)
         )
     console.print(table)
+    for note in snapshot.attribute_notes:  # repository text: data, never markup
+        console.print(untrusted(f"git attributes: {note}"))
 
 
 @app.command("materialize")

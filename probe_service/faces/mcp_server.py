@@ -49,7 +49,7 @@ TOOL_PREFIX = "byte_"
 INSTRUCTIONS = """Byte probe service: run experiments on an immutable snapshot of code in a \
 sandbox, and keep what they showed as claims tied to the code they depend on. The loop:
 1. byte_snapshot_capture a working tree (a path relative to the server's --root, or inside \
-the capture roots it allows).
+the capture roots it allows), or with ref a commit, tag or branch of a repository there.
 2. byte_policy_list, then byte_policy_describe: what a policy allows (executables, limits, \
 network, environment); byte_probe_plan a plan naming it (checked against it).
 3. byte_probe_run (answers within wait_seconds, 60 by default, else with a run_id) or \
@@ -57,7 +57,8 @@ byte_probe_submit for several plans; poll byte_run_status until state is done: i
 holds the receipt.
 4. byte_claim_create with the receipt as evidence.
 5. byte_gate a snapshot: it passes when every claim in scope is current and no obligation is \
-open; after an edit, capture again and byte_change_analyze to see what it opened.
+open; after an edit, capture again and byte_change_analyze to see what it opened \
+(byte_gate_change does both for two git refs).
 byte_capabilities lists every tool in one line (detail: true for the schemas). Ids may be \
 given as unique prefixes of at least 8 hex characters."""
 

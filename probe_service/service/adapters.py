@@ -11,6 +11,7 @@ from .._lazy import lazy_exports
 if TYPE_CHECKING:
     from ..claims import (
         RESOLUTIONS,
+        ChangeAnalysis,
         ClaimCheck,
         GateReport,
         KnowledgeHit,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RESOLUTIONS",
     "BoundaryResult",
+    "ChangeAnalysis",
     "ClaimCheck",
     "CommittedConfirmation",
     "ConfirmationSummary",

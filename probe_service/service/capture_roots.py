@@ -23,7 +23,12 @@ from ..errors import UnsafePath
 from ..settings import CAPTURE_ROOTS_ENV
 from ..store.safety import STATE_DIRNAME
 
-__all__ = ["CAPTURE_ROOTS_ENV", "allowed_capture_roots", "confine_capture_root"]
+__all__ = [
+    "CAPTURE_ROOTS_ENV",
+    "allowed_capture_roots",
+    "confine_capture_root",
+    "git_confinement_roots",
+]
 
 
 def allowed_capture_roots(
@@ -95,3 +100,17 @@ def confine_capture_root(
     if _within(real_home, resolved):
         raise UnsafePath(f"{where} holds the service user's home directory ({real_home})")
     return Path(resolved)
+
+
+def git_confinement_roots(
+    repository: Path, confined: tuple[str, ...] | None, configured: tuple[str, ...]
+) -> tuple[str, ...]:
+    """Where git may read for a capture from git objects of ``repository`` (already
+    checked by ``confine_capture_root`` on a machine face): the face's capture roots
+    there; on the Python API and the CLI the configured ``BYTE_PROBE_CAPTURE_ROOTS``, or
+    else the repository's own directory (docs/ARCHITECTURE.md, "Snapshots from git")."""
+    if confined is not None:
+        return confined
+    if configured:
+        return allowed_capture_roots(configured, None)
+    return (os.path.realpath(repository),)

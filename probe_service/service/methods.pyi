@@ -22,6 +22,7 @@ from probe_service.queue.submit import SubmitResult
 from probe_service.service.rows.admin import KeyCreated, PolicyChecked, PolicyList
 from probe_service.service.rows.claims import ClaimChecks, KnowledgeHits, Obligations
 from probe_service.service.rows.events import Events
+from probe_service.service.rows.gates import GateChange
 from probe_service.service.rows.ids import ResolvedId
 from probe_service.service.rows.meta import Capabilities
 from probe_service.service.rows.plans import PlanCreated, StoredPlan
@@ -53,21 +54,28 @@ class OperationMethods:
         self,
         *,
         root: str,
+        ref: str | None = ...,
     ) -> CaptureResult:
-        """Capture a stabilized, immutable, content-addressed snapshot of a working tree. Nothing
-        in the tree is executed. The same content gives the same snapshot id. Refuses unreadable
-        roots, names a materialization would refuse, and trees over the file or size limits; a
-        tree that keeps changing is retried, then refused. On the host and MCP faces the root
-        must lie inside the administrator's capture roots, and a relative root is taken from the
-        face's --root."""
+        """Capture a content-addressed snapshot of a working tree, or of a git ref's tree. It is
+        stabilized and immutable; with ref the tree a commit, tag or branch names is read from
+        the repository's objects (no checkout, no hook or filter; a tree captured before costs
+        one lookup). Nothing in the tree is executed. The same content gives the same snapshot
+        id; a submodule is recorded as a gitlink (path and commit). Refuses unreadable roots,
+        names a materialization would refuse, trees over the file or size limits, a ref that
+        does not exist or names a blob, and a repository whose .git file, objects or alternates
+        lie outside the capture roots; a work tree that keeps changing is retried, then refused.
+        On the host and MCP faces the root must lie inside the administrator's capture roots,
+        and a relative root is taken from the face's --root."""
 
     def snapshot_get(
         self,
         *,
         snapshot_id: str,
     ) -> Snapshot:
-        """Read a stored snapshot's manifest: every path with its kind, mode, size and SHA-256.
-        Refuses an id that is not stored."""
+        """Read a stored snapshot's manifest: every path with its kind, mode, size and SHA-256. A
+        submodule is a gitlink with its commit; attribute_notes names each .gitattributes line
+        that would rewrite bytes on a checkout (eol, ident, filters, LFS). Refuses an id that is
+        not stored."""
 
     def snapshot_materialize(
         self,
@@ -105,11 +113,11 @@ class OperationMethods:
         via: Literal["auto", "embedded", "queue"] = ...,
         wait_seconds: float | None = ...,
     ) -> ProbeRunResult | RunStatus:
-        """Run a stored plan in the sandbox under the administrator policy with exactly that id,
-        and return the oracle outcome (supports, refutes, inconclusive with a reason), the
-        signed or unsigned receipt, and reuse (why a stored receipt did or did not answer).
-        Waits at most wait_seconds (60 by default): a run not done by then is answered with its
-        status and run_id (poll run_status) and keeps going. Every prerequisite failure ends
+        """Run a stored plan in the sandbox under the administrator policy with exactly that id. It
+        returns the oracle outcome (supports, refutes, inconclusive with a reason), the signed
+        or unsigned receipt, and reuse (why a stored receipt did or did not answer). Waits at
+        most wait_seconds (60 by default): a run not done by then is answered with its status
+        and run_id (poll run_status) and keeps going. Every prerequisite failure ends
         inconclusive; nothing ever runs unsandboxed."""
 
     def run_status(
@@ -271,12 +279,15 @@ class OperationMethods:
         self,
         *,
         claim_ids: tuple[str, ...],
-        target_snapshot: str,
+        target_snapshot: str | None = ...,
+        target_ref: str | None = ...,
+        repository: str = ...,
         scope: str | None = ...,
     ) -> ClaimChecks:
         """Recheck named claims against a target snapshot without executing code: each is current,
-        needs_recheck or unknown, with the dependencies that moved. Refuses a snapshot the store
-        does not hold and a scope no claim belongs to."""
+        needs_recheck or unknown, with the dependencies that moved. With target_ref the ref's
+        tree is captured from git objects first. Refuses a snapshot the store does not hold, a
+        ref that does not exist or names a blob, and a scope no claim belongs to."""
 
     def knowledge_record_answer(
         self,
@@ -313,14 +324,19 @@ class OperationMethods:
     def change_analyze(
         self,
         *,
-        from_snapshot: str,
-        to_snapshot: str,
+        from_snapshot: str | None = ...,
+        to_snapshot: str | None = ...,
+        from_ref: str | None = ...,
+        to_ref: str | None = ...,
+        repository: str = ...,
         scope: str | None = ...,
         allow_empty: bool = ...,
     ) -> ChangeAnalysis:
         """Compare two snapshots and open scoped obligations for the claims whose dependencies
         changed or became unknown; nothing is executed. Refuses a snapshot the store does not
-        hold, and a scope (or store) without a live claim unless allow_empty."""
+        hold, and a scope (or store) without a live claim unless allow_empty. With from_ref /
+        to_ref the refs' trees are captured from git objects first (a ref that does not exist or
+        names a blob is refused before anything is written)."""
 
     def obligation_list(
         self,
@@ -370,11 +386,11 @@ class OperationMethods:
     def gate(
         self,
         *,
-        snapshot_id: str,
         scope: str | None = ...,
         allow_empty: bool = ...,
         require_signed: tuple[str, ...] = ...,
         fail_on_refuted: bool = ...,
+        snapshot_id: str,
     ) -> GateReport:
         """Recheck every live claim of a scope against one snapshot and say whether the snapshot
         passes: no open obligation, no claim that is not current (and, with require_signed,
@@ -576,3 +592,22 @@ class OperationMethods:
         refused. Imported claims keep their history and are marked with their origin; imported
         receipts are never reused, and an imported resolution never closes an obligation of this
         store."""
+
+    def gate_change(
+        self,
+        *,
+        scope: str | None = ...,
+        allow_empty: bool = ...,
+        require_signed: tuple[str, ...] = ...,
+        fail_on_refuted: bool = ...,
+        base: str,
+        head: str,
+        repository: str = ...,
+    ) -> GateChange:
+        """Gate a change between two git refs, a CI job's one call. It captures both trees from the
+        repository's objects (no checkout; a tree captured before costs one lookup), runs change
+        analysis between them (obligations open on the head for claims whose dependencies
+        moved), then gates the head snapshot as gate does. Passes only when the head passes the
+        gate. Refuses, writing nothing, a scope (or store) without a live claim unless
+        allow_empty, a ref that does not exist or names a blob, and a repository outside the
+        capture roots."""

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from .capture import DEFAULT_LIMITS, CaptureLimits, CaptureResult, snapshot_capture
     from .manifest import Entry, Snapshot
     from .materialize import check_manifest_paths, load_snapshot, snapshot_materialize
+    from .refcapture import snapshot_capture_ref, snapshot_capture_refs
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -22,6 +23,8 @@ __all__ = [
     "load_snapshot",
     "read_blob",
     "snapshot_capture",
+    "snapshot_capture_ref",
+    "snapshot_capture_refs",
     "snapshot_materialize",
 ]
 

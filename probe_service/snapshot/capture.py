@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import insert, select
+from sqlalchemy import Connection, insert, select
 
 from ..errors import UnsafePath, UnstableWorkingTree
 from ..store import Store, append_event, utc_now
@@ -22,7 +22,14 @@ from .reader import FileStat, ReadBlob, open_dir_beneath, read_file_blob
 from .scan import Scan, first_pass, second_pass
 from .statcache import StatCache, cache_key_for, is_racy, load_stat_cache, save_stat_cache
 
-__all__ = ["DEFAULT_LIMITS", "CaptureLimits", "CaptureResult", "snapshot_capture"]
+__all__ = [
+    "DEFAULT_LIMITS",
+    "CaptureLimits",
+    "CaptureResult",
+    "GitSource",
+    "snapshot_capture",
+    "store_snapshot_row",
+]
 
 MiB = 1 << 20
 #: What opening and stat'ing a file costs, counted as bytes when sizing read groups.
@@ -49,6 +56,18 @@ DEFAULT_LIMITS = CaptureLimits()
 MAX_REPORTED_ESCAPES = 20
 
 
+class GitSource(BaseModel):
+    """Where a capture from git objects read its tree (``snapshot capture --ref``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    repository: str
+    ref: str
+    tree: str
+    #: The tree was captured before: one object lookup, nothing read (the tree-id cache).
+    tree_cached: bool = False
+
+
 class CaptureResult(BaseModel):
     """What a capture produced; ``created`` is false when the snapshot already existed."""
 
@@ -57,6 +76,8 @@ class CaptureResult(BaseModel):
     snapshot_id: str
     files: int
     symlinks: int
+    #: Submodules, each recorded as a gitlink (path and commit; materialized empty).
+    gitlinks: int = 0
     bytes: int
     read_files: int
     cached_files: int
@@ -65,6 +86,8 @@ class CaptureResult(BaseModel):
     #: ``MAX_REPORTED_ESCAPES``, each naming the link: a run on this snapshot ends
     #: ``inconclusive`` / ``snapshot_link_escapes`` (docs/ARCHITECTURE.md, "Snapshot links").
     escaping_links: tuple[str, ...] = ()
+    #: Set for a capture from git objects (a ref), None for a work tree.
+    git: GitSource | None = None
 
 
 @dataclass(frozen=True)
@@ -126,36 +149,43 @@ def _capture_once(
     renewed = _renewed_cache(before, digests, cache, to_read, start_ns, limits)
     total = sum(st[0] for st in before.stats.values())
     with store.transaction() as conn:
-        exists = conn.execute(
-            select(snapshots.c.snapshot_id).where(snapshots.c.snapshot_id == snapshot_id)
-        ).first()
-        if exists is None:
-            conn.execute(
-                insert(snapshots).values(
-                    snapshot_id=snapshot_id,
-                    manifest=manifest,
-                    files=len(before.stats),
-                    bytes=total,
-                    created_at=utc_now(),
-                )
-            )
-            append_event(
-                conn, "snapshot", snapshot_id, {"files": len(before.stats), "bytes": total}
-            )
+        created = store_snapshot_row(conn, snapshot_id, manifest, len(before.stats), total)
         if renewed is not None:
             save_stat_cache(conn, key, renewed)
     return CaptureResult(
         snapshot_id=snapshot_id,
         files=len(before.stats),
         symlinks=len(before.targets),
+        gitlinks=len(before.gitlinks),
         bytes=total,
         read_files=len(to_read),
         cached_files=len(before.stats) - len(to_read),
-        created=exists is None,
+        created=created,
         escaping_links=tuple(why for _, why in escaping_links(before.targets))[
             :MAX_REPORTED_ESCAPES
         ],
     )
+
+
+def store_snapshot_row(
+    conn: Connection, snapshot_id: str, manifest: bytes, files: int, total: int
+) -> bool:
+    """Insert the snapshot row and its event unless it is stored; whether it was new."""
+    exists = conn.execute(
+        select(snapshots.c.snapshot_id).where(snapshots.c.snapshot_id == snapshot_id)
+    ).first()
+    if exists is None:
+        conn.execute(
+            insert(snapshots).values(
+                snapshot_id=snapshot_id,
+                manifest=manifest,
+                files=files,
+                bytes=total,
+                created_at=utc_now(),
+            )
+        )
+        append_event(conn, "snapshot", snapshot_id, {"files": files, "bytes": total})
+    return exists is None
 
 
 def _renewed_cache(
@@ -209,12 +239,14 @@ def _encode_manifest(
         memo is not None
         and memo.scan.stats == scan.stats
         and memo.scan.targets == scan.targets
+        and memo.scan.gitlinks == scan.gitlinks
         and memo.digests == digests
     ):
         return memo.snapshot_id, memo.manifest
     snapshot_id, manifest = encode_tree(
         [(path, bool(st[4] & 0o111), digests[path], st[0]) for path, st in scan.stats.items()],
         list(scan.targets.items()),
+        list(scan.gitlinks.items()),
     )
     with _MEMO_LOCK:  # captures may run on several threads of one process
         if key not in _LAST_MANIFEST and len(_LAST_MANIFEST) >= _MEMO_ROOTS:
@@ -351,6 +383,7 @@ def _require_stable(before: Scan, after: Scan) -> None:
     for name, old, new in (
         ("file", before.stats, after.stats),
         ("symlink", before.targets, after.targets),
+        ("submodule", before.gitlinks, after.gitlinks),
     ):
         if old == new:
             continue

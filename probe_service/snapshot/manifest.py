@@ -21,25 +21,32 @@ __all__ = [
     "decode_manifest",
     "encode_manifest",
     "encode_records",
+    "encode_tree",
+    "gitlink_record",
 ]
 
 
 class Entry(BaseModel):
-    """One path of a snapshot: a regular file (by digest) or a symlink (target as data)."""
+    """One path of a snapshot: a regular file (by digest), a symlink (target as data) or
+    a gitlink (a submodule: its path and commit, materialized as an empty directory)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     path: str
-    kind: Literal["file", "symlink"]
+    kind: Literal["file", "symlink", "gitlink"]
     executable: bool = False
     digest: str | None = None
     size: int = 0
     target: str | None = None
+    #: A gitlink's commit (hex object id); None for files and links.
+    commit: str | None = None
 
     def manifest_record(self) -> dict[str, Any]:
         """Return the fields that enter the canonical manifest for this entry."""
         if self.kind == "symlink":
             return symlink_record(self.path, str(self.target))
+        if self.kind == "gitlink":
+            return gitlink_record(self.path, str(self.commit))
         return file_record(self.path, self.executable, str(self.digest), self.size)
 
 
@@ -50,6 +57,9 @@ class Snapshot(BaseModel):
 
     snapshot_id: str
     entries: tuple[Entry, ...]
+    #: Git attributes in the snapshot's ``.gitattributes`` files that rewrite bytes on a
+    #: checkout (``snapshot/attributes.py``); filled by ``snapshot_get``, never hashed.
+    attribute_notes: tuple[str, ...] = ()
 
     @property
     def files(self) -> int:
@@ -126,6 +136,11 @@ def symlink_record(path: str, target: str) -> dict[str, Any]:
     return {"path": path, "kind": "symlink", "target": target}
 
 
+def gitlink_record(path: str, commit: str) -> dict[str, Any]:
+    """Return the manifest record of a gitlink (a submodule's path and commit)."""
+    return {"commit": commit, "kind": "gitlink", "path": path}
+
+
 def encode_records(records: list[dict[str, Any]]) -> tuple[str, bytes]:
     """Return ``(snapshot_id, compressed manifest)`` for manifest records."""
     ordered = sorted(records, key=lambda r: str(r["path"]))
@@ -133,10 +148,13 @@ def encode_records(records: list[dict[str, Any]]) -> tuple[str, bytes]:
 
 
 def encode_tree(
-    files: Sequence[tuple[str, bool, str, int]], links: Sequence[tuple[str, str]]
+    files: Sequence[tuple[str, bool, str, int]],
+    links: Sequence[tuple[str, str]],
+    gitlinks: Sequence[tuple[str, str]] = (),
 ) -> tuple[str, bytes]:
-    """``encode_records`` of ``file_record(*f)`` for ``files`` and ``symlink_record(*l)`` for
-    ``links`` (paths unique, never a NUL), byte for byte, without building the records.
+    """``encode_records`` of ``file_record(*f)`` for ``files``, ``symlink_record(*l)`` for
+    ``links`` and ``gitlink_record(*g)`` for ``gitlinks`` (paths unique, never a NUL),
+    byte for byte, without building the records.
 
     The canonical form's fixed key order is written out and every string goes through
     the encoder ``canonical_json`` itself uses (``json``'s, with ``ensure_ascii`` off), so
@@ -158,6 +176,14 @@ def encode_tree(
             f'"target":{encode_basestring(target)}}}',
         )
         for path, target in links
+    )
+    items.extend(
+        (
+            path,
+            f'{{"commit":{encode_basestring(commit)},"kind":"gitlink",'
+            f'"path":{encode_basestring(path)}}}',
+        )
+        for path, commit in gitlinks
     )
     items.sort()
     body = ",".join(text for _, text in items)

@@ -63,6 +63,7 @@ def check_manifest_paths(entries: tuple[Entry, ...]) -> None:
 def snapshot_materialize(store: Store, snapshot_id: str, dest: Path) -> Snapshot:
     """Write snapshot ``snapshot_id`` into ``dest`` (absent or an empty directory).
 
+    A gitlink (submodule) becomes an empty directory.
     Raises NotFound (no such snapshot or blob), LinkEscapes (a link that is absolute or
     resolves outside the snapshot, named; nothing is written), UnsafePath (unsafe
     manifest path, a destination that is not an empty directory, or a link met while
@@ -101,6 +102,11 @@ def snapshot_materialize(store: Store, snapshot_id: str, dest: Path) -> Snapshot
             pending.append(pool.submit(write_group, group))
             for future in pending:
                 future.result()
+        # A submodule is its gitlink: an empty directory, as a checkout without
+        # --recurse-submodules leaves it (docs/ARCHITECTURE.md, "Snapshot capture").
+        for entry in snapshot.entries:
+            if entry.kind == "gitlink":
+                writer.make_directory(entry.path)
         # Links last, so no write can ever land behind one.
         for entry in snapshot.entries:
             if entry.kind == "symlink":
@@ -154,6 +160,10 @@ class _TreeWriter:
         """Create the directories above ``rel`` (done up front, before writers run)."""
         parent = rel.rpartition("/")[0]
         self._dir_fd(parent)
+
+    def make_directory(self, rel: str) -> None:
+        """Create the directory ``rel`` (and those above it), following no link."""
+        self._dir_fd(rel)
 
     def write_file(self, rel: str, data: bytes, executable: bool) -> None:
         parent, _, name = rel.rpartition("/")

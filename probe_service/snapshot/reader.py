@@ -16,6 +16,7 @@ __all__ = [
     "CHUNK_BYTES",
     "FileStat",
     "ReadBlob",
+    "hash_and_compress_bytes",
     "open_beneath",
     "open_dir_beneath",
     "read_file_blob",
@@ -135,6 +136,11 @@ def _compressor() -> zstandard.ZstdCompressor:
     if compressor is None:
         compressor = _local.compressor = zstandard.ZstdCompressor(level=BLOB_LEVEL)
     return compressor
+
+
+def hash_and_compress_bytes(data: bytes) -> tuple[str, bytes]:
+    """``(SHA-256 hex, zstd bytes)`` of bytes already in memory (a git blob)."""
+    return hashlib.sha256(data).hexdigest(), _compressor().compress(data)
 
 
 def _hash_and_compress(

@@ -21,11 +21,19 @@ from pathlib import Path
 
 from ..errors import LimitExceeded, UnsafePath, UnstableWorkingTree
 from ..relpaths import MAX_PATH_BYTES, MAX_PATH_DEPTH
-from .enumerate import SKIPPED_DIRS, find_git_dir, git_paths
+from .enumerate import SKIPPED_DIRS, find_git_dir, git_paths, gitlink_commits
 from .manifest import check_snapshot_path, check_snapshot_paths
 from .reader import FileStat, stat_key
 
-__all__ = ["DIR_RACY_NS", "DirStat", "Scan", "first_pass", "second_pass"]
+__all__ = [
+    "DIR_RACY_NS",
+    "DirStat",
+    "Scan",
+    "check_limits",
+    "first_pass",
+    "require_utf8_all",
+    "second_pass",
+]
 
 #: A directory whose mtime or ctime is this recent when the capture starts is listed
 #: again by the second pass: an entry added in the same timestamp tick could leave its
@@ -51,11 +59,13 @@ class _Listing:
 
 @dataclass
 class Scan:
-    """One stat pass over the tree: files by path, link targets, and (a walk) directories."""
+    """One stat pass over the tree: files by path, link targets, gitlinks (a submodule's
+    commit, inside git), and (a walk) directories."""
 
     stats: dict[str, FileStat]
     targets: dict[str, str]
     dirs: dict[str, _Listing] | None = field(default=None, compare=False)
+    gitlinks: dict[str, str] = field(default_factory=dict)
 
 
 def first_pass(abs_root: str, max_file_bytes: int, max_total_bytes: int) -> Scan:
@@ -66,12 +76,12 @@ def first_pass(abs_root: str, max_file_bytes: int, max_total_bytes: int) -> Scan
     """
     if find_git_dir(Path(abs_root)):
         paths = sorted(git_paths(Path(abs_root)))
-        _require_utf8_all(paths)
+        require_utf8_all(paths)
         check_snapshot_paths(paths)
         scan = _lstat_all(abs_root, paths)
     else:
         scan = _walk(abs_root)
-        _require_utf8_all(list(scan.stats) + list(scan.targets))
+        require_utf8_all(list(scan.stats) + list(scan.targets))
         _check_names(scan)
     _check_limits(scan.stats, max_file_bytes, max_total_bytes)
     return scan
@@ -197,11 +207,15 @@ def _list_dir(abs_root: str, rel_dir: str, dir_stat: os.stat_result, scan: Scan)
 
 
 def _lstat_all(abs_root: str, paths: Sequence[str]) -> Scan:
-    """``lstat`` every listed path (a path git lists but the tree lacks is not in it)."""
+    """``lstat`` every listed path (a path git lists but the tree lacks is not in it); a
+    listed directory is a submodule's gitlink when the index says so (its commit is
+    recorded, never its files); git lists an untracked nested repository as ``name/``,
+    which the name rule refused before."""
     stats: dict[str, FileStat] = {}
     targets: dict[str, str] = {}
+    dirs: list[str] = []
     prefix = abs_root.rstrip("/") + "/"
-    lstat, is_reg, is_lnk = os.lstat, stat.S_ISREG, stat.S_ISLNK
+    lstat, is_reg, is_lnk, is_dir = os.lstat, stat.S_ISREG, stat.S_ISLNK, stat.S_ISDIR
     for rel in paths:
         try:
             st = lstat(prefix + rel)
@@ -214,7 +228,10 @@ def _lstat_all(abs_root: str, paths: Sequence[str]) -> Scan:
         elif is_lnk(st.st_mode):
             targets[rel] = os.readlink(prefix + rel)
             _require_utf8(targets[rel])
-    return Scan(stats=stats, targets=targets)
+        elif is_dir(st.st_mode):
+            dirs.append(rel)
+    gitlinks = gitlink_commits(Path(abs_root), dirs)
+    return Scan(stats=stats, targets=targets, gitlinks=gitlinks)
 
 
 def _check_names(scan: Scan) -> None:
@@ -230,14 +247,20 @@ def _check_names(scan: Scan) -> None:
 
 
 def _check_limits(stats: dict[str, FileStat], max_file: int, max_total: int) -> None:
-    """Refuse a file over ``max_file`` or a workspace over ``max_total`` bytes, naming
-    the first path (in path order) at which the limit is passed."""
     sizes = [st[0] for st in stats.values()]
+    if sizes and (max(sizes) > max_file or sum(sizes) > max_total):
+        check_limits({rel: st[0] for rel, st in stats.items()}, max_file, max_total)
+
+
+def check_limits(sizes_by_path: dict[str, int], max_file: int, max_total: int) -> None:
+    """Refuse a file over ``max_file`` or a workspace over ``max_total`` bytes, naming
+    the first path (in path order) at which the limit is passed (LimitExceeded)."""
+    sizes = list(sizes_by_path.values())
     if not sizes or (max(sizes) <= max_file and sum(sizes) <= max_total):
         return
     total = 0
-    for rel in sorted(stats):
-        size = stats[rel][0]
+    for rel in sorted(sizes_by_path):
+        size = sizes_by_path[rel]
         total += size
         if size > max_file:
             raise LimitExceeded(f"{rel}: {size} bytes exceeds the {max_file}-byte file limit")
@@ -245,7 +268,8 @@ def _check_limits(stats: dict[str, FileStat], max_file: int, max_total: int) -> 
             raise LimitExceeded(f"{rel}: workspace passes the {max_total}-byte workspace limit")
 
 
-def _require_utf8_all(paths: list[str]) -> None:
+def require_utf8_all(paths: list[str]) -> None:
+    """Refuse a name that is not UTF-8 (UnsafePath naming it, first in path order)."""
     # One encode of everything is ~100x cheaper than one a path; only a failure looks closer.
     try:
         "\0".join(paths).encode("utf-8")

@@ -79,7 +79,7 @@ def _write_inputs(
     probe's tree has it, one that escapes never is. Each link is still an unknown: the
     worker does not follow a link as an alias of its target."""
     root.mkdir(mode=_DIR_MODE)
-    links = [m for m in members if m.kind != "file"]
+    links = [m for m in members if m.kind == "symlink"]
     for member in members:
         if member.kind == "file":
             data = tree.read(member)

@@ -171,14 +171,30 @@ def test_unknown_ambiguous_ids_and_empty_scopes_are_refused_alike(
     try:
         snapshot_id, claim_id = _seed(store, tmp_path / "tree")
         cases = _id_refusals(snapshot_id, claim_id)
-        answers: dict[str, list[Any]] = {}
-        for face in FACES:
-            with open_face(face, root) as driver:
-                before = row_counts(store)
-                answers[face] = [driver.call(op, params) for op, params, _, _ in cases]
-                assert row_counts(store) == before, face
+        answers = answers_writing_nothing(root, store, cases)
     finally:
         store.close()
+    assert_refused_alike(cases, answers)
+
+
+def answers_writing_nothing(
+    root: Path, store: Store, cases: list[tuple[str, dict[str, Any], str, str]]
+) -> dict[str, list[Any]]:
+    """Every face's answers to ``cases`` (operation, params, code, named); each face must
+    leave every table of ``store`` at its row count."""
+    answers: dict[str, list[Any]] = {}
+    for face in FACES:
+        with open_face(face, root) as driver:
+            before = row_counts(store)
+            answers[face] = [driver.call(op, params) for op, params, _, _ in cases]
+            assert row_counts(store) == before, face
+    return answers
+
+
+def assert_refused_alike(
+    cases: list[tuple[str, dict[str, Any], str, str]], answers: dict[str, list[Any]]
+) -> None:
+    """Each case refused with its code naming what it must, the same on every face."""
     for (op, _, code, named), answer in zip(cases, answers["python"], strict=True):
         assert answer["error"]["code"] == code, (op, answer)
         assert named in answer["error"]["message"], (op, answer)

@@ -44,9 +44,9 @@ def test_manifest_memo_gives_the_encoded_manifest(
     encodings: list[int] = []
     real = capture_module.encode_tree
 
-    def counting(files: list[Any], links: list[Any]) -> tuple[str, bytes]:
+    def counting(files: list[Any], links: list[Any], gitlinks: list[Any]) -> tuple[str, bytes]:
         encodings.append(len(files) + len(links))
-        return real(files, links)
+        return real(files, links, gitlinks)
 
     monkeypatch.setattr(capture_module, "encode_tree", counting)
     first = snapshot_capture(sqlite_store, repo, limits=no_racy)

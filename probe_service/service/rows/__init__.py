@@ -64,4 +64,5 @@ INDEX: dict[str, str] = {
     "bundle_export": "bundles",
     "bundle_verify": "bundles",
     "bundle_import": "bundles",
+    "gate_change": "gates",
 }

@@ -4,9 +4,10 @@ and the read-only history and gate preview of the web view."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from ... import claims
 from ...claims import history
@@ -15,8 +16,9 @@ from ...claims.records import ClaimCheck, KnowledgeHit, Obligation
 from ..registry import AGENT, WEB, Request, operation
 from ..session import ProbeService
 from .common import HEX64, ClaimId, Frozen, ObligationId, ReceiptSha256, SnapshotId
+from .snapshots import capture_refs
 
-__all__: list[str] = []
+__all__ = ["GateOptions", "signature_check"]
 
 _ALLOW_EMPTY = (
     "Accept a scope (or a store) that holds no live claim; otherwise it is refused, "
@@ -108,12 +110,34 @@ def claim_show(svc: ProbeService, req: ClaimShowRequest) -> claims.ClaimRecord:
     return claims.claim_show(svc.store, req.claim_id, scope=req.scope)
 
 
+_REPOSITORY = (
+    "The repository a ref is read from (its top level or a bare repository; default '.'); "
+    "confined to the capture roots on the host and MCP faces like snapshot_capture's root."
+)
+_REF = "A git ref (branch, tag or commit id, with ~ or ^) whose tree is captured from git "
+_REF += "objects first (no checkout); instead of the snapshot id."
+
+
+def _one_of(snapshot_id: str | None, ref: str | None, field: str) -> None:
+    if (snapshot_id is None) == (ref is None):
+        raise ValueError(f"give exactly one of {field}_snapshot and {field}_ref")
+
+
 class ClaimCheckRequest(Request):
     claim_ids: tuple[ClaimId, ...] = Field(
         min_length=1, max_length=1000, description="Claim ids (or unique prefixes) to recheck."
     )
-    target_snapshot: SnapshotId
+    target_snapshot: SnapshotId | None = Field(
+        None, description="The snapshot rechecked against (or give target_ref)."
+    )
+    target_ref: str | None = Field(None, min_length=1, max_length=256, description=_REF)
+    repository: str = Field(".", min_length=1, description=_REPOSITORY)
     scope: str | None = Field(None, description="If given, every claim must belong to it.")
+
+    @model_validator(mode="after")
+    def _target(self) -> ClaimCheckRequest:
+        _one_of(self.target_snapshot, self.target_ref, "target")
+        return self
 
 
 class ClaimChecks(Frozen):
@@ -123,12 +147,15 @@ class ClaimChecks(Frozen):
 @operation("claim_check")
 def claim_check(svc: ProbeService, req: ClaimCheckRequest) -> ClaimChecks:
     """Recheck named claims against a target snapshot without executing code: each is
-    current, needs_recheck or unknown, with the dependencies that moved. Refuses a
-    snapshot the store does not hold and a scope no claim belongs to."""
+    current, needs_recheck or unknown, with the dependencies that moved. With target_ref
+    the ref's tree is captured from git objects first. Refuses a snapshot the store does
+    not hold, a ref that does not exist or names a blob, and a scope no claim belongs
+    to."""
+    (target,) = _snapshots_of(svc, req.repository, [(req.target_snapshot, req.target_ref)])
     checks = claims.claim_check(
         svc.store,
         list(req.claim_ids),
-        req.target_snapshot,
+        target,
         scope=req.scope,
         caller=svc.context,
     )
@@ -207,21 +234,49 @@ def knowledge_brief(svc: ProbeService, req: KnowledgeBriefRequest) -> claims.Kno
 
 
 class ChangeAnalyzeRequest(Request):
-    from_snapshot: SnapshotId
-    to_snapshot: SnapshotId
+    from_snapshot: SnapshotId | None = Field(
+        None, description="The snapshot before the change (or give from_ref)."
+    )
+    to_snapshot: SnapshotId | None = Field(
+        None, description="The snapshot after the change (or give to_ref)."
+    )
+    from_ref: str | None = Field(None, min_length=1, max_length=256, description=_REF)
+    to_ref: str | None = Field(None, min_length=1, max_length=256, description=_REF)
+    repository: str = Field(".", min_length=1, description=_REPOSITORY)
     scope: str | None = Field(None, description=_SCOPE_FILTER)
     allow_empty: bool = Field(False, description=_ALLOW_EMPTY)
+
+    @model_validator(mode="after")
+    def _sides(self) -> ChangeAnalyzeRequest:
+        _one_of(self.from_snapshot, self.from_ref, "from")
+        _one_of(self.to_snapshot, self.to_ref, "to")
+        return self
+
+
+def _snapshots_of(
+    svc: ProbeService, repository: str, sides: list[tuple[str | None, str | None]]
+) -> list[str]:
+    """Each side's ``(snapshot id, ref)`` as a snapshot id: the refs' trees captured from
+    git objects of ``repository``, all resolved before any is captured."""
+    refs = [ref for snapshot_id, ref in sides if snapshot_id is None and ref is not None]
+    captured = iter(capture_refs(svc, repository, refs) if refs else [])
+    return [snapshot_id if snapshot_id is not None else next(captured) for snapshot_id, _ in sides]
 
 
 @operation("change_analyze")
 def change_analyze(svc: ProbeService, req: ChangeAnalyzeRequest) -> claims.ChangeAnalysis:
     """Compare two snapshots and open scoped obligations for the claims whose
     dependencies changed or became unknown; nothing is executed. Refuses a snapshot the
-    store does not hold, and a scope (or store) without a live claim unless allow_empty."""
+    store does not hold, and a scope (or store) without a live claim unless allow_empty.
+    With from_ref / to_ref the refs' trees are captured from git objects first (a ref
+    that does not exist or names a blob is refused before anything is written)."""
+    before, after = _snapshots_of(
+        svc, req.repository, [(req.from_snapshot, req.from_ref), (req.to_snapshot, req.to_ref)]
+    )
     return claims.change_analyze(
         svc.store,
-        req.from_snapshot,
-        req.to_snapshot,
+        before,
+        after,
         scope=req.scope,
         caller=svc.context,
         allow_empty=req.allow_empty,
@@ -296,8 +351,9 @@ def obligation_resolve(svc: ProbeService, req: ObligationResolveRequest) -> clai
     )
 
 
-class GateRequest(Request):
-    snapshot_id: SnapshotId
+class GateOptions(Request):
+    """What every gate takes beside what it gates (``gate``, ``gate_change``)."""
+
     scope: str | None = Field(None, description="The scope gated (default: the whole store).")
     allow_empty: bool = Field(False, description=_ALLOW_EMPTY)
     require_signed: tuple[str, ...] = Field(
@@ -320,6 +376,20 @@ class GateRequest(Request):
         return value
 
 
+class GateRequest(GateOptions):
+    snapshot_id: SnapshotId
+
+
+def signature_check(svc: ProbeService, keys: tuple[str, ...]) -> Callable[[str], str | None] | None:
+    """The gate's receipt-signature requirement for ``keys`` (None without keys)."""
+    if not keys:
+        return None
+    from ...plans.signature_check import signature_requirement
+
+    # The session's policy file: its revocations, not another file's.
+    return signature_requirement(svc.store, keys, svc.policy_file)
+
+
 @operation("gate")
 def gate(svc: ProbeService, req: GateRequest) -> claims.GateReport:
     """Recheck every live claim of a scope against one snapshot and say whether the
@@ -330,18 +400,12 @@ def gate(svc: ProbeService, req: GateRequest) -> claims.GateReport:
     writing nothing, a snapshot the store does not hold (not_found) and a scope (or store)
     without a live claim (invalid_input, listing the scopes that have one) unless
     allow_empty."""
-    check = None
-    if req.require_signed:
-        from ...plans.signature_check import signature_requirement
-
-        # The session's policy file: its revocations, not another file's.
-        check = signature_requirement(svc.store, req.require_signed, svc.policy_file)
     return claims.gate(
         svc.store,
         req.snapshot_id,
         scope=req.scope,
         caller=svc.context,
-        require_signed=check,
+        require_signed=signature_check(svc, req.require_signed),
         allow_empty=req.allow_empty,
         fail_on_refuted=req.fail_on_refuted,
     )

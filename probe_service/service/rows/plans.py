@@ -117,7 +117,7 @@ class ProbeRunRequest(Request):
 @operation("probe_run", long_running=True)
 def probe_run(svc: ProbeService, req: ProbeRunRequest) -> plans.ProbeRunResult | queues.RunStatus:
     """Run a stored plan in the sandbox under the administrator policy with exactly that
-    id, and return the oracle outcome (supports, refutes, inconclusive with a reason), the
+    id. It returns the oracle outcome (supports, refutes, inconclusive with a reason), the
     signed or unsigned receipt, and reuse (why a stored receipt did or did not answer).
     Waits at most wait_seconds (60 by default): a run not done by then is answered with
     its status and run_id (poll run_status) and keeps going. Every prerequisite failure

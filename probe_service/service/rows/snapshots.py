@@ -9,39 +9,69 @@ from pydantic import Field
 
 from ... import snapshot
 from ...errors import NotFound
-from ..capture_roots import confine_capture_root
+from ..capture_roots import confine_capture_root, git_confinement_roots
 from ..registry import ADMIN, AGENT, HOST, WEB, Request, operation
 from ..session import ProbeService
 from .common import Frozen, SnapshotId
 
-__all__: list[str] = []
+__all__ = ["capture_refs"]
 
 
 class SnapshotCaptureRequest(Request):
     root: str = Field(
         min_length=1,
-        description="Directory of the working tree to capture (read, never run). On the host "
-        "and MCP faces a relative path is taken from the face's --root, and the directory must "
-        "lie inside the capture roots the administrator allows (a refusal lists them).",
+        description="Directory of the working tree to capture (read, never run); with ref, "
+        "the repository (its top level, or a bare repository). On the host and MCP faces a "
+        "relative path is taken from the face's --root, and the directory must lie inside "
+        "the capture roots the administrator allows (a refusal lists them).",
         examples=[".", "/srv/checkouts/project"],
     )
+    ref: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        description="Capture the tree this git ref names (a branch, tag or commit id, with ~ "
+        "or ^) straight from the repository's objects: no checkout, no index change, no "
+        "hook or filter run; blobs as git stores them. Absent: the working tree.",
+        examples=["origin/main", "HEAD", "v1.2.0"],
+    )
+
+
+def _confined_path(svc: ProbeService, root: str) -> Path:
+    if svc.capture_roots is None:
+        return Path(root)
+    protected = (svc.policy_file, svc.settings.signing_key)
+    return confine_capture_root(root, svc.capture_roots, protected, svc.settings.home, svc.root)
+
+
+def capture_refs(svc: ProbeService, repository: str, refs: list[str]) -> list[str]:
+    """The snapshot ids of ``refs``' trees, captured from git objects of ``repository``
+    (confined as ``snapshot_capture``'s root); every ref resolves before any capture.
+    The rows that take refs share it."""
+    path = _confined_path(svc, repository)
+    roots = git_confinement_roots(path, svc.capture_roots, svc.settings.capture_roots)
+    found = snapshot.snapshot_capture_refs(svc.store, path, refs, roots)
+    return [result.snapshot_id for result in found]
 
 
 @operation("snapshot_capture", long_running=True)
 def snapshot_capture(svc: ProbeService, req: SnapshotCaptureRequest) -> snapshot.CaptureResult:
-    """Capture a stabilized, immutable, content-addressed snapshot of a working tree.
-    Nothing in the tree is executed. The same content gives the same snapshot id.
-    Refuses unreadable roots, names a materialization would refuse, and trees over the
-    file or size limits; a tree that keeps changing is retried, then refused. On the
-    host and MCP faces the root must lie inside the administrator's capture roots, and a
-    relative root is taken from the face's --root."""
-    if svc.capture_roots is None:
-        return snapshot.snapshot_capture(svc.store, Path(req.root))
-    protected = (svc.policy_file, svc.settings.signing_key)
-    home = svc.settings.home
-    root = confine_capture_root(req.root, svc.capture_roots, protected, home, svc.root)
-    # The checked root has no link in it: the directory read must be exactly that one.
-    return snapshot.snapshot_capture(svc.store, root, exact_root=True)
+    """Capture a content-addressed snapshot of a working tree, or of a git ref's tree.
+    It is stabilized and immutable; with ref the tree a commit, tag or branch names is
+    read from the repository's objects (no checkout, no hook or filter; a tree captured
+    before costs one lookup). Nothing in the tree is executed. The same content gives the
+    same snapshot id; a submodule is recorded as a gitlink (path and commit). Refuses
+    unreadable roots, names a materialization would refuse, trees over the file or size
+    limits, a ref that does not exist or names a blob, and a repository whose .git file,
+    objects or alternates lie outside the capture roots; a work tree that keeps changing
+    is retried, then refused. On the host and MCP faces the root must lie inside the
+    administrator's capture roots, and a relative root is taken from the face's --root."""
+    path = _confined_path(svc, req.root)
+    if req.ref is not None:
+        roots = git_confinement_roots(path, svc.capture_roots, svc.settings.capture_roots)
+        return snapshot.snapshot_capture_ref(svc.store, path, req.ref, roots)
+    # On a machine face the checked root has no link in it: read exactly that directory.
+    return snapshot.snapshot_capture(svc.store, path, exact_root=svc.capture_roots is not None)
 
 
 class SnapshotGetRequest(Request):
@@ -51,8 +81,13 @@ class SnapshotGetRequest(Request):
 @operation("snapshot_get", faces=AGENT | WEB)
 def snapshot_get(svc: ProbeService, req: SnapshotGetRequest) -> snapshot.Snapshot:
     """Read a stored snapshot's manifest: every path with its kind, mode, size and
-    SHA-256. Refuses an id that is not stored."""
-    return snapshot.load_snapshot(svc.store, req.snapshot_id)
+    SHA-256. A submodule is a gitlink with its commit; attribute_notes names each
+    .gitattributes line that would rewrite bytes on a checkout (eol, ident, filters,
+    LFS). Refuses an id that is not stored."""
+    from ...snapshot.attributes import attribute_notes
+
+    stored = snapshot.load_snapshot(svc.store, req.snapshot_id)
+    return stored.model_copy(update={"attribute_notes": attribute_notes(svc.store, stored)})
 
 
 class SnapshotMaterializeRequest(Request):
@@ -85,11 +120,13 @@ class SnapshotFileRequest(Request):
 class SnapshotFile(Frozen):
     snapshot_id: str
     path: str
-    kind: Literal["file", "symlink"]
+    kind: Literal["file", "symlink", "gitlink"]
     size: int
     sha256: str | None
     executable: bool
     target: str | None
+    #: A gitlink's (submodule's) commit.
+    commit: str | None = None
     text: str | None
     binary: bool
     truncated: bool
@@ -119,6 +156,7 @@ def snapshot_file(svc: ProbeService, req: SnapshotFileRequest) -> SnapshotFile:
         sha256=entry.digest,
         executable=entry.executable,
         target=entry.target,
+        commit=entry.commit,
         text=text,
         binary=binary,
         truncated=truncated,
