@@ -124,7 +124,10 @@ def submit(
     plans_file: Annotated[
         Path | None, typer.Argument(help="JSONL: one plan or plan id a line.")
     ] = None,
-    policy: Annotated[str, typer.Option("--policy", help="Policy id every plan must name.")] = "",
+    policy: Annotated[
+        str,
+        typer.Option("--policy", help="Policy id every plan must name (default: each plan's own)."),
+    ] = "",
     wait: Annotated[bool, typer.Option("--wait", help="Wait until every run is done.")] = False,
     junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here.")] = None,
     fail_on: Annotated[
@@ -192,17 +195,17 @@ def _submit(
         svc.queue.require_broker(f"--resume needs {REDIS_URL_ENV}")
         batch_id, sent, total = resume, svc.batch_resume(batch_id=resume).enqueued, 0
     else:
-        if plans_file is None or not policy:
-            raise InvalidInput("submit: give PLANS_FILE and --policy (or --resume BATCH)")
+        if plans_file is None:
+            raise InvalidInput("submit: give PLANS_FILE (or --resume BATCH)")
         # Reading the JSONL file is the queue's file format; persisting and enqueueing the
         # batch is the table's `batch_submit` row.
         from probe_service.service.farm import read_plans_file
 
-        items, skipped = read_plans_file(plans_file, policy, skip_invalid)
+        items, skipped = read_plans_file(svc, plans_file, policy or None, skip_invalid)
         for line in skipped:
             sys.stderr.write(f"byte-probe: skipped {line}\n")
         result = svc.batch_submit(
-            items=tuple(items), policy_id=policy, reuse=reuse, threads=threads
+            items=tuple(items), policy_id=policy or None, reuse=reuse, threads=threads
         )
         batch_id, sent, total = result.batch_id, result.enqueued, len(result.run_ids)
         wait = wait or result.embedded
@@ -228,7 +231,7 @@ def _submit(
     if junit is not None:
         from probe_service.service.farm import write_junit  # the queue's JUnit format
 
-        write_junit(junit, batch_id, results, receipts)
+        write_junit(svc, junit, batch_id, results, receipts)
     code = _gate(results, fail_on)
     if unfinished:
         sys.stderr.write(

@@ -37,6 +37,7 @@ __all__ = [
     "Junit",
     "JunitCase",
     "JunitOutput",
+    "JunitV2",
     "KeptStreams",
     "Limits",
     "Number",
@@ -211,6 +212,24 @@ class Junit(ReceiptPart):
     error: Int
     skipped: Int
     cases: tuple[JunitCase, ...]
+
+
+class JunitV2(ReceiptPart):
+    """A ``junit_xml`` report in a version-2 receipt (docs/ARCHITECTURE.md, "JUnit
+    oracle"): its digest and counts, the SHA-256 of the canonical case list (stored as a
+    blob of that digest) and the first failing cases."""
+
+    report_sha256: Str
+    tests: Int
+    passed: Int
+    failed: Int
+    error: Int
+    skipped: Int
+    #: SHA-256 of ``canonical_json([{id, outcome, time, message}, ...])``, every case in
+    #: document order; the list is the blob of this digest.
+    cases_sha256: Str
+    #: The first failed or erred cases (at most 100), in document order.
+    not_passed: tuple[JunitCase, ...]
 
 
 class Refusal(ReceiptPart):

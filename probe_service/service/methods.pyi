@@ -173,7 +173,8 @@ class OperationMethods:
         document: dict[str, Any],
         public_keys: tuple[str, ...] = ...,
     ) -> ReceiptVerified:
-        """Verify a receipt or a DSSE envelope offline: the commitment, and for an envelope the
+        """Verify a receipt or a DSSE envelope offline: the commitment (and a version-2 receipt's
+        JUnit case list against the stored blob of its digest), and for an envelope the
         statement and, with public keys, the signature (revoked keys never verify). Refuses
         naming what no longer matches."""
 
@@ -432,14 +433,15 @@ class OperationMethods:
         self,
         *,
         items: tuple[Plan | str, ...],
-        policy_id: str,
+        policy_id: str | None = ...,
         reuse: bool = ...,
         threads: int = ...,
     ) -> BatchSubmitted:
-        """Persist plans (or stored plan ids) as one batch of runs under one policy id, plans and
-        runs in the same transactions, then enqueue them; without a configured queue the runs
-        execute in this process. Refuses the whole batch (nothing stored) when a plan id or
-        snapshot is not stored."""
+        """Persist plans (or stored plan ids) as one batch of runs, each under the policy id given
+        or else its own plan's, plans and runs in the same transactions, then enqueue them;
+        without a configured queue the runs execute in this process. Refuses the whole batch
+        (nothing stored) when a plan id or snapshot is not stored, or a run's policy id is not
+        in this service's policy file (when it has one), naming the item."""
 
     def batch_resume(
         self,

@@ -54,7 +54,8 @@ class ReceiptVerified(Frozen):
 
 @operation("receipt_verify", faces=AGENT | WEB)
 def receipt_verify(svc: ProbeService, req: ReceiptVerifyRequest) -> ReceiptVerified:
-    """Verify a receipt or a DSSE envelope offline: the commitment, and for an envelope
+    """Verify a receipt or a DSSE envelope offline: the commitment (and a version-2
+    receipt's JUnit case list against the stored blob of its digest), and for an envelope
     the statement and, with public keys, the signature (revoked keys never verify).
     Refuses naming what no longer matches."""
     if "payloadType" in req.document:
@@ -69,5 +70,6 @@ def receipt_verify(svc: ProbeService, req: ReceiptVerifyRequest) -> ReceiptVerif
         return ReceiptVerified(
             receipt_sha256=verified.receipt_sha256, signer=verified.signer, kind="envelope"
         )
-    sha = plans.verify_receipt(req.document)
+    # A version-2 receipt's JUnit case list is checked against the blob this store holds.
+    sha = plans.verify_stored_receipt(svc.store, req.document)
     return ReceiptVerified(receipt_sha256=sha, signer=None, kind="receipt")
