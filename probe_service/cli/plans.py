@@ -32,6 +32,7 @@ from .common import (
     session,
 )
 from .results import output_json, print_receipt
+from .tables import print_table
 from .waiting import NoticeOption, NoWorkerNotice
 
 if TYPE_CHECKING:  # a plan read never imports the run machinery
@@ -79,7 +80,7 @@ def plan_show(plan_id: str, root: RootOption = Path("."), json_out: JsonOption =
     table = Table(title=untrusted(f"plan {stored.plan_id}"), show_header=False)
     for key, value in stored.plan.items():
         table.add_row(untrusted(key), untrusted(json.dumps(value, ensure_ascii=False)))
-    console.print(table)
+    print_table(console, table)
 
 
 def run(

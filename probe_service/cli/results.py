@@ -20,6 +20,8 @@ from probe_service.service.adapters import (
     summarize_receipt,
 )
 
+from .tables import print_table
+
 if TYPE_CHECKING:
     from probe_service.service.adapters import Receipt
 
@@ -57,7 +59,7 @@ def print_receipt(
     table = Table(title=untrusted(title), show_header=False)
     for key, value in _rows(summary) + list((extra or {}).items()):
         table.add_row(key, untrusted("" if value is None else value))
-    console.print(table)
+    print_table(console, table)
     for stream in _STREAMS:
         _print_stream(console, stream, kept_output(receipt, stream))
     _print_failed_preflight(console, receipt)
@@ -117,10 +119,17 @@ def _extra_rows(summary: ReceiptSummary) -> list[tuple[str, object]]:
         rows.extend(("  not passed", f"{c.id}: {c.message}") for c in junit.not_passed)
     if summary.confirmation is not None:
         rows.append(("confirmation", _confirmation_text(summary.confirmation)))
+        # Every detail the receipt has is shown (docs/ARCHITECTURE.md, "CLI output").
+        if summary.confirmation.check_detail:
+            rows.append(("  check", summary.confirmation.check_detail))
+        if summary.confirmation.detail:
+            rows.append(("  detail", summary.confirmation.detail))
     for refusal in summary.refusals:
         # docs/ARCHITECTURE.md, "Trust rules": what made a failed check inconclusive.
         what = " ".join(part for part in (refusal.operation, refusal.target) if part)
         rows.append(("refused", f"{what}: {refusal.fix}"))
+        if refusal.evidence:
+            rows.append(("  evidence", refusal.evidence))
     if summary.possible_sandbox_denial:
         # docs/ARCHITECTURE.md, "Saying why": advice only, the outcome stands.
         paths = ", ".join(summary.possible_sandbox_denial)

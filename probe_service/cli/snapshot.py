@@ -11,6 +11,7 @@ from rich.table import Table
 from probe_service.safe_text import untrusted
 
 from .common import JsonOption, RootOption, console, emit_json, session
+from .tables import print_table
 
 app = typer.Typer(help="Capture, show and materialize content-addressed snapshots.")
 
@@ -34,7 +35,7 @@ def capture(
     for key, value in result.model_dump().items():
         shown = "; ".join(value) or "none" if isinstance(value, tuple) else value
         table.add_row(key, untrusted(shown))
-    console.print(table)
+    print_table(console, table)
 
 
 @app.command("show")
@@ -70,7 +71,7 @@ def show(
         table.add_row(
             untrusted(e.path), e.kind, "x" if e.executable else "", str(e.size), untrusted(detail)
         )
-    console.print(table)
+    print_table(console, table)
 
 
 @app.command("materialize")
