@@ -215,6 +215,13 @@ def receipt_export(
         out.write_text(text, encoding="utf-8")
 
 
+_CASE_LIST_WORDS = {
+    "none": "",
+    "checked": "; JUnit case list checked against its digest",
+    "not_checked": "; JUnit case list not checked: give --root",
+}
+
+
 @receipt_app.command("verify")
 def receipt_verify(
     file: Annotated[str, typer.Argument(help="Receipt or DSSE envelope file, or - for stdin.")],
@@ -222,13 +229,23 @@ def receipt_verify(
         list[Path] | None,
         typer.Option("--key", help="Public key (PEM) that may have signed it; repeatable."),
     ] = None,
+    root: Annotated[
+        Path | None,
+        typer.Option(
+            "--root",
+            help="Also check a version-2 receipt's JUnit case list in this store.",
+            show_default="offline: not checked",
+        ),
+    ] = None,
     json_out: JsonOption = False,
 ) -> None:
     """Verify a receipt offline; exit 1 naming what no longer matches.
 
     An envelope (`receipt export --format intoto`) is checked against --key: signature,
     statement, subject and commitment. Without --key only the commitment is checked and
-    the result says "unsigned-verified only".
+    the result says "unsigned-verified only". A version-2 receipt's JUnit case list is a
+    blob in the store: with --root (or PROBE_DATABASE_URL) it is checked against its
+    digest, counts and failing cases.
 
     Example: byte-probe receipt verify receipt.intoto.json --key signing-key.pub.pem
     """
@@ -242,10 +259,12 @@ def receipt_verify(
                 "signature: a receipt file carries no envelope; verify the file "
                 "`receipt export --format intoto` writes"
             )
-        # Offline: the session opens no store for this row (it reads only the policy
-        # file's revoked keys).
-        with session(Path(".")) as svc:
-            verified = svc.receipt_verify(document=document, public_keys=tuple(keys))
+        # Offline: without --root the session opens no store for this row (it reads only
+        # the policy file's revoked keys).
+        with session(root or Path(".")) as svc:
+            verified = svc.receipt_verify(
+                document=document, public_keys=tuple(keys), from_store=root is not None
+            )
         sha, signer = verified.receipt_sha256, verified.signer
     except ReceiptInvalid as exc:  # a verdict on the receipt, not a usage error: exit 1
         message = safe_line(" ".join(str(exc).split()))  # may quote the receipt's fields
@@ -253,9 +272,18 @@ def receipt_verify(
         if json_out:
             emit_json({"valid": False, "error": message})
         raise typer.Exit(1) from None
+    cases = _CASE_LIST_WORDS[verified.case_list]
     if json_out:
-        emit_json({"valid": True, "receipt_sha256": sha, "signer": signer or "unsigned"})
+        emit_json(
+            {
+                "valid": True,
+                "receipt_sha256": sha,
+                "signer": signer or "unsigned",
+                "case_list": verified.case_list,
+            }
+        )
     elif signer is None:
-        typer.echo(f"receipt {sha} verifies: unsigned-verified only (commitment checked)")
+        typer.echo(f"receipt {sha} verifies: unsigned-verified only (commitment checked{cases})")
     else:
-        typer.echo(f"receipt {sha} verifies: signed by {signer}")
+        also = f" ({cases.removeprefix('; ')})" if cases else ""
+        typer.echo(f"receipt {sha} verifies: signed by {signer}{also}")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .case_lists import receipt_cases
+    from .case_lists import has_case_list, receipt_cases
     from .configured import RunConfiguration, run_configuration, run_configured
     from .fit import check_plan_fits
     from .models import (
@@ -54,6 +54,7 @@ __all__ = [
     "decide_outcome",
     "evaluate_check",
     "find_reusable_receipt",
+    "has_case_list",
     "load_plan",
     "load_receipt",
     "parse_plan",

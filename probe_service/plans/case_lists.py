@@ -20,7 +20,13 @@ from .junit_report import MAX_LISTED_NOT_PASSED, CaseList
 from .receipt_model import Receipt
 from .receipt_parts import Junit, JunitCase, JunitV2
 
-__all__ = ["check_case_list", "load_case_list", "receipt_cases", "store_case_list"]
+__all__ = [
+    "check_case_list",
+    "has_case_list",
+    "load_case_list",
+    "receipt_cases",
+    "store_case_list",
+]
 
 
 def store_case_list(store: Store, cases: CaseList) -> None:
@@ -74,6 +80,11 @@ def check_case_list(junit: JunitV2, data: bytes) -> list[dict[str, object]]:
     if failing != [c.json_values() for c in junit.not_passed]:
         raise ReceiptInvalid(f"{where}.not_passed: not the case list's first failing cases")
     return cases
+
+
+def has_case_list(receipt: Receipt) -> bool:
+    """Whether the receipt commits to a case list by its digest (version 2, a report)."""
+    return isinstance(receipt.committed.junit, JunitV2)
 
 
 def receipt_cases(store: Store, receipt: Receipt) -> tuple[JunitCase, ...] | None:

@@ -172,11 +172,12 @@ class OperationMethods:
         *,
         document: dict[str, Any],
         public_keys: tuple[str, ...] = ...,
+        from_store: bool = ...,
     ) -> ReceiptVerified:
-        """Verify a receipt or a DSSE envelope offline: the commitment (and a version-2 receipt's
-        JUnit case list against the stored blob of its digest), and for an envelope the
-        statement and, with public keys, the signature (revoked keys never verify). Refuses
-        naming what no longer matches."""
+        """Verify a receipt or a DSSE envelope offline: the commitment (with ``from_store``, a
+        version-2 receipt's JUnit case list against the stored blob of its digest), and for an
+        envelope the statement and, with public keys, the signature (revoked keys never verify).
+        Refuses naming what no longer matches."""
 
     def policy_list(
         self,

@@ -5,6 +5,7 @@ code (docs/ARCHITECTURE.md, "CLI output")."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import sys
 from pathlib import Path
@@ -22,7 +23,7 @@ from probe_service.cli.tables import plain_lines, print_table
 from probe_service.service.adapters import RunSummary
 
 from ..stubsandbox import Canned, StubSandbox
-from .conftest import POLICY_ID, PlanCreator
+from .conftest import POLICY_ID, CliRunner, PlanCreator
 
 
 def _results() -> list[RunSummary]:
@@ -158,3 +159,72 @@ class TestBrokenPipe:
         assert safe.broken
         safe.flush()
         assert safe.write("more") == 4
+
+
+JUNIT = {
+    "check": {"kind": "junit_xml", "path": "report.xml"},
+    "source": "historical_regression",
+    "reference": "issue #29",
+}
+
+
+def _report(cases: int) -> bytes:
+    body = b"".join(
+        b"<testcase classname='m' name='t%d'>%s</testcase>"
+        % (i, b"<failure message='boom %d'/>" % i if i % 3 == 0 else b"")
+        for i in range(cases)
+    )
+    return b"<testsuite>" + body + b"</testsuite>"
+
+
+def _cap_cases(environment: Path, cap: int) -> None:
+    """The CLI tests' policy as schema 3, with junit_max_cases."""
+    doc = json.loads(environment.read_text())
+    doc["schema"] = 3
+    doc["policies"][0]["junit_max_cases"] = cap
+    environment.write_text(json.dumps(doc))
+
+
+class TestJunitOnTheCommandLine:
+    def test_a_report_over_the_cap_shows_the_cap_and_the_size_in_run_and_show(
+        self,
+        cli: CliRunner,
+        created: PlanCreator,
+        stub: StubSandbox,
+        environment: Path,
+    ) -> None:
+        """A report over the policy's junit_max_cases: `run` and `receipt show` end
+        inconclusive and print the detail naming the cap and the report's size."""
+        _cap_cases(environment, 10)
+        stub.answer = lambda _plan: Canned(scratch_files={"report.xml": _report(12)})
+        plan_id = created("pass", oracle=JUNIT)
+        said = "the report holds 12 test cases, over the policy's junit_max_cases cap of 10"
+        code, out, _ = cli("run", plan_id, "--policy", POLICY_ID)
+        assert code == 2
+        assert said in out
+        receipt = next(line.split()[-1] for line in out.splitlines() if line.startswith("receipt"))
+        code, out, _ = cli("receipt", "show", receipt)
+        assert (code, said in out) == (0, True)
+
+    def test_a_version_2_receipt_verifies_its_case_list_with_root(
+        self, cli: CliRunner, created: PlanCreator, stub: StubSandbox, tmp_path: Path
+    ) -> None:
+        """`receipt verify` of a version-2 JUnit receipt checks the commitment offline and
+        says the case list was not checked; with --root it checks the stored list too.
+        `run` lists the failing tests."""
+        stub.answer = lambda _plan: Canned(scratch_files={"report.xml": _report(30)})
+        code, out, _ = cli("run", created("pass", oracle=JUNIT), "--policy", POLICY_ID, "--json")
+        doc = json.loads(out)
+        assert doc["junit"]["failed"] == 10
+        assert doc["junit"]["not_passed"][0] == {
+            "id": "m::t0",
+            "outcome": "failed",
+            "message": "boom 0",
+        }
+        code, out, _ = cli("receipt", "show", doc["receipt_sha256"], "--json")
+        path = tmp_path / "receipt.json"
+        path.write_text(out)
+        code, out, _ = cli("receipt", "verify", str(path), root=False)
+        assert (code, "case list not checked" in out) == (0, True)
+        code, out, _ = cli("receipt", "verify", str(path))
+        assert (code, "case list checked against its digest" in out) == (0, True)

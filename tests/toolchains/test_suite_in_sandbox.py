@@ -271,7 +271,11 @@ class TestSandboxDenialHint:
         (refused,) = result.receipt.committed.to_json()["refusals"]
         assert (refused["operation"], refused["target"]) == ("read", str(target))
         shown = io.StringIO()
-        print_receipt(Console(file=shown, width=300), result.receipt, "run")
+        print_receipt(
+            Console(file=shown, width=300, force_terminal=True, color_system=None),
+            result.receipt,
+            "run",
+        )
         assert (
             f"possible_sandbox_denial │ outside the policy's grants: {target}" in shown.getvalue()
         )
