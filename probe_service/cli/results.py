@@ -57,7 +57,12 @@ def print_receipt(
     first/last lines."""
     summary = ReceiptSummary(**summarize_receipt(receipt))
     table = Table(title=untrusted(title), show_header=False)
-    for key, value in _rows(summary) + list((extra or {}).items()):
+    rows = _rows(summary)
+    # Every detail the receipt has is shown (docs/ARCHITECTURE.md, "CLI output"): the
+    # confirming execution's, after the confirmation's row (its JSON is the receipt's).
+    at = next((i + 1 for i, (key, _) in enumerate(rows) if key == "confirmation"), len(rows))
+    rows[at:at] = _confirmation_details(receipt)
+    for key, value in rows + list((extra or {}).items()):
         table.add_row(key, untrusted("" if value is None else value))
     print_table(console, table)
     for stream in _STREAMS:
@@ -119,11 +124,6 @@ def _extra_rows(summary: ReceiptSummary) -> list[tuple[str, object]]:
         rows.extend(("  not passed", f"{c.id}: {c.message}") for c in junit.not_passed)
     if summary.confirmation is not None:
         rows.append(("confirmation", _confirmation_text(summary.confirmation)))
-        # Every detail the receipt has is shown (docs/ARCHITECTURE.md, "CLI output").
-        if summary.confirmation.check_detail:
-            rows.append(("  check", summary.confirmation.check_detail))
-        if summary.confirmation.detail:
-            rows.append(("  detail", summary.confirmation.detail))
     for refusal in summary.refusals:
         # docs/ARCHITECTURE.md, "Trust rules": what made a failed check inconclusive.
         what = " ".join(part for part in (refusal.operation, refusal.target) if part)
@@ -134,6 +134,18 @@ def _extra_rows(summary: ReceiptSummary) -> list[tuple[str, object]]:
         # docs/ARCHITECTURE.md, "Saying why": advice only, the outcome stands.
         paths = ", ".join(summary.possible_sandbox_denial)
         rows.append(("possible_sandbox_denial", f"outside the policy's grants: {paths}"))
+    return rows
+
+
+def _confirmation_details(receipt: Receipt) -> list[tuple[str, object]]:
+    """The confirming execution's check detail and runner detail, when it has them."""
+    check = receipt.committed.confirmation.check if receipt.committed.confirmation else None
+    second = receipt.operational.confirmation
+    rows: list[tuple[str, object]] = []
+    if check is not None and check.detail:
+        rows.append(("  check", check.detail))
+    if second is not None and second.detail:
+        rows.append(("  detail", second.detail))
     return rows
 
 

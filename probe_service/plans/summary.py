@@ -85,9 +85,6 @@ class ConfirmationSummary(_Frozen):
     reason: str | None = None
     #: The worker that ran the second execution (operational).
     worker: str | None = None
-    #: Why the second execution's check held or not, and its runner's detail.
-    check_detail: str | None = None
-    detail: str | None = None
 
 
 class RefusalSummary(_Frozen):
@@ -181,8 +178,6 @@ def _confirmation(
         outcome=confirmation.outcome,
         reason=confirmation.reason,
         worker=None if kept is None else kept.worker,
-        check_detail=None if confirmation.check is None else confirmation.check.detail,
-        detail=None if kept is None else kept.detail,
     )
 
 
