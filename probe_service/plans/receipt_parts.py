@@ -201,9 +201,8 @@ class JunitCase(ReceiptPart):
     message: Str
 
 
-class Junit(ReceiptPart):
-    """A ``junit_xml`` report: its digest, counts and every case's outcome
-    (docs/ARCHITECTURE.md, "JUnit oracle")."""
+class _JunitCounts(ReceiptPart):
+    """What every version commits of a ``junit_xml`` report: its digest and counts."""
 
     report_sha256: Str
     tests: Int
@@ -211,20 +210,20 @@ class Junit(ReceiptPart):
     failed: Int
     error: Int
     skipped: Int
+
+
+class Junit(_JunitCounts):
+    """A ``junit_xml`` report: its digest, counts and every case's outcome
+    (docs/ARCHITECTURE.md, "JUnit oracle")."""
+
     cases: tuple[JunitCase, ...]
 
 
-class JunitV2(ReceiptPart):
+class JunitV2(_JunitCounts):
     """A ``junit_xml`` report in a version-2 receipt (docs/ARCHITECTURE.md, "JUnit
     oracle"): its digest and counts, the SHA-256 of the canonical case list (stored as a
     blob of that digest) and the first failing cases."""
 
-    report_sha256: Str
-    tests: Int
-    passed: Int
-    failed: Int
-    error: Int
-    skipped: Int
     #: SHA-256 of ``canonical_json([{id, outcome, time, message}, ...])``, every case in
     #: document order; the list is the blob of this digest.
     cases_sha256: Str
