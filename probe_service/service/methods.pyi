@@ -174,10 +174,10 @@ class OperationMethods:
         public_keys: tuple[str, ...] = ...,
         from_store: bool = ...,
     ) -> ReceiptVerified:
-        """Verify a receipt or a DSSE envelope offline: the commitment (with ``from_store``, a
-        version-2 receipt's JUnit case list against the stored blob of its digest), and for an
-        envelope the statement and, with public keys, the signature (revoked keys never verify).
-        Refuses naming what no longer matches."""
+        """Verify a receipt or a DSSE envelope offline: the commitment, and for an envelope the
+        statement and, with public keys, the signature (revoked keys never verify). With
+        ``from_store``, a version-2 receipt's JUnit case list is checked against the stored blob
+        of its digest. Refuses naming what no longer matches."""
 
     def policy_list(
         self,
@@ -438,9 +438,9 @@ class OperationMethods:
         reuse: bool = ...,
         threads: int = ...,
     ) -> BatchSubmitted:
-        """Persist plans (or stored plan ids) as one batch of runs, each under the policy id given
-        or else its own plan's, plans and runs in the same transactions, then enqueue them;
-        without a configured queue the runs execute in this process. Refuses the whole batch
+        """Persist plans (or stored plan ids) as one batch of runs, plans and runs in the same
+        transactions, then enqueue them; without a configured queue the runs execute in this
+        process. Each run uses the policy id given, else its own plan's. Refuses the whole batch
         (nothing stored) when a plan id or snapshot is not stored, or a run's policy id is not
         in this service's policy file (when it has one), naming the item."""
 

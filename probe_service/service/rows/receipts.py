@@ -46,10 +46,7 @@ class ReceiptVerifyRequest(Request):
     )
     from_store: bool = Field(
         False,
-        description=(
-            "Also check a version-2 receipt's JUnit case list: the blob of its digest in "
-            "this service's store, against the digest, counts and failing cases."
-        ),
+        description="Also check a v2 receipt's JUnit case list in this store.",
     )
 
 
@@ -63,11 +60,10 @@ class ReceiptVerified(Frozen):
 
 @operation("receipt_verify", faces=AGENT | WEB)
 def receipt_verify(svc: ProbeService, req: ReceiptVerifyRequest) -> ReceiptVerified:
-    """Verify a receipt or a DSSE envelope offline: the commitment (with ``from_store``,
-    a version-2 receipt's JUnit case list against the stored blob of its digest), and for
-    an envelope
-    the statement and, with public keys, the signature (revoked keys never verify).
-    Refuses naming what no longer matches."""
+    """Verify a receipt or a DSSE envelope offline: the commitment, and for an envelope
+    the statement and, with public keys, the signature (revoked keys never verify). With
+    ``from_store``, a version-2 receipt's JUnit case list is checked against the stored
+    blob of its digest. Refuses naming what no longer matches."""
     if "payloadType" in req.document:
         from ...plans.signing import public_key_from_pem, verify_envelope
 

@@ -119,7 +119,7 @@ class BatchSubmitRequest(Request):
         None,
         min_length=1,
         max_length=128,
-        description="The policy every run uses; unset, each runs under its plan's policy_id.",
+        description="Unset: each run uses its plan's policy_id.",
     )
     reuse: bool = True
     threads: int = Field(2, ge=1, le=64, description="Threads when the runs execute here.")
@@ -144,9 +144,9 @@ def known_policy_ids(svc: ProbeService) -> frozenset[str] | None:
 
 @operation("batch_submit", faces=ADMIN, long_running=True)
 def batch_submit(svc: ProbeService, req: BatchSubmitRequest) -> BatchSubmitted:
-    """Persist plans (or stored plan ids) as one batch of runs, each under the policy id
-    given or else its own plan's, plans and runs in the same transactions, then enqueue
-    them; without a configured queue the runs execute in this process. Refuses the whole
+    """Persist plans (or stored plan ids) as one batch of runs, plans and runs in the same
+    transactions, then enqueue them; without a configured queue the runs execute in this
+    process. Each run uses the policy id given, else its own plan's. Refuses the whole
     batch (nothing stored) when a plan id or snapshot is not stored, or a run's policy id
     is not in this service's policy file (when it has one), naming the item."""
     queue = svc.queue
