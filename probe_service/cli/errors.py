@@ -13,6 +13,7 @@ import sys
 
 import typer
 from typer._click.exceptions import ClickException
+from typer._click.globals import get_current_context
 
 from probe_service.errors import (
     EXIT_INFRASTRUCTURE,
@@ -43,15 +44,22 @@ def as_refusal(exc: Exception) -> ProbeServiceError:
     )
 
 
-def report_error(error: ProbeServiceError, as_json: bool) -> int:
+def report_error(error: ProbeServiceError, as_json: bool, prog: str | None = None) -> int:
     """Print one line on stderr, and an error frame on stdout when JSON was asked for;
-    return the error's exit code."""
+    return the error's exit code. The line starts with the program's name as it was
+    called (``byte-probe`` or its compatibility name ``za``)."""
     # Imported here: safe_text loads rich, which `--help` does not need.
     from probe_service.safe_text import safe_line
 
     # Messages may quote untrusted text (a plan field, a path): one visible line.
     line = safe_line(" ".join(str(error).split()))
-    sys.stderr.write(f"byte-probe: error: {line}\n")
+    sys.stderr.write(f"{prog or _program()}: error: {line}\n")
     if as_json:
         sys.stdout.write(json.dumps({"error": error.code, "message": line}) + "\n")
     return error.exit_code
+
+
+def _program() -> str:
+    context = get_current_context(silent=True)
+    name = context.find_root().info_name if context is not None else None
+    return name or "byte-probe"

@@ -50,6 +50,7 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "policy": LazyCommand("policy", "app", "Check administrator probe policies."),
     "key": LazyCommand("keys", "app", "Create receipt signing keys (administrator)."),
+    "bundle": LazyCommand("bundle", "app", "Export, verify and import evidence bundles."),
     "toolchain": LazyCommand("toolchain", "app", "Build and digest toolchains (administrator)."),
     "store": LazyCommand("store", "app", "The store itself: migrations."),
     "ts": LazyCommand("ts", "app", "TypeScript compiler boundaries of stored snapshots."),
@@ -62,6 +63,11 @@ COMMANDS: dict[str, LazyCommand] = {
         "queue",
         "worker",
         "Start dramatiq workers on PROBE_REDIS_URL, restarting any that dies, until Ctrl-C.",
+    ),
+    "metrics": LazyCommand(
+        "queue",
+        "metrics",
+        "Serve the farm's store-wide metrics (one endpoint per farm; workers serve their own).",
     ),
     "submit": LazyCommand(
         "queue", "submit", "Persist and enqueue many plans; with --wait, gate on their outcomes."
@@ -154,7 +160,7 @@ def _mounted() -> None:
 
 
 @contextmanager
-def _reporting(argv: Sequence[str]) -> Iterator[list[int]]:
+def _reporting(argv: Sequence[str], prog: str = "byte-probe") -> Iterator[list[int]]:
     """The one place an error becomes an exit code and one line on stderr (plus an error
     frame on stdout under ``--json``); yields a cell that holds the exit code."""
     as_json = "--json" in argv
@@ -166,7 +172,7 @@ def _reporting(argv: Sequence[str]) -> Iterator[list[int]]:
         # A bug, not a refusal: still one line, unless the operator asks for the trace.
         if isinstance(error, InternalError) and _debugging():
             raise
-        code[0] = report_error(error, as_json)
+        code[0] = report_error(error, as_json, prog)
 
 
 def _debugging() -> bool:
@@ -215,10 +221,11 @@ class RootGroup(TyperGroup):
     ) -> Any:
         """Run the CLI; every failure ends in the exit code ``_reporting`` chose."""
         argv = list(sys.argv[1:] if args is None else args)
-        with _reporting(argv) as code:
+        prog = prog_name or "byte-probe"
+        with _reporting(argv, prog) as code:
             result = super().main(
                 args=argv,
-                prog_name=prog_name or "byte-probe",
+                prog_name=prog,
                 complete_var=complete_var,
                 standalone_mode=False,
                 **extra,
@@ -252,7 +259,12 @@ def root() -> None:
     """Byte probe service: snapshots, sandboxed probes, receipts and claims."""
 
 
-def main(argv: list[str] | None = None, *, backend: SandboxBackend | None = None) -> int:
+def main(
+    argv: list[str] | None = None,
+    *,
+    backend: SandboxBackend | None = None,
+    prog_name: str = "byte-probe",
+) -> int:
     """Run the CLI and return its exit code; no traceback ever reaches the user.
 
     Runs in this process execute through ``backend``: the real sandbox unless a test
@@ -261,10 +273,16 @@ def main(argv: list[str] | None = None, *, backend: SandboxBackend | None = None
     obj = CliContext(backend=backend)
     # A reader that went away (`| head -1`) never changes the exit code: the outcome's.
     with quiet_broken_pipe():
-        result = command(args=argv, prog_name="byte-probe", standalone_mode=False, obj=obj)
+        result = command(args=argv, prog_name=prog_name, standalone_mode=False, obj=obj)
     return int(result)
 
 
 def entry_point() -> None:
     """Console-script entry: exit with ``main``'s code."""
     sys.exit(main())
+
+
+def za_entry_point() -> None:
+    """The compatibility name ``za`` (the agent the service lives in): the same commands,
+    options and exit codes as ``byte-probe``, its usage lines under its own name."""
+    sys.exit(main(prog_name="za"))

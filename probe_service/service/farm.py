@@ -1,6 +1,6 @@
 """What the CLI's ``worker`` and ``submit`` commands use beside the table.
 
-A worker runs the queue's own machinery (its supervisor and metrics endpoint): it serves
+A worker runs the queue's own machinery (its supervisor and metrics endpoints): it serves
 the table's runs rather than calling it. ``submit`` reads its JSONL file and writes JUnit
 with the queue's file formats. The faces reach them here, at the service layer, never in
 the queue part (docs/ARCHITECTURE.md, "Layers"). The commands import this module when
@@ -14,13 +14,30 @@ from pathlib import Path
 
 from ..errors import ProbeServiceError
 from ..plans import Plan, Receipt, load_plan, receipt_cases
-from ..queue import DEFAULT_QUEUE, RunSummary, run_supervisor, serve_metrics
+from ..queue import (
+    DEFAULT_QUEUE,
+    RunSummary,
+    StoreCollector,
+    WorkerMetrics,
+    exposition,
+    run_supervisor,
+    serve_metrics,
+)
 from ..queue import read_plans_file as _read_plans_file
 from ..queue import write_junit as _write_junit
 from .rows.runs import known_policy_ids
 from .session import ProbeService
 
-__all__ = ["DEFAULT_QUEUE", "read_plans_file", "run_supervisor", "serve_metrics", "write_junit"]
+__all__ = [
+    "DEFAULT_QUEUE",
+    "StoreCollector",
+    "WorkerMetrics",
+    "exposition",
+    "read_plans_file",
+    "run_supervisor",
+    "serve_metrics",
+    "write_junit",
+]
 
 
 def read_plans_file(

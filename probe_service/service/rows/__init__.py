@@ -57,7 +57,11 @@ INDEX: dict[str, str] = {
     "batch_wait": "runs",
     "run_list": "runs",
     "farm_stats": "runs",
+    "batch_report": "runs",
     "claim_history": "claims",
     "gate_preview": "claims",
     "snapshot_file": "snapshots",
+    "bundle_export": "bundles",
+    "bundle_verify": "bundles",
+    "bundle_import": "bundles",
 }
