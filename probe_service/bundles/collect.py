@@ -5,7 +5,8 @@ the claims made on it), claims by id, or a scope (every claim recorded in it). A
 brings its supersession chain, its snapshot, the receipts and plans its evidence names,
 its tombstone, and its history (checks, obligations with their resolutions, audit
 entries); every snapshot brings its manifest and blobs; a receipt brings its DSSE
-envelope when it was signed. Every object is read as it is stored, byte for byte.
+envelope when it was signed, and a version-2 receipt its JUnit case list (a blob). Every
+object is read as it is stored, byte for byte.
 """
 
 from __future__ import annotations
@@ -165,6 +166,10 @@ def _members(conn: Connection, found: _Gathered) -> list[tuple[str, bytes]]:
         )
     for digest, data in fetch_compressed(conn, blob_sizes):
         out.append((member_path("blob", digest), decompress_blob(digest, data, blob_sizes[digest])))
+    # docs/ARCHITECTURE.md, "JUnit oracle": a version-2 receipt's case list is a blob too.
+    lists = sorted(_case_lists(receipt_rows) - set(blob_sizes))
+    for digest, data in fetch_compressed(conn, lists):
+        out.append((member_path("blob", digest), decompress_blob(digest, data)))
     out.sort()
     out.extend(manifests)
     for part in chunks(sorted(found.plans)):
@@ -181,6 +186,16 @@ def _members(conn: Connection, found: _Gathered) -> list[tuple[str, bytes]]:
             out.append((member_path("envelope", run_id), envelope.encode("utf-8")))
     out.extend(_claim_members(conn, found.claims))
     return out
+
+
+def _case_lists(receipt_rows: list[tuple[str, str, str | None]]) -> set[str]:
+    """The case list digests the receipts commit to (version 2 with a JUnit report)."""
+    found: set[str] = set()
+    for _, body, _ in receipt_rows:
+        junit = json.loads(body)["committed"].get("junit")
+        if isinstance(junit, dict) and isinstance(junit.get("cases_sha256"), str):
+            found.add(junit["cases_sha256"])
+    return found
 
 
 def _receipt_rows(conn: Connection, found: _Gathered) -> list[tuple[str, str, str | None]]:

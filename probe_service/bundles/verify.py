@@ -27,8 +27,10 @@ from ..claims.creation import record_digest_of
 from ..claims.records import ClaimRecord, ExactBlobBaseline
 from ..claims.views import entry_fingerprint
 from ..errors import BundleInvalid, ProbeServiceError, ReceiptInvalid
+from ..plans.case_lists import check_case_list
 from ..plans.models import Plan, parse_plan, plan_id_of
 from ..plans.receipt_model import Receipt, parse_receipt_json
+from ..plans.receipt_parts import JunitV2
 from ..plans.receipts import verify_receipt
 from ..plans.signing import UNSIGNED, receipt_signer, verify_envelope
 from ..snapshot.manifest import Snapshot, decode_manifest
@@ -175,6 +177,19 @@ def _receipt(out: VerifiedBundle, run_id: str, raw: bytes) -> tuple[Receipt, str
         verify_receipt(receipt)
     except ReceiptInvalid as exc:
         raise BundleInvalid(f"receipt/{run_id}: commitment does not verify ({exc})") from exc
+    junit = receipt.committed.junit
+    if isinstance(junit, JunitV2):
+        # docs/ARCHITECTURE.md, "JUnit oracle": a version-2 receipt travels with its case
+        # list, checked against the digest, counts and failing cases it commits to.
+        cases = out.blobs.get(junit.cases_sha256)
+        if cases is None:
+            raise BundleInvalid(
+                f"receipt/{run_id}: its JUnit case list {junit.cases_sha256} is not in the bundle"
+            )
+        try:
+            check_case_list(junit, cases)
+        except ReceiptInvalid as exc:
+            raise BundleInvalid(f"receipt/{run_id}: {exc}") from exc
     if json.dumps(receipt.json_values(), sort_keys=True) != body:
         raise BundleInvalid(f"receipt/{run_id}: its bytes are not the receipt's JSON")
     committed = receipt.committed

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ..canonical import sha256_of_json
 from ..errors import NotFound
 from ..plans.persist import load_receipt
-from ..plans.receipts import verify_receipt
+from ..plans.receipts import verify_stored_receipt
 from ..plans.signing import receipt_signer
 from ..store import Store
 from .records import Outcome
@@ -78,7 +78,7 @@ def store_receipts(store: Store) -> ReceiptLookup:
             body = load_receipt(store, receipt_id)
         except NotFound:
             return None
-        if verify_receipt(body) != receipt_id:
+        if verify_stored_receipt(store, body) != receipt_id:
             return None
         committed = body.committed
         return ReceiptFacts(

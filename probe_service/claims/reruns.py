@@ -17,7 +17,7 @@ from typing import Any, Literal
 from ..errors import ProbeServiceError
 from ..plans.models import Plan, parse_plan, plan_id_of
 from ..plans.persist import load_plan, load_receipt
-from ..plans.receipts import verify_receipt
+from ..plans.receipts import verify_stored_receipt
 from ..store import Store
 from .movement import describe_query
 from .receipts import AGREES
@@ -93,7 +93,7 @@ def _from_receipt(store: Store, receipt: str, target: str) -> Rerun | str:
     """The receipt's plan moved to ``target``, or why it cannot be rerun."""
     try:
         body = load_receipt(store, receipt)
-        verify_receipt(body)
+        verify_stored_receipt(store, body)
     except ProbeServiceError as exc:
         return f"receipt {receipt}: cannot be read back ({exc})"
     # The typed receipt requires both fields of every version it reads.

@@ -11,6 +11,7 @@ from rich.table import Table
 from probe_service.safe_text import untrusted
 
 from .common import JsonOption, RootOption, console, emit_json, session
+from .tables import print_table
 
 
 def events(
@@ -44,4 +45,4 @@ def events(
         table.add_row(
             str(e.cursor), untrusted(e.kind), untrusted(e.subject), untrusted(e.created_at)
         )
-    console.print(table)
+    print_table(console, table)

@@ -24,6 +24,7 @@ from probe_service.errors import InternalError, ProbeServiceError
 
 from .context import CliContext
 from .errors import EXIT_INFRASTRUCTURE, EXIT_INPUT, EXIT_INTERNAL, as_refusal, report_error
+from .pipes import quiet_broken_pipe
 
 if TYPE_CHECKING:
     from probe_service.service import SandboxBackend
@@ -270,7 +271,9 @@ def main(
     passes another (docs/ARCHITECTURE.md, "Seams"); the console script never does."""
     command: Callable[..., Any] = typer.main.get_command(app).main
     obj = CliContext(backend=backend)
-    result = command(args=argv, prog_name=prog_name, standalone_mode=False, obj=obj)
+    # A reader that went away (`| head -1`) never changes the exit code: the outcome's.
+    with quiet_broken_pipe():
+        result = command(args=argv, prog_name=prog_name, standalone_mode=False, obj=obj)
     return int(result)
 
 

@@ -32,6 +32,7 @@ from .common import (
     session,
 )
 from .results import output_json, print_receipt
+from .tables import print_table
 from .waiting import NoticeOption, NoWorkerNotice
 
 if TYPE_CHECKING:  # a plan read never imports the run machinery
@@ -79,7 +80,7 @@ def plan_show(plan_id: str, root: RootOption = Path("."), json_out: JsonOption =
     table = Table(title=untrusted(f"plan {stored.plan_id}"), show_header=False)
     for key, value in stored.plan.items():
         table.add_row(untrusted(key), untrusted(json.dumps(value, ensure_ascii=False)))
-    console.print(table)
+    print_table(console, table)
 
 
 def run(
@@ -214,6 +215,13 @@ def receipt_export(
         out.write_text(text, encoding="utf-8")
 
 
+_CASE_LIST_WORDS = {
+    "none": "",
+    "checked": "; JUnit case list checked against its digest",
+    "not_checked": "; JUnit case list not checked: give --root",
+}
+
+
 @receipt_app.command("verify")
 def receipt_verify(
     file: Annotated[str, typer.Argument(help="Receipt or DSSE envelope file, or - for stdin.")],
@@ -221,13 +229,23 @@ def receipt_verify(
         list[Path] | None,
         typer.Option("--key", help="Public key (PEM) that may have signed it; repeatable."),
     ] = None,
+    root: Annotated[
+        Path | None,
+        typer.Option(
+            "--root",
+            help="Also check a version-2 receipt's JUnit case list in this store.",
+            show_default="offline: not checked",
+        ),
+    ] = None,
     json_out: JsonOption = False,
 ) -> None:
     """Verify a receipt offline; exit 1 naming what no longer matches.
 
     An envelope (`receipt export --format intoto`) is checked against --key: signature,
     statement, subject and commitment. Without --key only the commitment is checked and
-    the result says "unsigned-verified only".
+    the result says "unsigned-verified only". A version-2 receipt's JUnit case list is a
+    blob in the store: with --root (or PROBE_DATABASE_URL) it is checked against its
+    digest, counts and failing cases.
 
     Example: byte-probe receipt verify receipt.intoto.json --key signing-key.pub.pem
     """
@@ -241,10 +259,12 @@ def receipt_verify(
                 "signature: a receipt file carries no envelope; verify the file "
                 "`receipt export --format intoto` writes"
             )
-        # Offline: the session opens no store for this row (it reads only the policy
-        # file's revoked keys).
-        with session(Path(".")) as svc:
-            verified = svc.receipt_verify(document=document, public_keys=tuple(keys))
+        # Offline: without --root the session opens no store for this row (it reads only
+        # the policy file's revoked keys).
+        with session(root or Path(".")) as svc:
+            verified = svc.receipt_verify(
+                document=document, public_keys=tuple(keys), from_store=root is not None
+            )
         sha, signer = verified.receipt_sha256, verified.signer
     except ReceiptInvalid as exc:  # a verdict on the receipt, not a usage error: exit 1
         message = safe_line(" ".join(str(exc).split()))  # may quote the receipt's fields
@@ -252,9 +272,18 @@ def receipt_verify(
         if json_out:
             emit_json({"valid": False, "error": message})
         raise typer.Exit(1) from None
+    cases = _CASE_LIST_WORDS[verified.case_list]
     if json_out:
-        emit_json({"valid": True, "receipt_sha256": sha, "signer": signer or "unsigned"})
+        emit_json(
+            {
+                "valid": True,
+                "receipt_sha256": sha,
+                "signer": signer or "unsigned",
+                "case_list": verified.case_list,
+            }
+        )
     elif signer is None:
-        typer.echo(f"receipt {sha} verifies: unsigned-verified only (commitment checked)")
+        typer.echo(f"receipt {sha} verifies: unsigned-verified only (commitment checked{cases})")
     else:
-        typer.echo(f"receipt {sha} verifies: signed by {signer}")
+        also = f" ({cases.removeprefix('; ')})" if cases else ""
+        typer.echo(f"receipt {sha} verifies: signed by {signer}{also}")

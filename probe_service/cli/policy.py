@@ -21,6 +21,7 @@ from probe_service.errors import PolicyError
 from probe_service.safe_text import safe_line, untrusted
 
 from .common import session
+from .tables import print_table
 
 if TYPE_CHECKING:  # the adapters import every part; `--help` needs none of them
     from probe_service.service.adapters import PolicyReport
@@ -89,7 +90,7 @@ def describe(
     for key, value in described.model_dump(mode="json").items():
         shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
         table.add_row(key, untrusted(shown))
-    Console().print(table)
+    print_table(Console(), table)
 
 
 def _print_reports(path: Path, reports: list[PolicyReport]) -> None:
@@ -109,4 +110,4 @@ def _print_reports(path: Path, reports: list[PolicyReport]) -> None:
                 untrusted(f"{toolchain.path} ({size})"),
                 toolchain.sha256,
             )
-    Console().print(table)
+    print_table(Console(), table)

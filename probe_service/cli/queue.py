@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+import time
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,6 +21,8 @@ from probe_service.service.adapters import Receipt, RunSummary, parse_receipt, s
 from probe_service.settings import REDIS_URL_ENV, read_settings
 
 from .common import EXIT_INFRASTRUCTURE, JsonOption, RootOption, console, emit_json, session
+from .progress import ProgressLines, summary_line
+from .tables import print_table
 from .waiting import NoticeOption, NoWorkerNotice, TimeoutOption
 
 #: The worker command's refusal without a broker.
@@ -149,11 +152,26 @@ def _gate(results: list[RunSummary], fail_on: FailOn) -> int:
     return 1 if outcomes - {"supports"} else 0
 
 
+#: The clock of the progress lines (a test replaces it; docs/ARCHITECTURE.md, "CLI output").
+progress_clock = time.monotonic
+
+
 def _wait_with_progress(
-    svc: ProbeService, batch_id: str, total: int, show: bool, notice: NoWorkerNotice
+    svc: ProbeService,
+    batch_id: str,
+    total: int,
+    show: bool,
+    notice: NoWorkerNotice,
+    lines: ProgressLines | None = None,
 ) -> list[RunSummary]:
     if not show:
-        svc.on_progress = notice
+
+        def plain(counts: dict[str, int]) -> None:
+            notice(counts)
+            if lines is not None:
+                lines(counts)
+
+        svc.on_progress = plain
         status = svc.batch_wait(batch_id=batch_id, timeout_seconds=notice.timeout_s)
         return list(status.runs)
     columns = (
@@ -183,7 +201,10 @@ def submit(
     plans_file: Annotated[
         Path | None, typer.Argument(help="JSONL: one plan or plan id a line.")
     ] = None,
-    policy: Annotated[str, typer.Option("--policy", help="Policy id every plan must name.")] = "",
+    policy: Annotated[
+        str,
+        typer.Option("--policy", help="Policy id every plan must name (default: each plan's own)."),
+    ] = "",
     wait: Annotated[bool, typer.Option("--wait", help="Wait until every run is done.")] = False,
     junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here.")] = None,
     fail_on: Annotated[
@@ -200,6 +221,14 @@ def submit(
         bool, typer.Option("--no-reuse", help="Execute even where a reusable receipt exists.")
     ] = False,
     wide: Annotated[bool, typer.Option("--wide", help="Full ids in the results table.")] = False,
+    progress_every: Annotated[
+        float,
+        typer.Option(
+            "--progress-every",
+            min=0,
+            help="Off a terminal, seconds between progress lines while waiting; 0 = none.",
+        ),
+    ] = 10.0,
     timeout: TimeoutOption = 3600.0,
     notice_after: NoticeOption = 10.0,
     root: RootOption = Path("."),
@@ -227,7 +256,7 @@ def submit(
             json_out,
             reuse=not no_reuse,
             wide=wide,
-            waiting=(timeout, notice_after),
+            waiting=(timeout, notice_after, progress_every),
         )
 
 
@@ -245,23 +274,23 @@ def _submit(
     *,
     reuse: bool = True,
     wide: bool = False,
-    waiting: tuple[float, float] = (3600.0, 10.0),
+    waiting: tuple[float, float, float] = (3600.0, 10.0, 10.0),
 ) -> None:
     if resume:
         svc.queue.require_broker(f"--resume needs {REDIS_URL_ENV}")
         batch_id, sent, total = resume, svc.batch_resume(batch_id=resume).enqueued, 0
     else:
-        if plans_file is None or not policy:
-            raise InvalidInput("submit: give PLANS_FILE and --policy (or --resume BATCH)")
+        if plans_file is None:
+            raise InvalidInput("submit: give PLANS_FILE (or --resume BATCH)")
         # Reading the JSONL file is the queue's file format; persisting and enqueueing the
         # batch is the table's `batch_submit` row.
         from probe_service.service.farm import read_plans_file
 
-        items, skipped = read_plans_file(plans_file, policy, skip_invalid)
+        items, skipped = read_plans_file(svc, plans_file, policy or None, skip_invalid)
         for line in skipped:
             sys.stderr.write(f"byte-probe: skipped {line}\n")
         result = svc.batch_submit(
-            items=tuple(items), policy_id=policy, reuse=reuse, threads=threads
+            items=tuple(items), policy_id=policy or None, reuse=reuse, threads=threads
         )
         batch_id, sent, total = result.batch_id, result.enqueued, len(result.run_ids)
         wait = wait or result.embedded
@@ -271,9 +300,13 @@ def _submit(
         if json_out:
             emit_json({"batch_id": batch_id, "runs": total, "enqueued": sent})
         return
-    notice = NoWorkerNotice(f"batch {batch_id}", waiting[1], waiting[0])
+    what = f"batch {batch_id}"
+    notice = NoWorkerNotice(what, waiting[1], waiting[0])
     show = sys.stdout.isatty() and not json_out
-    results = _wait_with_progress(svc, batch_id, total, show, notice)
+    # Off a terminal: plain progress lines, on stderr under --json (stdout is the document).
+    log = sys.stderr if json_out else sys.stdout
+    lines = ProgressLines(what, total, waiting[2], log, progress_clock)
+    results = _wait_with_progress(svc, batch_id, total, show, notice, lines)
     unfinished = sum(1 for r in results if r.state != "done")
     receipts = (
         {
@@ -287,8 +320,8 @@ def _submit(
     if junit is not None:
         from probe_service.service.farm import write_junit  # the queue's JUnit format
 
-        write_junit(junit, batch_id, results, receipts)
-    code = _gate(results, fail_on)
+        write_junit(svc, junit, batch_id, results, receipts)
+    code = gate = _gate(results, fail_on)
     if unfinished:
         sys.stderr.write(
             f"byte-probe: {unfinished} run(s) of batch {batch_id} not finished after "
@@ -312,6 +345,8 @@ def _submit(
         )
     else:
         _print_results(results, wide)
+    log.write(summary_line(what, results, progress_clock() - lines.started, gate != 0))
+    log.flush()
     raise typer.Exit(code)
 
 
@@ -323,11 +358,21 @@ def _result_json(run: RunSummary, receipts: dict[str, Receipt]) -> dict[str, Any
     return {**summary, **run.__dict__}
 
 
+_MIN_WIDTH = {"outcome": len("inconclusive"), "reason": len("oracle_passed"), "#": 3}
+
+
 def _print_results(results: list[RunSummary], wide: bool) -> None:
     table = Table(title="batch results")
     columns = ("#", "plan", "outcome", "reason", "receipt", "reused") + (("run",) if wide else ())
     for column in columns:
-        table.add_column(column, no_wrap=column != "plan")
+        # On a narrow terminal the ids fold and the plan wraps; the outcome and reason
+        # keep their width, so no column collapses to nothing (`--wide` at 80 columns).
+        table.add_column(
+            column,
+            no_wrap=column not in ("plan", "receipt", "run"),
+            overflow="fold",
+            min_width=_MIN_WIDTH.get(column),
+        )
     for r in results[:200]:
         table.add_row(
             str(r.seq),
@@ -338,7 +383,7 @@ def _print_results(results: list[RunSummary], wide: bool) -> None:
             "yes" if r.reused else "",
             *((r.run_id,) if wide else ()),
         )
-    console.print(table)
+    print_table(console, table)
     if len(results) > 200:
         console.print(f"… {len(results) - 200} more (use --json or --junit for all)")
 

@@ -20,6 +20,8 @@ from probe_service.service.adapters import (
     summarize_receipt,
 )
 
+from .tables import print_table
+
 if TYPE_CHECKING:
     from probe_service.service.adapters import Receipt
 
@@ -55,9 +57,14 @@ def print_receipt(
     first/last lines."""
     summary = ReceiptSummary(**summarize_receipt(receipt))
     table = Table(title=untrusted(title), show_header=False)
-    for key, value in _rows(summary) + list((extra or {}).items()):
+    rows = _rows(summary)
+    # Every detail the receipt has is shown (docs/ARCHITECTURE.md, "CLI output"): the
+    # confirming execution's, after the confirmation's row (its JSON is the receipt's).
+    at = next((i + 1 for i, (key, _) in enumerate(rows) if key == "confirmation"), len(rows))
+    rows[at:at] = _confirmation_details(receipt)
+    for key, value in rows + list((extra or {}).items()):
         table.add_row(key, untrusted("" if value is None else value))
-    console.print(table)
+    print_table(console, table)
     for stream in _STREAMS:
         _print_stream(console, stream, kept_output(receipt, stream))
     _print_failed_preflight(console, receipt)
@@ -121,10 +128,24 @@ def _extra_rows(summary: ReceiptSummary) -> list[tuple[str, object]]:
         # docs/ARCHITECTURE.md, "Trust rules": what made a failed check inconclusive.
         what = " ".join(part for part in (refusal.operation, refusal.target) if part)
         rows.append(("refused", f"{what}: {refusal.fix}"))
+        if refusal.evidence:
+            rows.append(("  evidence", refusal.evidence))
     if summary.possible_sandbox_denial:
         # docs/ARCHITECTURE.md, "Saying why": advice only, the outcome stands.
         paths = ", ".join(summary.possible_sandbox_denial)
         rows.append(("possible_sandbox_denial", f"outside the policy's grants: {paths}"))
+    return rows
+
+
+def _confirmation_details(receipt: Receipt) -> list[tuple[str, object]]:
+    """The confirming execution's check detail and runner detail, when it has them."""
+    check = receipt.committed.confirmation.check if receipt.committed.confirmation else None
+    second = receipt.operational.confirmation
+    rows: list[tuple[str, object]] = []
+    if check is not None and check.detail:
+        rows.append(("  check", check.detail))
+    if second is not None and second.detail:
+        rows.append(("  detail", second.detail))
     return rows
 
 

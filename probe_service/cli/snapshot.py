@@ -11,6 +11,7 @@ from rich.table import Table
 from probe_service.safe_text import untrusted
 
 from .common import JsonOption, RootOption, console, emit_json, session
+from .tables import print_table
 
 app = typer.Typer(help="Capture, show and materialize content-addressed snapshots.")
 
@@ -46,7 +47,7 @@ def capture(
             value = " ".join(f"{k}={v}" for k, v in value.items())
         shown = "; ".join(value) or "none" if isinstance(value, tuple) else value
         table.add_row(key, untrusted(shown))
-    console.print(table)
+    print_table(console, table)
 
 
 @app.command("show")
@@ -85,7 +86,7 @@ def show(
         table.add_row(
             untrusted(e.path), e.kind, "x" if e.executable else "", str(e.size), untrusted(detail)
         )
-    console.print(table)
+    print_table(console, table)
     for note in snapshot.attribute_notes:  # repository text: data, never markup
         console.print(untrusted(f"git attributes: {note}"))
 

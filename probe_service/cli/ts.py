@@ -12,6 +12,7 @@ from probe_service.safe_text import untrusted
 from probe_service.service.adapters import BoundaryResult
 
 from .common import JsonOption, RootOption, console, emit_json, session
+from .tables import print_table
 
 app = typer.Typer(help="TypeScript compiler boundaries of stored snapshots.")
 
@@ -63,7 +64,7 @@ def _print(result: BoundaryResult) -> None:
             f"{site.start}-{site.end}",
             site.sha256[:16],
         )
-    console.print(table)
+    print_table(console, table)
     if result.identifiers:
         console.print(untrusted(f"identifier query set: {', '.join(result.identifiers)}"))
     for unknown in result.unknowns:

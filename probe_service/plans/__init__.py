@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from .case_lists import has_case_list, receipt_cases
     from .configured import RunConfiguration, run_configuration, run_configured
     from .fit import check_plan_fits
     from .models import (
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
         parse_receipt,
         parse_receipt_json,
     )
-    from .receipts import build_receipt, verify_receipt
+    from .receipts import build_receipt, verify_receipt, verify_stored_receipt
     from .run import ProbeRunResult, action_key_for, probe_abandon, probe_run, result_from_receipt
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "decide_outcome",
     "evaluate_check",
     "find_reusable_receipt",
+    "has_case_list",
     "load_plan",
     "load_receipt",
     "parse_plan",
@@ -61,12 +63,14 @@ __all__ = [
     "plan_id_of",
     "probe_abandon",
     "probe_run",
+    "receipt_cases",
     "result_from_receipt",
     "run_configuration",
     "run_configured",
     "save_plan",
     "save_receipt",
     "verify_receipt",
+    "verify_stored_receipt",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -17,9 +17,9 @@ from ..toolchains import ResolvedToolchain
 from .oracle import CheckVerdict
 from .receipt_parts import (
     DenialHint,
-    Junit,
     JunitCase,
     JunitOutput,
+    JunitV2,
     KeptStreams,
     Preflight,
     Refusal,
@@ -70,18 +70,22 @@ def run_extras(
         )
     report = verdict.junit if verdict is not None else None
     if report is not None:
-        # docs/ARCHITECTURE.md, "JUnit oracle": the report's digest and every case's
-        # outcome are committed; captured output is kept operationally, bounded.
-        committed["junit"] = Junit(
+        # docs/ARCHITECTURE.md, "JUnit oracle": the report's digest, its counts, the
+        # digest of every case's outcome (the case list, a blob) and the first failing
+        # cases are committed; their captured output is kept operationally, bounded.
+        committed["junit"] = JunitV2(
             report_sha256=report.sha256,
             **report.counts(),
-            cases=tuple(JunitCase.model_validate(case.committed()) for case in report.cases),
+            cases_sha256=report.cases.sha256,
+            not_passed=tuple(JunitCase.model_validate(c.committed()) for c in report.not_passed),
         )
-        operational["junit_output"] = tuple(
+        kept = tuple(
             JunitOutput(id=case.id, system_out=case.system_out, system_err=case.system_err)
-            for case in report.cases
+            for case in report.not_passed
             if case.system_out or case.system_err
         )
+        if kept:
+            operational["junit_output"] = kept
     if refusals:
         # docs/ARCHITECTURE.md, "Trust rules": the refusals a failed check was made
         # inconclusive by are part of what the outcome rests on.

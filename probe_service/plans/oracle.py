@@ -20,7 +20,7 @@ import regex
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import JunitReportInvalid
-from .junit_report import MAX_JUNIT_REPORT_BYTES, JunitReport, decode_junit_report
+from .junit_report import JunitLimits, JunitReport, read_junit_report
 from .models import (
     TRUSTED_SOURCES,
     ExitCodeCheck,
@@ -72,8 +72,15 @@ class Decision(BaseModel):
     refusals: tuple[Refusal, ...] = ()
 
 
-def evaluate_check(plan: Plan, exit_code: int | None, stdout: bytes, scratch: Path) -> CheckVerdict:
-    """Evaluate the plan's check against what the probe produced."""
+def evaluate_check(
+    plan: Plan,
+    exit_code: int | None,
+    stdout: bytes,
+    scratch: Path,
+    junit_limits: JunitLimits = JunitLimits(),  # noqa: B008 - frozen, never mutated
+) -> CheckVerdict:
+    """Evaluate the plan's check against what the probe produced (a ``junit_xml``
+    report under the policy's ``junit_limits``)."""
     check = plan.oracle.check
     if isinstance(check, ExitCodeCheck):
         return CheckVerdict(passed=exit_code == check.equals, detail=f"exit code {exit_code}")
@@ -85,7 +92,7 @@ def evaluate_check(plan: Plan, exit_code: int | None, stdout: bytes, scratch: Pa
     if isinstance(check, StdoutRegexCheck):
         return _regex_verdict(check.pattern, text)
     if isinstance(check, JunitXmlCheck):
-        return _junit_verdict(scratch, check)
+        return _junit_verdict(scratch, check, junit_limits)
     assert isinstance(check, ScratchFileEqualsCheck)  # noqa: S101 - the union is closed
     return _scratch_verdict(scratch, check.path, check.text)
 
@@ -147,25 +154,26 @@ def _scratch_verdict(scratch: Path, rel: str, expected: str) -> CheckVerdict:
     return CheckVerdict(passed=data == expected.encode("utf-8"), detail=f"{rel} compared exactly")
 
 
-_OUTCOME_RANK = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
-
-
-def _junit_verdict(scratch: Path, check: JunitXmlCheck) -> CheckVerdict:
+def _junit_verdict(scratch: Path, check: JunitXmlCheck, limits: JunitLimits) -> CheckVerdict:
     """docs/ARCHITECTURE.md, "JUnit oracle": a missing, oversized or unsafe report is an
-    oracle error (inconclusive), never a refutation."""
-    data = _read_scratch(scratch, check.path, MAX_JUNIT_REPORT_BYTES)
-    if isinstance(data, str):
-        return CheckVerdict(passed=False, detail=f"no JUnit report: {data}", error=True)
+    oracle error (inconclusive), never a refutation; the report is read streaming."""
     try:
-        report = decode_junit_report(data, check.path)
-    except JunitReportInvalid as exc:
-        return CheckVerdict(passed=False, detail=str(exc), error=True)
+        fd = _open_in_scratch(scratch, check.path)
+    except OSError as exc:
+        detail = f"no JUnit report: {check.path}: {exc.strerror}"
+        return CheckVerdict(passed=False, detail=detail, error=True)
+    with os.fdopen(fd, "rb", buffering=0) as source:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            detail = f"no JUnit report: {check.path}: not a regular file"
+            return CheckVerdict(passed=False, detail=detail, error=True)
+        try:
+            report = read_junit_report(source, check.path, limits, check.require, info.st_size)
+        except JunitReportInvalid as exc:
+            return CheckVerdict(passed=False, detail=str(exc), error=True)
     # A test id reported more than once counts at its worst instance: a later "passed"
     # entry must not hide a failure (docs/ARCHITECTURE.md, "JUnit oracle").
-    outcomes: dict[str, str] = {}
-    for case in report.cases:
-        if _OUTCOME_RANK[case.outcome] >= _OUTCOME_RANK[outcomes.get(case.id, "passed")]:
-            outcomes[case.id] = case.outcome
+    outcomes = report.required
     counts = report.counts()
     summary = ", ".join(f"{counts[k]} {k}" for k in ("passed", "failed", "error", "skipped"))
     absent = [test for test in check.require if test not in outcomes]

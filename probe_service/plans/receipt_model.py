@@ -32,6 +32,7 @@ from .receipt_parts import (
     JsonObject,
     Junit,
     JunitOutput,
+    JunitV2,
     KeptStreams,
     Limits,
     Number,
@@ -48,18 +49,20 @@ __all__ = [
     "RECEIPT_VERSIONS",
     "Committed",
     "CommittedV1",
+    "CommittedV2",
     "Operational",
     "Receipt",
     "ReceiptField",
     "ReceiptV1",
+    "ReceiptV2",
     "parse_committed",
     "parse_operational",
     "parse_receipt",
     "parse_receipt_json",
 ]
 
-#: The version this release writes.
-RECEIPT_VERSION = 1
+#: The version this release writes: 2 (the JUnit case list by its digest).
+RECEIPT_VERSION = 2
 
 _Part = TypeVar("_Part", bound=ReceiptPart)
 
@@ -98,7 +101,7 @@ class Committed(ReceiptPart):
     #: "JUnit oracle", "Trust rules", "Confirming a refutation").
     toolchains: tuple[Toolchain, ...] | None = None
     preflight: tuple[Preflight, ...] | None = None
-    junit: Junit | None = None
+    junit: Junit | JunitV2 | None = None
     refusals: tuple[Refusal, ...] | None = None
     confirmation: CommittedConfirmation | None = None
     #: The signer's fingerprint or ``unsigned``; receipts from before signing lack it.
@@ -108,7 +111,19 @@ class Committed(ReceiptPart):
 class CommittedV1(Committed):
     """Receipt version 1's committed fields."""
 
+    # A JUnit report's every case inline (version 2 commits their list by its digest).
+
     version: Literal[1]
+    junit: Junit | None = None
+
+
+class CommittedV2(Committed):
+    """Receipt version 2's committed fields: version 1's, a JUnit report's cases committed
+    by the digest of their canonical list (stored as a blob), so a receipt of a
+    100,000-case suite stays small (docs/ARCHITECTURE.md, "Receipts")."""
+
+    version: Literal[2]
+    junit: JunitV2 | None = None
 
 
 class Operational(OperationalPart):
@@ -182,8 +197,15 @@ class ReceiptV1(Receipt):
     committed: CommittedV1
 
 
+class ReceiptV2(Receipt):
+    """A version-2 receipt."""
+
+    committed_model: ClassVar[type[Committed]] = CommittedV2
+    committed: CommittedV2
+
+
 #: The discriminator: ``committed.version`` -> the model that reads that version.
-RECEIPT_VERSIONS: Mapping[int, type[Receipt]] = {1: ReceiptV1}
+RECEIPT_VERSIONS: Mapping[int, type[Receipt]] = {1: ReceiptV1, 2: ReceiptV2}
 #: The top-level keys of a receipt; a ``receipt_get`` answer carries its summary beside them.
 RECEIPT_KEYS = ("receipt_sha256", "committed", "field_digests", "operational")
 

@@ -37,6 +37,7 @@ __all__ = [
     "Junit",
     "JunitCase",
     "JunitOutput",
+    "JunitV2",
     "KeptStreams",
     "Limits",
     "Number",
@@ -200,9 +201,8 @@ class JunitCase(ReceiptPart):
     message: Str
 
 
-class Junit(ReceiptPart):
-    """A ``junit_xml`` report: its digest, counts and every case's outcome
-    (docs/ARCHITECTURE.md, "JUnit oracle")."""
+class _JunitCounts(ReceiptPart):
+    """What every version commits of a ``junit_xml`` report: its digest and counts."""
 
     report_sha256: Str
     tests: Int
@@ -210,7 +210,25 @@ class Junit(ReceiptPart):
     failed: Int
     error: Int
     skipped: Int
+
+
+class Junit(_JunitCounts):
+    """A ``junit_xml`` report: its digest, counts and every case's outcome
+    (docs/ARCHITECTURE.md, "JUnit oracle")."""
+
     cases: tuple[JunitCase, ...]
+
+
+class JunitV2(_JunitCounts):
+    """A ``junit_xml`` report in a version-2 receipt (docs/ARCHITECTURE.md, "JUnit
+    oracle"): its digest and counts, the SHA-256 of the canonical case list (stored as a
+    blob of that digest) and the first failing cases."""
+
+    #: SHA-256 of ``canonical_json([{id, outcome, time, message}, ...])``, every case in
+    #: document order; the list is the blob of this digest.
+    cases_sha256: Str
+    #: The first failed or erred cases (at most 100), in document order.
+    not_passed: tuple[JunitCase, ...]
 
 
 class Refusal(ReceiptPart):

@@ -15,6 +15,8 @@ import binascii
 
 from ..canonical import sha256_hex, sha256_of_json
 from ..errors import ReceiptInvalid
+from ..store import Store
+from .case_lists import check_case_list, load_case_list
 from .receipt_model import (
     RECEIPT_VERSION,
     RECEIPT_VERSIONS,
@@ -23,8 +25,9 @@ from .receipt_model import (
     Receipt,
     parse_receipt,
 )
+from .receipt_parts import JunitV2
 
-__all__ = ["RECEIPT_VERSION", "build_receipt", "verify_receipt"]
+__all__ = ["RECEIPT_VERSION", "build_receipt", "verify_receipt", "verify_stored_receipt"]
 
 
 def build_receipt(committed: Committed, operational: Operational) -> Receipt:
@@ -44,13 +47,18 @@ def build_receipt(committed: Committed, operational: Operational) -> Receipt:
     )
 
 
-def verify_receipt(receipt: object) -> str:
+def verify_receipt(receipt: object, case_list: bytes | None = None) -> str:
     """Check a receipt (a JSON object, or a ``Receipt``) offline and return its
-    ``receipt_sha256``.
+    ``receipt_sha256``; with ``case_list``, a version-2 receipt's JUnit case list too.
 
     Raises ReceiptInvalid naming the field that no longer matches where it can.
     """
     parsed = receipt if isinstance(receipt, Receipt) else parse_receipt(receipt)
+    junit = parsed.committed.junit
+    if case_list is not None:
+        if not isinstance(junit, JunitV2):
+            raise ReceiptInvalid("receipt: a case list was given, but it commits to none")
+        check_case_list(junit, case_list)
     committed = parsed.committed.json_values()
     digests = parsed.field_digests
     if digests is not None:
@@ -62,6 +70,16 @@ def verify_receipt(receipt: object) -> str:
         raise ReceiptInvalid("receipt: receipt_sha256 does not match the committed fields")
     _verify_outputs(parsed)
     return parsed.receipt_sha256
+
+
+def verify_stored_receipt(store: Store, receipt: object) -> str:
+    """``verify_receipt``, with a version-2 receipt's case list read from ``store``
+    (docs/ARCHITECTURE.md, "JUnit oracle"). Raises ReceiptInvalid naming what differs,
+    or the case list's digest when it is not stored."""
+    parsed = receipt if isinstance(receipt, Receipt) else parse_receipt(receipt)
+    junit = parsed.committed.junit
+    case_list = load_case_list(store, junit) if isinstance(junit, JunitV2) else None
+    return verify_receipt(parsed, case_list)
 
 
 def _kept_pairs(receipt: Receipt) -> list[tuple[str, str | None, str | None]]:

@@ -37,6 +37,7 @@ from ..sandbox import SandboxResult, SandboxRuntime
 from ..store import Store, utc_now
 from ..toolchains.resolve import ResolvedToolchain, resolve_toolchains
 from .backend import ExecutionRequest, Sandbox, SandboxBackend, refused_result
+from .case_lists import store_case_list
 from .confirm import (
     ConfirmationHandedOff,
     HandOff,
@@ -48,6 +49,7 @@ from .confirm import (
 from .denials import RunRefusals, run_facts, run_refusals
 from .execution import RuntimeBackend
 from .extras import run_extras
+from .junit_report import junit_limits
 from .models import Plan
 from .oracle import DECISION_RULES, CheckVerdict, decide_outcome, evaluate_check
 from .output import kept_output
@@ -59,7 +61,7 @@ from .persist import (
     save_receipt,
 )
 from .phases import PhaseClock
-from .receipt_model import CommittedV1, Operational, Receipt, ReceiptField
+from .receipt_model import CommittedV2, Operational, Receipt, ReceiptField
 from .receipt_parts import Check, Executable, Limits
 from .receipts import build_receipt
 from .reuse import (
@@ -341,7 +343,12 @@ def _execute(store: Store, context: _RunContext, sandbox: Sandbox) -> _Executed:
         verdict = None
         if result.status == "ok":
             with clock.timing("evaluate"):
-                verdict = evaluate_check(plan, result.exit_code, result.stdout, scratch)
+                limits = junit_limits(policy)
+                verdict = evaluate_check(plan, result.exit_code, result.stdout, scratch, limits)
+            if verdict.junit is not None:
+                # docs/ARCHITECTURE.md, "JUnit oracle": the case list is stored (a blob,
+                # content-addressed, idempotent) before any receipt names its digest.
+                store_case_list(store, verdict.junit.cases)
         facts = run_facts(policy, result, workdir, context.toolchains, execution.full_tables)
         return _Executed(result, verdict, run_refusals(result, verdict, facts))
 
@@ -422,8 +429,8 @@ class _RunContext:
             refusals=decision.refusals,
         )
         elapsed = result.probe_elapsed_seconds
-        committed = CommittedV1(
-            version=1,
+        committed = CommittedV2(
+            version=2,
             action_key=action_key,
             plan_id=self.plan_id,
             plan=self.plan.canonical(),

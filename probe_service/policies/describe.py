@@ -15,7 +15,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..envnames import RUNNER_OWNED
 from .digest import policy_digest
-from .model import DEFAULT_MAX_OPEN_FILES, Policy
+from .model import (
+    DEFAULT_JUNIT_MAX_BYTES,
+    DEFAULT_JUNIT_MAX_CASES,
+    DEFAULT_MAX_OPEN_FILES,
+    Policy,
+)
 
 __all__ = ["EnvironmentDescription", "PolicyDescription", "describe_policy"]
 
@@ -58,6 +63,8 @@ class PolicyDescription(BaseModel):
     scratch_bytes: int | None
     scratch_inodes: int | None
     max_open_files: int
+    junit_max_bytes: int = Field(description="Largest junit_xml report the oracle reads.")
+    junit_max_cases: int = Field(description="Most test cases one junit_xml report may hold.")
     allowed_domains: list[str] = Field(description="Reachable through the proxy; empty: none.")
     allowed_ports: list[int]
     toolchains: list[str] = Field(description="Toolchain names the probe may read and run.")
@@ -89,6 +96,8 @@ def describe_policy(policy: Policy, trusted_sources: Iterable[str]) -> PolicyDes
         scratch_bytes=policy.scratch_bytes,
         scratch_inodes=policy.scratch_inodes,
         max_open_files=policy.max_open_files or DEFAULT_MAX_OPEN_FILES,
+        junit_max_bytes=policy.junit_max_bytes or DEFAULT_JUNIT_MAX_BYTES,
+        junit_max_cases=policy.junit_max_cases or DEFAULT_JUNIT_MAX_CASES,
         allowed_domains=list(policy.allowed_domains),
         allowed_ports=list(policy.allowed_ports),
         toolchains=sorted(policy.toolchains),

@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from probe_service.canonical import canonical_json, sha256_of_json
-from probe_service.policies.model import DEFAULT_ALLOWED_PORTS, DEFAULT_MAX_OPEN_FILES, Policy
+from probe_service.policies.model import (
+    DEFAULT_ALLOWED_PORTS,
+    DEFAULT_JUNIT_MAX_BYTES,
+    DEFAULT_JUNIT_MAX_CASES,
+    DEFAULT_MAX_OPEN_FILES,
+    Policy,
+)
 
 __all__ = ["canonical_json", "policy_body", "policy_digest"]
 
@@ -18,9 +24,16 @@ _SCHEMA_1_MEANING: dict[str, Any] = {
     "max_open_files": None,
     "confirm_refutes": None,
     "plan_environment": [],
+    "junit_max_bytes": None,
+    "junit_max_cases": None,
 }
 #: Schema-3 values that say in words what leaving the key out means.
-_SAME_AS_UNSET: dict[str, Any] = {"max_open_files": DEFAULT_MAX_OPEN_FILES, "confirm_refutes": True}
+_SAME_AS_UNSET: dict[str, Any] = {
+    "max_open_files": DEFAULT_MAX_OPEN_FILES,
+    "confirm_refutes": True,
+    "junit_max_bytes": DEFAULT_JUNIT_MAX_BYTES,
+    "junit_max_cases": DEFAULT_JUNIT_MAX_CASES,
+}
 
 
 def policy_body(policy: Policy) -> dict[str, Any]:

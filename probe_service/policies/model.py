@@ -8,8 +8,9 @@ toolchain), so it may not name them. Schema 3 adds ``max_open_files`` (the
 probe's ``RLIMIT_NOFILE``) and ``confirm_refutes`` (whether a first refutation is
 executed once more before it may be reused, docs/ARCHITECTURE.md, "Trust rules"),
 ``environment`` as an object (fixed values beside pass-through names) and
-``plan_environment`` (names a plan may set, docs/ARCHITECTURE.md, "Probe environment");
-an older file means their defaults and may not name them.
+``plan_environment`` (names a plan may set, docs/ARCHITECTURE.md, "Probe environment"),
+``junit_max_bytes`` and ``junit_max_cases`` (a ``junit_xml`` report's caps,
+docs/ARCHITECTURE.md, "JUnit oracle"); an older file means their defaults and may not name them.
 
 Every limit has a documented ceiling (``MAX_*`` below): a value above it is
 refused as absurd rather than silently clamped, because a typo in an
@@ -40,6 +41,8 @@ from ..search_paths import unsafe_search_path
 
 __all__ = [
     "DEFAULT_ALLOWED_PORTS",
+    "DEFAULT_JUNIT_MAX_BYTES",
+    "DEFAULT_JUNIT_MAX_CASES",
     "DEFAULT_MAX_OPEN_FILES",
     "ENV_NAME_PATTERN",
     "MAX_MEMORY_BYTES",
@@ -81,13 +84,25 @@ DEFAULT_ALLOWED_PORTS: tuple[int, ...] = (80, 443)
 #: Keys schema 2 added; a schema-1 file may not name them.
 SCHEMA_2_KEYS: tuple[str, ...] = ("allowed_ports", "scratch_inodes", "toolchains")
 #: Keys schema 3 added; a schema-1 or schema-2 file may not name them.
-SCHEMA_3_KEYS: tuple[str, ...] = ("max_open_files", "confirm_refutes", "plan_environment")
+SCHEMA_3_KEYS: tuple[str, ...] = (
+    "max_open_files",
+    "confirm_refutes",
+    "plan_environment",
+    "junit_max_bytes",
+    "junit_max_cases",
+)
 #: The newest policy file schema this release reads (``capabilities`` reports it).
 NEWEST_POLICY_SCHEMA = 3
 #: The probe's ``RLIMIT_NOFILE`` when a policy sets no ``max_open_files``.
 DEFAULT_MAX_OPEN_FILES = 1024
 #: Largest per-process open-file limit a policy may set.
 MAX_OPEN_FILES = 65536
+#: A ``junit_xml`` report's caps when a policy sets none: a 100,000-case suite fits
+#: (docs/ARCHITECTURE.md, "JUnit oracle"), and the most a policy may raise them to.
+DEFAULT_JUNIT_MAX_BYTES = 64 * 1024 * 1024
+DEFAULT_JUNIT_MAX_CASES = 100_000
+MAX_JUNIT_MAX_BYTES = 1024**3
+MAX_JUNIT_MAX_CASES = 1_000_000
 #: Most toolchains one policy may name.
 MAX_TOOLCHAINS = 16
 
@@ -224,6 +239,24 @@ class Policy(BaseModel):
             "Whether a first refuting receipt is executed once more before it may answer a "
             "later identical run (schema 3); true when unset. Turn off only for suites too "
             "expensive to run twice."
+        ),
+    )
+    junit_max_bytes: int | None = Field(
+        default=None,
+        ge=1024,
+        le=MAX_JUNIT_MAX_BYTES,
+        description=(
+            "Largest junit_xml report the oracle reads (schema 3); "
+            f"{DEFAULT_JUNIT_MAX_BYTES} when unset. A report over it is inconclusive."
+        ),
+    )
+    junit_max_cases: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_JUNIT_MAX_CASES,
+        description=(
+            "Most test cases one junit_xml report may hold (schema 3); "
+            f"{DEFAULT_JUNIT_MAX_CASES} when unset. A report over it is inconclusive."
         ),
     )
     toolchains: dict[ToolchainName, str] = Field(

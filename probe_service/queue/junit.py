@@ -16,8 +16,9 @@ from xml.etree import ElementTree as ET
 
 from ..plans import Receipt
 from ..plans.output import kept_output
+from ..plans.receipt_parts import Junit, JunitCase
 from ..safe_text import excerpt, safe_line
-from .junit_cases import add_probe_suite
+from .junit_cases import CasesOf, add_probe_suite
 from .submit import RunSummary
 
 __all__ = ["write_junit"]
@@ -72,16 +73,25 @@ def _testcase(suite: ET.Element, r: RunSummary, receipt: Receipt | None) -> floa
     return seconds
 
 
+def _inline_cases(receipt: Receipt) -> tuple[JunitCase, ...] | None:
+    junit = receipt.committed.junit
+    return junit.cases if isinstance(junit, Junit) else None
+
+
 def write_junit(
     path: Path,
     batch_id: str,
     results: Sequence[RunSummary],
     receipts: Mapping[str, Receipt] | None = None,
+    cases_of: CasesOf | None = None,
 ) -> None:
     """Write ``results`` as one JUnit testsuite named after the batch.
 
-    ``receipts`` maps a receipt id to its receipt, for each case's time and output.
+    ``receipts`` maps a receipt id to its receipt, for each case's time and output;
+    ``cases_of`` reads every case of a probe's own report (a version-2 receipt's case
+    list is a stored blob), the committed cases of a version-1 receipt when not given.
     """
+    cases = cases_of or _inline_cases
     found = receipts or {}
     failures = sum(1 for r in results if r.outcome == "refutes")
     skipped = sum(1 for r in results if r.outcome is None)
@@ -109,7 +119,8 @@ def write_junit(
         receipt = found.get(r.receipt_sha256 or "")
         if receipt is None:
             continue
-        counts = add_probe_suite(root, r.name or r.plan_id, receipt, suite.get("timestamp", ""))
+        timestamp = suite.get("timestamp", "")
+        counts = add_probe_suite(root, r.name or r.plan_id, receipt, timestamp, cases)
         if counts is not None:
             totals = [a + b for a, b in zip(totals, counts, strict=True)]
     for attribute, count in zip(("tests", "failures", "errors"), totals, strict=False):

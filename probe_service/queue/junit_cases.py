@@ -8,15 +8,18 @@ output -- so a CI farm sees every test of every probe. The cases come from the r
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from xml.etree import ElementTree as ET
 
 from ..plans import Receipt
 from ..plans.receipt_parts import JunitCase, JunitOutput
 from ..safe_text import safe_line, safe_text
 
-__all__ = ["SuiteCounts", "add_probe_suite"]
+__all__ = ["CasesOf", "SuiteCounts", "add_probe_suite"]
 
 SuiteCounts = tuple[int, int, int, float]
+#: Every case of a receipt's report (a version-2 receipt's from its stored case list).
+CasesOf = Callable[[Receipt], Sequence[JunitCase] | None]
 _ELEMENT = {"failed": "failure", "error": "error", "skipped": "skipped"}
 
 
@@ -43,17 +46,17 @@ def _case(suite: ET.Element, case: JunitCase, output: JunitOutput | None) -> flo
 
 
 def add_probe_suite(
-    root: ET.Element, probe_name: str, receipt: Receipt, timestamp: str
+    root: ET.Element, probe_name: str, receipt: Receipt, timestamp: str, cases_of: CasesOf
 ) -> SuiteCounts | None:
     """Append the probe's test cases as a testsuite of ``root``; None when it has none.
 
     Returns ``(tests, failures, errors, time)`` for the enclosing totals.
     """
     junit = receipt.committed.junit
-    if junit is None:
+    cases = cases_of(receipt)
+    if junit is None or cases is None:
         return None
     outputs = {entry.id: entry for entry in receipt.operational.junit_output or ()}
-    cases = junit.cases
     failures = sum(1 for case in cases if case.outcome == "failed")
     errors = sum(1 for case in cases if case.outcome == "error")
     skipped = sum(1 for case in cases if case.outcome == "skipped")

@@ -12,7 +12,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,6 +42,7 @@ __all__ = [
     "read_plans_file",
     "resume_batch",
     "submit_plans",
+    "unknown_policy",
     "wait_batch",
 ]
 
@@ -76,11 +77,20 @@ class RunSummary:
 
 
 def read_plans_file(
-    path: Path, policy_id: str, skip_invalid: bool = False
+    path: Path,
+    policy_id: str | None,
+    skip_invalid: bool = False,
+    *,
+    known_policies: Collection[str] | None = None,
+    policy_of: Callable[[str], str | None] | None = None,
 ) -> tuple[list[Plan | str], list[str]]:
     """Parse one plan (object) or plan id (string) per line; return items and errors.
 
-    Raises InvalidPlan listing every bad line (with its number) unless ``skip_invalid``.
+    Each line runs under its own plan's ``policy_id``; with ``policy_id`` given every plan
+    object must name it. With ``known_policies`` (the policy file's ids), a line whose
+    plan names another is refused naming the line -- a bare plan id's policy is its
+    stored plan's, from ``policy_of``. Raises InvalidPlan listing every bad line (with its
+    number) unless ``skip_invalid``; an unknown policy id refuses the file even then.
     """
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -92,9 +102,17 @@ def read_plans_file(
         if not line.strip():
             continue
         try:
-            items.append(_parse_line(line, policy_id))
+            item = _parse_line(line, policy_id)
         except ProbeServiceError as exc:
             errors.append(f"line {number}: {exc}")
+            continue
+        named = item.policy_id if isinstance(item, Plan) else (policy_of or _no_policy)(item)
+        refusal = unknown_policy(named, known_policies)
+        if refusal is not None:
+            # Mixing known and unknown policy ids is a mistake in the file, never a line
+            # to skip: the whole file is refused before anything is queued.
+            raise InvalidPlan(f"{path}: line {number}: {refusal}; nothing submitted")
+        items.append(item)
     if errors and not skip_invalid:
         shown = "; ".join(errors[:20]) + ("; …" if len(errors) > 20 else "")
         raise InvalidPlan(f"{path}: {len(errors)} invalid line(s), nothing submitted: {shown}")
@@ -103,7 +121,18 @@ def read_plans_file(
     return items, errors
 
 
-def _parse_line(line: str, policy_id: str) -> Plan | str:
+def _no_policy(plan_id: str) -> None:
+    return None
+
+
+def unknown_policy(policy_id: str | None, known: Collection[str] | None) -> str | None:
+    """Why ``policy_id`` cannot run here (not a policy of the file), or None."""
+    if policy_id is None or known is None or policy_id in known:
+        return None
+    return f"policy_id {policy_id!r} is not a policy of the policy file"
+
+
+def _parse_line(line: str, policy_id: str | None) -> Plan | str:
     if _PLAN_ID.match(line.strip()):  # a bare plan id, as people paste them
         return line.strip()
     try:
@@ -117,7 +146,7 @@ def _parse_line(line: str, policy_id: str) -> Plan | str:
             raise InvalidPlan(f"{value!r} is not a plan id")
         return value
     plan = parse_plan(value)
-    if plan.policy_id != policy_id:
+    if policy_id and plan.policy_id != policy_id:
         raise InvalidPlan(f"policy_id: {plan.policy_id!r} differs from --policy {policy_id!r}")
     return plan
 
@@ -127,14 +156,15 @@ def _persist_batch(
     batch_id: str,
     start: int,
     chunk: Sequence[Plan | str],
-    policy_id: str,
+    policies: Sequence[str],
     reuse: bool,
     namespace: str,
 ) -> list[str]:
-    """Write a chunk's plans and runs in one transaction; return its run ids."""
+    """Write a chunk's plans and runs (one per item, under its policy) in one
+    transaction; return its run ids."""
     rows = [plan_row(item) for item in chunk if isinstance(item, Plan)]
     plan_ids = [item if isinstance(item, str) else plan_id_of(item) for item in chunk]
-    pairs = [(p, policy_id) for p in plan_ids]
+    pairs = list(zip(plan_ids, policies, strict=True))
     ids = new_run_rows(batch_id, start, pairs, namespace=namespace, reuse=reuse)
     with store.transaction() as conn:
         _require_known(conn, chunk)
@@ -167,13 +197,16 @@ def persist_runs_in(
     return [str(r["run_id"]) for r in ids]
 
 
-def _require_known(conn: Connection, chunk: Sequence[Plan | str]) -> None:
-    """Every referenced plan id and snapshot must already be stored; raises InvalidPlan."""
+def _require_known(conn: Connection, chunk: Sequence[Plan | str]) -> dict[str, str]:
+    """Every referenced plan id and snapshot must already be stored; raises InvalidPlan.
+    Returns each referenced plan id's policy id (its stored plan's)."""
     by_id = [item for item in chunk if isinstance(item, str)]
+    known: dict[str, str] = {}
     if by_id:
-        known = set(
-            conn.execute(select(plans.c.plan_id).where(plans.c.plan_id.in_(by_id))).scalars()
+        stored = conn.execute(
+            select(plans.c.plan_id, plans.c.body).where(plans.c.plan_id.in_(by_id))
         )
+        known = {plan_id: str(json.loads(body)["policy_id"]) for plan_id, body in stored}
         missing = [p for p in by_id if p not in known]
         if missing:
             raise InvalidPlan(f"plan {missing[0]}: not stored ({len(missing)} unknown plan ids)")
@@ -186,32 +219,45 @@ def _require_known(conn: Connection, chunk: Sequence[Plan | str]) -> None:
         )
         if wanted - found:
             raise InvalidPlan(f"snapshot_id: {sorted(wanted - found)[0]} is not stored")
+    return known
 
 
 def submit_plans(
     store: Store,
     queue: Queue,
     items: Sequence[Plan | str],
-    policy_id: str,
+    policy_id: str | None,
     batch_id: str | None = None,
     *,
     reuse: bool = True,
+    known_policies: Collection[str] | None = None,
 ) -> SubmitResult:
     """Persist every item as a queued run, then hand them to ``queue`` (a broker sends
     them; the embedded queue leaves them in the store); with ``reuse=False`` every run
     executes even when a reusable receipt exists. Each run belongs to the queue's
-    namespace (``PROBE_REDIS_NAMESPACE``).
+    namespace (``PROBE_REDIS_NAMESPACE``) and runs under ``policy_id``, or (None) its
+    own plan's policy id.
 
-    Raises InvalidPlan (nothing persisted) when a plan id or snapshot is not stored,
+    Raises InvalidPlan (nothing persisted) when a plan id or snapshot is not stored, or
+    a run's policy id is not one of ``known_policies`` (naming the item);
     BrokerUnavailable after persisting, naming the batch to resume.
     """
     batch_id = batch_id or uuid.uuid4().hex
     namespace = queue.namespace
     # Check every chunk before persisting any: a refused submission must leave no queued
     # run behind, or the janitor would later send runs the caller was told were refused.
+    policies: list[str] = []
     with store.reading() as conn:
         for start in range(0, len(items), BATCH_SIZE):
-            _require_known(conn, items[start : start + BATCH_SIZE])
+            chunk = items[start : start + BATCH_SIZE]
+            stored = _require_known(conn, chunk)
+            for item in chunk:
+                own = item.policy_id if isinstance(item, Plan) else stored[item]
+                policies.append(policy_id or own)
+    for index, named in enumerate(policies):
+        refusal = unknown_policy(named, known_policies)
+        if refusal is not None:
+            raise InvalidPlan(f"items[{index}]: {refusal}; nothing submitted")
     run_ids: list[str] = []
     for start in range(0, len(items), BATCH_SIZE):
         run_ids.extend(
@@ -220,7 +266,7 @@ def submit_plans(
                 batch_id,
                 start,
                 items[start : start + BATCH_SIZE],
-                policy_id,
+                policies[start : start + BATCH_SIZE],
                 reuse,
                 namespace,
             )

@@ -9,16 +9,24 @@ they run, so no other command loads the queue ("Start-up").
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ..errors import ProbeServiceError
+from ..plans import Plan, Receipt, load_plan, receipt_cases
 from ..queue import (
     DEFAULT_QUEUE,
+    RunSummary,
     StoreCollector,
     WorkerMetrics,
     exposition,
-    read_plans_file,
     run_supervisor,
     serve_metrics,
-    write_junit,
 )
+from ..queue import read_plans_file as _read_plans_file
+from ..queue import write_junit as _write_junit
+from .rows.runs import known_policy_ids
+from .session import ProbeService
 
 __all__ = [
     "DEFAULT_QUEUE",
@@ -30,3 +38,37 @@ __all__ = [
     "serve_metrics",
     "write_junit",
 ]
+
+
+def read_plans_file(
+    svc: ProbeService, path: Path, policy_id: str | None, skip_invalid: bool
+) -> tuple[list[Plan | str], list[str]]:
+    """The plans file's items, each line's policy id checked against the session's
+    policy file (when it has one) so a refusal names the line (docs/ARCHITECTURE.md,
+    "Job queue"). Raises InvalidPlan as the queue's reader."""
+
+    def stored_policy(plan_id: str) -> str | None:
+        try:
+            return load_plan(svc.store, plan_id).policy_id
+        except ProbeServiceError:  # not stored: the submission refuses it, named
+            return None
+
+    return _read_plans_file(
+        path,
+        policy_id,
+        skip_invalid,
+        known_policies=known_policy_ids(svc),
+        policy_of=stored_policy,
+    )
+
+
+def write_junit(
+    svc: ProbeService,
+    path: Path,
+    batch_id: str,
+    results: Sequence[RunSummary],
+    receipts: Mapping[str, Receipt],
+) -> None:
+    """The batch's JUnit file, each probe's own cases read (and verified) from the
+    session's store (docs/ARCHITECTURE.md, "JUnit oracle")."""
+    _write_junit(path, batch_id, results, receipts, lambda r: receipt_cases(svc.store, r))

@@ -183,10 +183,12 @@ class OperationMethods:
         *,
         document: dict[str, Any],
         public_keys: tuple[str, ...] = ...,
+        from_store: bool = ...,
     ) -> ReceiptVerified:
         """Verify a receipt or a DSSE envelope offline: the commitment, and for an envelope the
-        statement and, with public keys, the signature (revoked keys never verify). Refuses
-        naming what no longer matches."""
+        statement and, with public keys, the signature (revoked keys never verify). With
+        ``from_store``, a version-2 receipt's JUnit case list is checked against the stored blob
+        of its digest. Refuses naming what no longer matches."""
 
     def policy_list(
         self,
@@ -451,14 +453,15 @@ class OperationMethods:
         self,
         *,
         items: tuple[Plan | str, ...],
-        policy_id: str,
+        policy_id: str | None = ...,
         reuse: bool = ...,
         threads: int = ...,
     ) -> BatchSubmitted:
         """Persist plans (or stored plan ids) as one batch of runs and enqueue them. Plans and runs
-        are stored under one policy id in the same transactions; without a configured queue the
-        runs execute in this process. Refuses the whole batch (nothing stored) when a plan id or
-        snapshot is not stored."""
+        are stored in the same transactions, each run under the policy id given, else its own
+        plan's; without a configured queue the runs execute in this process. Refuses the whole
+        batch (nothing stored) when a plan id or snapshot is not stored, or a run's policy id is
+        not in this service's policy file (when it has one), naming the item."""
 
     def batch_resume(
         self,

@@ -114,7 +114,12 @@ class TestReceiptCommands:
         code, out, _ = cli("receipt", "verify", str(receipt_file), "--json", root=False)
         sha = json.loads(receipt_file.read_text())["receipt_sha256"]
         assert code == 0
-        assert json.loads(out) == {"valid": True, "receipt_sha256": sha, "signer": "unsigned"}
+        assert json.loads(out) == {
+            "valid": True,
+            "receipt_sha256": sha,
+            "signer": "unsigned",
+            "case_list": "none",
+        }
 
     def test_tampered_exits_1_naming_field(self, cli: CliRunner, receipt_file: Path) -> None:
         """A tampered receipt exits 1 and stderr names the field that changed."""

@@ -16,12 +16,16 @@ from hypothesis import strategies as st
 from probe_service.errors import JunitReportInvalid
 from probe_service.plans.junit_report import (
     MAX_CAPTURED_CHARS,
-    MAX_JUNIT_CASES,
+    MAX_LISTED_NOT_PASSED,
     MAX_MESSAGE_CHARS,
+    JunitLimits,
     decode_junit_report,
 )
 
 from .strategies import fed
+
+#: A small cap, so the fuzzer reaches it.
+_LIMITS = JunitLimits(max_cases=50)
 
 pytestmark = pytest.mark.fuzz
 
@@ -82,16 +86,17 @@ documents = (
 class TestJunitReport:
     @FUZZ
     @given(documents)
-    @example(b"<testsuite>" + b"<testcase name='t'/>" * (MAX_JUNIT_CASES + 1) + b"</testsuite>")
+    @example(b"<testsuite>" + b"<testcase name='t'/>" * (_LIMITS.max_cases + 1) + b"</testsuite>")
     @example(b"<a>" * 100_000)
     @example(b'<!DOCTYPE t [<!ENTITY x SYSTEM "file:///etc/passwd">]><testsuite>&x;</testsuite>')
     def test_decode_or_raise_junit_report_invalid(self, data: bytes) -> None:
         """decode_junit_report never raises anything but JunitReportInvalid, and what it
         keeps is bounded."""
         with contextlib.suppress(JunitReportInvalid):
-            report = decode_junit_report(fed(data))
-            assert len(report.cases) <= MAX_JUNIT_CASES
-            for case in report.cases:
+            report = decode_junit_report(fed(data), limits=_LIMITS)
+            assert report.tests <= _LIMITS.max_cases
+            assert len(report.not_passed) <= MAX_LISTED_NOT_PASSED
+            for case in report.not_passed:
                 assert len(case.message) <= MAX_MESSAGE_CHARS + 64
                 assert len(case.system_out) <= MAX_CAPTURED_CHARS + 64
 

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 
+from probe_service.canonical import canonical_json, sha256_hex
 from probe_service.errors import JunitReportInvalid
 from probe_service.plans import parse_plan
 from probe_service.plans.junit_report import (
-    MAX_JUNIT_CASES,
-    MAX_JUNIT_REPORT_BYTES,
+    MAX_LISTED_NOT_PASSED,
+    JunitLimits,
+    JunitReport,
     decode_junit_report,
+    decompress_case_list,
 )
 from probe_service.plans.oracle import decide_outcome, evaluate_check
+from probe_service.policies.model import DEFAULT_JUNIT_MAX_BYTES, DEFAULT_JUNIT_MAX_CASES
 
 from .conftest import oracle_doc, plan_doc
 
@@ -34,6 +39,12 @@ def _plan(require: tuple[str, ...] = (), refutes: bool = True) -> object:
     return parse_plan(plan_doc(oracle=oracle_doc(check=check), failure_refutes=refutes))
 
 
+def _cases(report: JunitReport) -> list[dict[str, object]]:
+    """The report's canonical case list, decoded."""
+    listed: list[dict[str, object]] = json.loads(decompress_case_list(report.cases))
+    return listed
+
+
 def _scratch_with(tmp_path: Path, data: bytes) -> Path:
     (tmp_path / "out").mkdir(exist_ok=True)
     (tmp_path / "out" / "report.xml").write_bytes(data)
@@ -44,14 +55,72 @@ class TestDecoder:
     def test_cases_keep_outcome_time_message_and_output(self) -> None:
         """Each test case is kept with its outcome, time, message and captured output."""
         report = decode_junit_report(REPORT)
-        assert [(c.id, c.outcome, c.time) for c in report.cases] == [
+        assert [(c["id"], c["outcome"], c["time"]) for c in _cases(report)] == [
             ("tests.test_calc::test_add", "passed", 0.002),
             ("tests.test_calc::test_div", "failed", 0.01),
             ("tests.test_calc::test_later", "skipped", 0.0),
         ]
-        assert report.cases[0].system_out == "adding"
-        assert report.cases[1].message == "ZeroDivisionError"
+        assert [c.message for c in report.not_passed] == ["ZeroDivisionError"]
         assert report.counts() == {"tests": 3, "passed": 1, "failed": 1, "error": 0, "skipped": 1}
+
+    def test_the_case_list_is_canonical_json_of_every_case_and_its_digest(self) -> None:
+        """The streamed case list is byte for byte canonical_json of the committed cases,
+        and its recorded digest and size are those bytes'."""
+        report = decode_junit_report(REPORT)
+        data = decompress_case_list(report.cases)
+        assert data == canonical_json(_cases(report))
+        assert (report.cases.sha256, report.cases.size) == (sha256_hex(data), len(data))
+        assert report.sha256 == sha256_hex(REPORT)
+
+    def test_an_empty_report_has_an_empty_case_list(self) -> None:
+        """No test case: the list is ``[]``, its digest that of ``[]``."""
+        report = decode_junit_report(b"<testsuites/>")
+        assert decompress_case_list(report.cases) == b"[]"
+
+    def test_failing_cases_kept_whole_are_bounded_and_in_order(self) -> None:
+        """Of many failures, the first MAX_LISTED_NOT_PASSED are kept with their output;
+        every one is in the case list."""
+        many = MAX_LISTED_NOT_PASSED + 7
+        body = b"".join(
+            b"<testcase name='t%d'><failure message='m'/><system-out>o</system-out></testcase>" % i
+            for i in range(many)
+        )
+        report = decode_junit_report(b"<testsuite>" + body + b"</testsuite>")
+        assert [c.id for c in report.not_passed] == [f"t{i}" for i in range(MAX_LISTED_NOT_PASSED)]
+        assert report.not_passed[0].system_out == "o"
+        assert len(_cases(report)) == report.failed == many
+
+    def test_cases_are_dropped_as_they_are_read(self) -> None:
+        """The decoder streams: after a case is read it is removed from its suite, so a
+        report's tree never holds its cases (the fixed memory bound)."""
+        import probe_service.plans.junit_report as module
+
+        seen: list[int] = []
+        real = module._case
+
+        def spy(element: object) -> object:
+            seen.append(len(list(parent)) if (parent := suites[-1]) is not None else -1)
+            return real(element)  # type: ignore[arg-type]
+
+        suites: list[object] = []
+        original = module.iterparse
+
+        def watching(*args: object, **kwargs: object) -> object:
+            for event, element in original(*args, **kwargs):  # type: ignore[arg-type]
+                if event == "start" and element.tag == "testsuite":
+                    suites.append(element)
+                yield event, element
+
+        case = b"<testcase name='t'/>"
+        data = b"<testsuite>" + case * 20_000 + b"</testsuite>"
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(module, "iterparse", watching)
+            patch.setattr(module, "_case", spy)
+            report = decode_junit_report(data)
+        assert report.tests == 20_000
+        # The suite holds at most the cases of one read step (parsed, not yet seen), never
+        # the 20,000 of the document: the earlier ones were dropped.
+        assert max(seen) <= (1 << 16) // len(case) + 2
 
     def test_doctype_is_refused_naming_the_report(self) -> None:
         """A DOCTYPE (the door to entity expansion and external references) is refused."""
@@ -92,20 +161,50 @@ class TestDecoder:
         depth = 500_000
         data = b"<testsuite>" + b"<a>" * depth + b'<testcase name="t"/>' + b"</a>" * depth
         data += b"</testsuite>"
-        assert len(data) <= MAX_JUNIT_REPORT_BYTES
-        assert [c.id for c in decode_junit_report(data).cases] == ["t"]
+        assert len(data) <= DEFAULT_JUNIT_MAX_BYTES
+        assert [c["id"] for c in _cases(decode_junit_report(data))] == ["t"]
 
-    def test_report_over_its_size_limit_is_refused_naming_the_limit(self) -> None:
-        """A report larger than the limit is refused before it is parsed."""
-        big = b"<testsuite>" + b" " * MAX_JUNIT_REPORT_BYTES + b"</testsuite>"
-        with pytest.raises(JunitReportInvalid, match=f"over the {MAX_JUNIT_REPORT_BYTES}-byte"):
-            decode_junit_report(big, "report.xml")
+    def test_report_over_its_size_cap_is_refused_naming_the_cap_and_the_size(self) -> None:
+        """A report larger than the policy's cap is refused naming both numbers."""
+        big = b"<testsuite>" + b" " * 5000 + b"</testsuite>"
+        with pytest.raises(
+            JunitReportInvalid,
+            match=f"report.xml: the report is {len(big)} bytes, over the policy's "
+            "junit_max_bytes cap of 4096 bytes",
+        ):
+            decode_junit_report(big, "report.xml", JunitLimits(max_bytes=4096))
 
-    def test_too_many_cases_are_refused(self) -> None:
-        """More test cases than the limit are refused, naming the limit."""
-        many = b"<testsuite>" + b"<testcase name='t'/>" * (MAX_JUNIT_CASES + 1) + b"</testsuite>"
-        with pytest.raises(JunitReportInvalid, match=f"more than {MAX_JUNIT_CASES}"):
-            decode_junit_report(many)
+    def test_a_report_growing_past_the_cap_while_read_is_refused(self) -> None:
+        """A stated size under the cap does not let more bytes through: reading stops."""
+        from io import BytesIO
+
+        from probe_service.plans.junit_report import read_junit_report
+
+        big = b"<testsuite>" + b" " * 200_000 + b"</testsuite>"
+        with pytest.raises(JunitReportInvalid, match=r"at least .* junit_max_bytes cap of 1024"):
+            read_junit_report(BytesIO(big), "r.xml", JunitLimits(max_bytes=1024), size=10)
+
+    def test_too_many_cases_are_refused_naming_the_cap_and_the_count(self) -> None:
+        """More test cases than the cap are refused, naming the cap and how many."""
+        many = b"<testsuite>" + b"<testcase name='t'/>" * 12 + b"</testsuite>"
+        with pytest.raises(
+            JunitReportInvalid,
+            match="holds 12 test cases, over the policy's junit_max_cases cap of 10",
+        ):
+            decode_junit_report(many, limits=JunitLimits(max_cases=10))
+
+    def test_the_default_caps_take_a_100000_case_suite(self) -> None:
+        """A 100,000-case report (with failures) decodes under the default caps."""
+        case = b"<testcase classname='pkg.test_mod' name='test_%d' time='0.001'/>"
+        failing = (
+            b"<testcase classname='pkg.test_mod' name='f%d'><failure message='no'/></testcase>"
+        )
+        body = b"".join((failing if i % 1000 == 0 else case) % i for i in range(100_000))
+        data = b"<testsuites><testsuite>" + body + b"</testsuite></testsuites>"
+        report = decode_junit_report(data)
+        assert DEFAULT_JUNIT_MAX_CASES == report.tests == 100_000
+        assert report.failed == 100
+        assert len(data) < DEFAULT_JUNIT_MAX_BYTES
 
     @pytest.mark.parametrize("data", [b"", b"<testsuite>", b"<html/>", b"\xff\xfe<a/>"])
     def test_malformed_reports_raise_the_one_error(self, data: bytes) -> None:
@@ -117,7 +216,8 @@ class TestDecoder:
         """Captured output is cut to its bound with a note saying how much was left out."""
         data = b"<testsuite><testcase name='t'><system-out>" + b"x" * 10_000
         data += b"</system-out></testcase></testsuite>"
-        kept = decode_junit_report(data).cases[0].system_out
+        data = data.replace(b"<testcase name='t'>", b"<testcase name='t'><error/>")
+        kept = decode_junit_report(data).not_passed[0].system_out
         assert len(kept) < 4200
         assert "more characters not kept" in kept
 
@@ -159,10 +259,14 @@ class TestVerdicts:
         self, tmp_path: Path
     ) -> None:
         """A report over the limit is not read whole and ends the check as an error."""
-        scratch = _scratch_with(tmp_path, b"<testsuite>" + b" " * MAX_JUNIT_REPORT_BYTES)
-        verdict = evaluate_check(_plan(), 0, b"", scratch)
+        scratch = _scratch_with(tmp_path, b"<testsuite>" + b" " * 3000)
+        verdict = evaluate_check(_plan(), 0, b"", scratch, JunitLimits(max_bytes=2048))
         assert verdict.error
-        assert f"{MAX_JUNIT_REPORT_BYTES}-byte report limit" in verdict.detail
+        assert verdict.detail == (
+            "out/report.xml: the report is 3011 bytes, over the policy's junit_max_bytes "
+            "cap of 2048 bytes"
+        )
+        assert decide_outcome(_plan(), None, verdict).reason == "oracle_error"
 
     def test_doctype_report_in_scratch_is_inconclusive(self, tmp_path: Path) -> None:
         """A report with a DOCTYPE is refused with a clear reason; the check errs."""

@@ -161,7 +161,7 @@ def _fixture(name: str = "84f3b46-sqlite/refutes.json") -> dict[str, Any]:
 
 
 class TestRefusedWhenNotAReceiptThisReleaseReads:
-    @pytest.mark.parametrize("version", [0, 2, 99, "1", 1.0, True, None])
+    @pytest.mark.parametrize("version", [0, 3, 99, "1", 1.0, True, None])
     def test_an_unknown_version(self, version: object) -> None:
         """A version this release has no model for is refused, naming committed.version."""
         document = _fixture()

@@ -60,20 +60,20 @@ class TestPublishedSchemas:
         assert defs["Operational"]["additionalProperties"] is True
 
 
-class CommittedV2(Committed):
-    """A stand-in for the version the CI-farm issue adds: one more committed field."""
+class CommittedV3(Committed):
+    """A stand-in for a version after this release's newest: one more committed field."""
 
-    version: Literal[2]
-    junit_cases_sha256: Str | None
-
-
-class ReceiptV2(Receipt):
-    committed_model: ClassVar[type[Committed]] = CommittedV2
-    committed: CommittedV2
+    version: Literal[3]
+    later_sha256: Str | None
 
 
-def _v2_document() -> dict[str, object]:
-    committed = {**committed_fields(), "version": 2, "junit_cases_sha256": "e" * 64}
+class ReceiptV3(Receipt):
+    committed_model: ClassVar[type[Committed]] = CommittedV3
+    committed: CommittedV3
+
+
+def _v3_document() -> dict[str, object]:
+    committed = {**committed_fields(), "version": 3, "later_sha256": "e" * 64}
     return {
         "receipt_sha256": sha256_of_json(committed),
         "committed": committed,
@@ -84,18 +84,18 @@ def _v2_document() -> dict[str, object]:
 
 class TestALaterVersionIsANewModel:
     def test_without_its_model_a_later_version_is_refused(self) -> None:
-        """This release reads version 1 only: a version-2 receipt is refused, named."""
-        with pytest.raises(ReceiptInvalid, match=r"committed\.version 2 is not a receipt"):
-            parse_receipt(_v2_document())
+        """This release reads versions 1 and 2: a version-3 receipt is refused, named."""
+        with pytest.raises(ReceiptInvalid, match=r"committed\.version 3 is not a receipt"):
+            parse_receipt(_v3_document())
 
     def test_added_beside_version_1_both_read(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        """Registered beside version 1, a version-2 receipt reads into its model and
+        """Registered beside the others, a version-3 receipt reads into its model and
         verifies; the stored version-1 receipts read and hash exactly as before."""
-        monkeypatch.setitem(RECEIPT_VERSIONS, 2, ReceiptV2)
-        v2 = parse_receipt(_v2_document())
-        assert isinstance(v2, ReceiptV2)
-        assert v2.committed.junit_cases_sha256 == "e" * 64
-        assert verify_receipt(v2) == v2.receipt_sha256
+        monkeypatch.setitem(RECEIPT_VERSIONS, 3, ReceiptV3)
+        v3 = parse_receipt(_v3_document())
+        assert isinstance(v3, ReceiptV3)
+        assert v3.committed.later_sha256 == "e" * 64
+        assert verify_receipt(v3) == v3.receipt_sha256
         for path in FIXTURE.glob("*.json"):
             if path.name in ("manifest.json", "faces.json") or path.name.endswith(".envelope.json"):
                 continue
@@ -107,18 +107,17 @@ class TestALaterVersionIsANewModel:
     def test_a_version_1_receipt_cannot_carry_a_later_field(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """The field belongs to version 2: under version 1 it is refused, named."""
-        monkeypatch.setitem(RECEIPT_VERSIONS, 2, ReceiptV2)
-        document = _v2_document()
+        """The field belongs to version 3: under version 1 it is refused, named."""
+        monkeypatch.setitem(RECEIPT_VERSIONS, 3, ReceiptV3)
+        document = _v3_document()
         document["committed"] = {**document["committed"], "version": 1}
-        with pytest.raises(ReceiptInvalid, match=r"committed\.junit_cases_sha256: .*not a field"):
+        with pytest.raises(ReceiptInvalid, match=r"committed\.later_sha256: .*not a field"):
             parse_receipt(document)
 
     def test_build_refuses_a_version_it_does_not_write(self) -> None:
-        """build_receipt writes version-1 committed fields only (the version this release
-        writes)."""
-        committed = CommittedV2.model_validate(_v2_document()["committed"])
-        with pytest.raises(ReceiptInvalid, match="version 2"):
+        """build_receipt writes only the versions this release has models for."""
+        committed = CommittedV3.model_validate(_v3_document()["committed"])
+        with pytest.raises(ReceiptInvalid, match="version 3"):
             build_receipt(committed, Operational())
 
     def test_version_1_models_are_what_callers_type_against(self) -> None:
@@ -143,14 +142,14 @@ def test_capabilities_report_the_versions_this_release_uses(tmp_path: Path) -> N
 def test_an_older_reader_never_reuses_a_later_version(
     any_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A version-2 receipt stored reusable (by a newer worker of the farm) answers its
-    action key only where version 2 is read; elsewhere the run executes, and showing the
+    """A version-3 receipt stored reusable (by a newer worker of the farm) answers its
+    action key only where version 3 is read; elsewhere the run executes, and showing the
     receipt is refused naming its version."""
     with monkeypatch.context() as newer:
-        newer.setitem(RECEIPT_VERSIONS, 2, ReceiptV2)
-        receipt = parse_receipt(_v2_document())
-        assert save_receipt(any_store, "run-v2", receipt, reusable=True)
+        newer.setitem(RECEIPT_VERSIONS, 3, ReceiptV3)
+        receipt = parse_receipt(_v3_document())
+        assert save_receipt(any_store, "run-v3", receipt, reusable=True)
         assert find_reusable_receipt(any_store, receipt.committed.action_key) == receipt
     assert find_reusable_receipt(any_store, receipt.committed.action_key) is None
-    with pytest.raises(ReceiptInvalid, match=r"committed\.version 2 is not a receipt version"):
-        load_receipt(any_store, "run-v2")
+    with pytest.raises(ReceiptInvalid, match=r"committed\.version 3 is not a receipt version"):
+        load_receipt(any_store, "run-v3")

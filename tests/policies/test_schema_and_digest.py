@@ -42,6 +42,8 @@ def test_digest_is_sha256_of_canonical_json() -> None:
     del fields["max_open_files"]  # unset: the runner's default (schema 3)
     del fields["confirm_refutes"]  # unset: refutations are confirmed (schema 3)
     del fields["plan_environment"]  # none: a plan sets nothing (schema 3)
+    del fields["junit_max_bytes"]  # unset: the default cap (schema 3)
+    del fields["junit_max_cases"]  # unset: the default cap (schema 3)
     body = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
     assert policy_digest(policy) == hashlib.sha256(body).hexdigest()
 

@@ -297,3 +297,114 @@ class TestNoSilentWaits:
         with shared_store.reading() as conn:
             states = conn.execute(select(runs.c.state, runs.c.reason)).all()
         assert [tuple(s) for s in states] == [("done", "cancelled")]
+
+
+def _second_policy(policy_file: Path, policy_id: str) -> None:
+    """Add a second policy (a copy of the first under ``policy_id``) to the file."""
+    doc = json.loads(policy_file.read_text())
+    doc["policies"].append({**doc["policies"][0], "id": policy_id})
+    policy_file.write_text(json.dumps(doc))
+
+
+class TestPolicyPerLine:
+    def test_each_line_runs_under_its_own_plans_policy(
+        self,
+        cli: CliRunner,
+        embedded_snapshot: str,
+        policy_file: Path,
+        tmp_path: Path,
+    ) -> None:
+        """Without --policy, two lines naming two known policies each run under their own."""
+        _second_policy(policy_file, "ci-other")
+        first = shell_plan(embedded_snapshot, "exit 0", "first")
+        second = {**shell_plan(embedded_snapshot, "exit 0", "second"), "policy_id": "ci-other"}
+        code, out, err = cli("submit", _plans_file(tmp_path, [first, second]), "--json")
+        assert code == 0, err
+        results = json.loads(out)["results"]
+        assert [r["policy_id"] for r in results] == [POLICY_ID, "ci-other"]
+        assert [r["outcome"] for r in results] == ["supports", "supports"]
+
+    def test_a_file_mixing_known_and_unknown_policies_is_refused_naming_the_line(
+        self,
+        cli: CliRunner,
+        farm_env: ProbeQueue,
+        shared_store: Store,
+        snapshot_id: str,
+        policy_file: Path,
+        tmp_path: Path,
+    ) -> None:
+        """Line 3 names a policy the policy file lacks: the file is refused naming line 3
+        and the policy id, before anything is stored or sent -- even with --skip-invalid."""
+        known = shell_plan(snapshot_id, "exit 0", "known")
+        unknown = {**shell_plan(snapshot_id, "exit 0", "unknown"), "policy_id": "nope"}
+        path = _plans_file(tmp_path, [known, known | {"hypothesis": "again"}, unknown])
+        (tmp_path / "state").mkdir()
+        for extra in ((), ("--skip-invalid",)):
+            code, _, err = cli("submit", path, *extra)
+            assert code == 3
+            assert "line 3: policy_id 'nope' is not a policy of the policy file" in err
+            assert (_stored_runs(shared_store), farm_env.depth()) == (0, 0)
+
+
+class TestCiLog:
+    def test_progress_lines_by_the_clock_then_a_summary_line(
+        self,
+        cli: CliRunner,
+        farm_env: ProbeQueue,
+        snapshot_id: str,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """Off a terminal, a waiting submit writes a progress line once --progress-every
+        seconds of its clock passed (a clock stepping 10s a reading here: no real wait),
+        and ends with one summary line of counts after the table."""
+        ticks = iter(range(0, 10_000, 10))
+        monkeypatch.setattr("probe_service.cli.queue.progress_clock", lambda: float(next(ticks)))
+        path = _plans_file(tmp_path, [shell_plan(snapshot_id, "exit 0", "ok")])
+        (tmp_path / "state").mkdir()
+        args = ("--wait", "--timeout", "0", "--progress-every", "10", "--notice-after", "999")
+        code, out, _ = cli("submit", path, *args)
+        assert code == 4  # nothing took the run before the timeout
+        lines = out.splitlines()
+        progress = [line for line in lines if line.startswith("byte-probe: batch")]
+        assert progress[0].endswith(
+            ": 0/1 done (0 supports, 0 refutes, 0 inconclusive), 0 running, 1 queued, 10s"
+        )
+        assert progress[-1].endswith(
+            ": 1 runs: 0 supports, 0 refutes, 0 inconclusive, 1 unfinished, 0 reused; 20s; "
+            "gate fail"
+        )
+        assert lines[-1] == progress[-1]
+        assert len(progress) == 2
+
+    def test_no_progress_line_before_the_interval(
+        self,
+        cli: CliRunner,
+        farm_env: ProbeQueue,
+        snapshot_id: str,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """With a clock that never moves, no progress line is written; the summary is."""
+        monkeypatch.setattr("probe_service.cli.queue.progress_clock", lambda: 5.0)
+        path = _plans_file(tmp_path, [shell_plan(snapshot_id, "exit 0", "ok")])
+        (tmp_path / "state").mkdir()
+        code, out, err = cli("submit", path, "--wait", "--timeout", "0", "--json")
+        assert code == 4
+        assert "0/1 done" not in out + err
+        assert err.splitlines()[-1].endswith("1 unfinished, 0 reused; 0s; gate fail")
+        assert json.loads(out)["batch_id"]  # stdout stays one JSON document
+
+    def test_results_print_plain_off_a_terminal_wide_ids_whole(
+        self, cli: CliRunner, embedded_snapshot: str, tmp_path: Path
+    ) -> None:
+        """Not a terminal: the table is plain lines, --wide ids whole and the outcome
+        column intact (no box drawing, nothing folded)."""
+        path = _plans_file(tmp_path, [shell_plan(embedded_snapshot, "exit 0", "ok")])
+        code, out, _ = cli("submit", path, "--policy", POLICY_ID, "--wide")
+        assert code == 0
+        assert "┃" not in out
+        row = next(line for line in out.splitlines() if " supports " in line)
+        fields = row.split()
+        assert fields[2:4] == ["supports", "oracle_passed"]
+        assert (len(fields[4]), len(fields[-1])) == (64, 32)  # receipt and run id, whole

@@ -19,7 +19,7 @@ import pytest
 from rich.console import Console
 
 from probe_service.cli.results import print_receipt
-from probe_service.plans import ProbeRunResult, verify_receipt
+from probe_service.plans import ProbeRunResult, receipt_cases, verify_receipt
 from probe_service.policies import Policy
 from probe_service.sandbox import SandboxRuntime, run_sandboxed
 from probe_service.store import Store
@@ -82,17 +82,20 @@ def probe(
 
 class TestSuiteAsProbe:
     def test_real_pytest_suite_runs_from_a_toolchain(
-        self, probe: Prober, toolchain_with_pytest: Path
+        self, probe: Prober, toolchain_with_pytest: Path, sqlite_store: Store
     ) -> None:
-        """pytest from the toolchain runs the suite; the receipt keeps every test and digest."""
+        """pytest from the toolchain runs the suite; the receipt (version 2) commits every
+        test by its case list's digest, the failing one whole, and the digests."""
         result = probe(preflight=[["python3", "-c", "import pytest"]])
         committed = result.receipt.committed.to_json()
         assert (result.outcome, result.reason, result.exit_code) == ("refutes", "oracle_failed", 1)
-        assert [(c["id"], c["outcome"]) for c in committed["junit"]["cases"]] == [
-            (ADD, "passed"),
-            (DIVIDE, "failed"),
-        ]
-        assert "ZeroDivisionError" in committed["junit"]["cases"][1]["message"]
+        assert committed["version"] == 2
+        cases = receipt_cases(sqlite_store, result.receipt)
+        assert cases is not None
+        assert [(c.id, c.outcome) for c in cases] == [(ADD, "passed"), (DIVIDE, "failed")]
+        [failing] = committed["junit"]["not_passed"]
+        assert failing["id"] == DIVIDE
+        assert "ZeroDivisionError" in failing["message"]
         assert len(committed["junit"]["report_sha256"]) == 64
         [toolchain] = committed["toolchains"]
         assert toolchain["sha256"] == digest_toolchain(toolchain_with_pytest).sha256
@@ -271,7 +274,11 @@ class TestSandboxDenialHint:
         (refused,) = result.receipt.committed.to_json()["refusals"]
         assert (refused["operation"], refused["target"]) == ("read", str(target))
         shown = io.StringIO()
-        print_receipt(Console(file=shown, width=300), result.receipt, "run")
+        print_receipt(
+            Console(file=shown, width=300, force_terminal=True, color_system=None),
+            result.receipt,
+            "run",
+        )
         assert (
             f"possible_sandbox_denial │ outside the policy's grants: {target}" in shown.getvalue()
         )

@@ -44,19 +44,26 @@ class ReceiptVerifyRequest(Request):
     public_keys: tuple[str, ...] = Field(
         (), max_length=16, description="PEM Ed25519 public keys that may have signed it."
     )
+    from_store: bool = Field(
+        False,
+        description="Also check a v2 receipt's JUnit case list in this store.",
+    )
 
 
 class ReceiptVerified(Frozen):
     receipt_sha256: str
     signer: str | None
     kind: Literal["receipt", "envelope"]
+    #: Whether a version-2 receipt's JUnit case list was checked (``none``: it has none).
+    case_list: Literal["checked", "not_checked", "none"] = "none"
 
 
 @operation("receipt_verify", faces=AGENT | WEB)
 def receipt_verify(svc: ProbeService, req: ReceiptVerifyRequest) -> ReceiptVerified:
     """Verify a receipt or a DSSE envelope offline: the commitment, and for an envelope
-    the statement and, with public keys, the signature (revoked keys never verify).
-    Refuses naming what no longer matches."""
+    the statement and, with public keys, the signature (revoked keys never verify). With
+    ``from_store``, a version-2 receipt's JUnit case list is checked against the stored
+    blob of its digest. Refuses naming what no longer matches."""
     if "payloadType" in req.document:
         from ...plans.signing import public_key_from_pem, verify_envelope
 
@@ -69,5 +76,12 @@ def receipt_verify(svc: ProbeService, req: ReceiptVerifyRequest) -> ReceiptVerif
         return ReceiptVerified(
             receipt_sha256=verified.receipt_sha256, signer=verified.signer, kind="envelope"
         )
-    sha = plans.verify_receipt(req.document)
-    return ReceiptVerified(receipt_sha256=sha, signer=None, kind="receipt")
+    receipt = plans.parse_receipt(req.document)
+    if not plans.has_case_list(receipt):
+        sha, checked = plans.verify_receipt(receipt), "none"
+    elif req.from_store:
+        # docs/ARCHITECTURE.md, "JUnit oracle": the case list is the blob of its digest.
+        sha, checked = plans.verify_stored_receipt(svc.store, receipt), "checked"
+    else:
+        sha, checked = plans.verify_receipt(receipt), "not_checked"
+    return ReceiptVerified(receipt_sha256=sha, signer=None, kind="receipt", case_list=checked)

@@ -6,10 +6,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from ... import claims
+from ... import claims, policies
 from ... import queue as queues
 from ...claims.recheck_records import RecheckReport
-from ...errors import Conflict, NotFound
+from ...errors import Conflict, NotFound, ProbeServiceError
 from ...plans.models import Plan
 from ...queue.batch_report import BatchReport
 from ...queue.batch_report import batch_report as _batch_report
@@ -117,7 +117,12 @@ class BatchSubmitRequest(Request):
     items: tuple[Plan | PlanId, ...] = Field(
         min_length=1, max_length=100_000, description="Plans, or stored plan ids (or prefixes)."
     )
-    policy_id: str = Field(min_length=1, max_length=128)
+    policy_id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=128,
+        description="Unset: each run uses its plan's policy_id.",
+    )
     reuse: bool = True
     threads: int = Field(2, ge=1, le=64, description="Threads when the runs execute here.")
 
@@ -130,14 +135,31 @@ class BatchSubmitted(Frozen):
     embedded: bool
 
 
+def known_policy_ids(svc: ProbeService) -> frozenset[str] | None:
+    """The policy ids of the session's policy file; None when it has none to read (a
+    broker's workers then judge each id against their own)."""
+    try:
+        return frozenset(p.id for p in policies.load_policy_file(svc.policy_file).policies)
+    except ProbeServiceError:
+        return None
+
+
 @operation("batch_submit", faces=ADMIN, long_running=True)
 def batch_submit(svc: ProbeService, req: BatchSubmitRequest) -> BatchSubmitted:
     """Persist plans (or stored plan ids) as one batch of runs and enqueue them. Plans and
-    runs are stored under one policy id in the same transactions; without a configured
-    queue the runs execute in this process. Refuses the whole batch (nothing stored) when a plan id
-    or snapshot is not stored."""
+    runs are stored in the same transactions, each run under the policy id given, else its
+    own plan's; without a configured queue the runs execute in this process. Refuses the
+    whole batch (nothing stored) when a plan id or snapshot is not stored, or a run's
+    policy id is not in this service's policy file (when it has one), naming the item."""
     queue = svc.queue
-    result = queues.submit_plans(svc.store, queue, list(req.items), req.policy_id, reuse=req.reuse)
+    result = queues.submit_plans(
+        svc.store,
+        queue,
+        list(req.items),
+        req.policy_id,
+        reuse=req.reuse,
+        known_policies=known_policy_ids(svc),
+    )
     queue.execute_submitted(svc.store, result.run_ids, req.threads)
     return BatchSubmitted(
         batch_id=result.batch_id,
