@@ -19,6 +19,7 @@ from ..queue import (
     serve_metrics,
     write_junit,
 )
+from ..queue.sizing import worker_size
 
 __all__ = [
     "DEFAULT_QUEUE",
@@ -28,5 +29,6 @@ __all__ = [
     "read_plans_file",
     "run_supervisor",
     "serve_metrics",
+    "worker_size",
     "write_junit",
 ]
