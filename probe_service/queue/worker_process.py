@@ -99,6 +99,7 @@ def start_consuming(
     "Pipelined worker"), or of the lanes the context holds already."""
     if ctx.lanes is None:
         ctx.lanes = LaunchLanes(size.lanes)
+    ctx.counters.lanes = ctx.lanes  # the busy-lanes gauge (docs/ARCHITECTURE.md, "Metrics")
 
     def handle(run_id: str) -> None:
         outcome = execute_run(ctx, run_id)

@@ -19,6 +19,7 @@ import pytest
 from probe_service.plans import Plan, parse_plan
 from probe_service.plans.lanes import LaunchLanes
 from probe_service.queue import DEFAULT_QUEUE, ProbeQueue, WorkerContext, submit_plans
+from probe_service.queue.metrics import WorkerCollector, exposition
 from probe_service.queue.sizing import worker_size
 from probe_service.queue.status import read_run_status
 from probe_service.queue.worker_process import start_consuming
@@ -26,6 +27,7 @@ from probe_service.store import Store
 
 from ..stubsandbox import Canned, StubSandbox
 from .conftest import POLICY_ID, shell_plan
+from .test_worker_metrics import _samples
 
 #: A liveness bound only: a wait that passes it fails the test instead of hanging it.
 #: Nothing is asserted about how long anything took.
@@ -152,7 +154,8 @@ class TestPipelinedWorker:
         snapshot_id: str,
     ) -> None:
         """Four threads, two lanes, six blocked runs: two launch, two more wait prepared
-        at the lanes, and never more than two are inside the sandbox at once."""
+        at the lanes (the busy-lanes gauge says 2 of 2), and never more than two are
+        inside the sandbox at once."""
         launches, lanes = Launches(), WatchedLanes(2)
         ctx, queue = farm_worker(StubSandbox(launches.answer), lanes, threads=4)
         ended = _done(ctx)
@@ -161,6 +164,10 @@ class TestPipelinedWorker:
         _acquire(lanes.asked, 4)  # every thread has a prepared run at the lanes
         _acquire(launches.arrived, 2)
         assert (lanes.busy, launches.inside) == (2, 2)
+        scrape = _samples(exposition(WorkerCollector(ctx.counters)).decode())
+        worker = (("worker", ctx.owner),)
+        assert scrape[("byte_probe_worker_busy_lanes", worker)] == 2
+        assert scrape[("byte_probe_worker_lanes", worker)] == 2
         launches.release.set()
         _acquire(ended, 6)
         assert (launches.peak, lanes.peak, lanes.entered) == (2, 2, 6)
