@@ -247,7 +247,8 @@ def bulk_rows(
     assert outcomes.count("supports") == probes, outcomes[:5]
 
     namespace = f"bench-{uuid.uuid4().hex[:12]}"
-    queue_bench.THREADS = 1  # two worker processes, one lane each
+    # Two worker processes of the default size (docs/ARCHITECTURE.md, "Pipelined worker").
+    queue_bench.THREADS = None
     with queue_bench.fresh_schema(db_url) as pg_url:
         store = open_store(root, pg_url)
         snapshot_id = snapshot_capture(store, root / "src").snapshot_id

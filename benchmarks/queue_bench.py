@@ -33,6 +33,7 @@ from sqlalchemy import create_engine, select, text
 from probe_service.plans import Plan, parse_plan
 from probe_service.queue import InlineQueue, ProbeQueue, batch_counts, submit_plans
 from probe_service.queue.inline import run_inline
+from probe_service.queue.sizing import worker_size
 from probe_service.queue.tables import runs
 from probe_service.settings import read_settings
 from probe_service.snapshot import snapshot_capture
@@ -41,7 +42,9 @@ from probe_service.store import Store, open_store
 POLICY_ID = "bench-true"
 DEFAULT_DB = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
-PROCESSES, THREADS = 2, 2
+#: Threads per worker process; None: the process's default size from the machine
+#: (``queue/sizing.py``: two threads per launch lane, a lane per usable core).
+PROCESSES, THREADS = 2, None
 
 
 @contextmanager
@@ -106,6 +109,11 @@ def true_plans(snapshot_id: str, tag: str, count: int) -> list[Plan | str]:
     ]
 
 
+def threads_per_process() -> int:
+    """The threads each worker process runs: ``THREADS``, else its default size."""
+    return THREADS if THREADS is not None else worker_size().threads
+
+
 def percentile(values: list[float], q: float) -> float:
     """The ``q``-th percentile (0-100) by the inclusive method."""
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
@@ -115,7 +123,9 @@ def start_workers(env: dict[str, str], root: Path) -> tuple[subprocess.Popen[byt
     """Start `byte-probe worker --processes 2` and wait until both processes are ready."""
     log = root / "workers.log"
     argv = [sys.executable, "-m", "probe_service.cli", "worker", "--metrics-port", "0"]
-    argv += ["--processes", str(PROCESSES), "--threads", str(THREADS), "--root", str(root)]
+    argv += ["--processes", str(PROCESSES), "--root", str(root)]
+    if THREADS is not None:
+        argv += ["--threads", str(THREADS)]
     with open(log, "wb") as out:
         farm = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
@@ -179,7 +189,7 @@ def bench_dramatiq_noop(url: str, namespace: str, count: int) -> dict[str, float
     for i in range(count):
         noop.send(i)
     enqueued = time.perf_counter() - started
-    worker = dramatiq.Worker(broker, worker_threads=PROCESSES * THREADS)
+    worker = dramatiq.Worker(broker, worker_threads=PROCESSES * threads_per_process())
     worker.start()
     done.wait()
     elapsed = time.perf_counter() - started
@@ -238,7 +248,8 @@ def main() -> None:
     for ns in (namespace, f"{namespace}-noop"):
         drop_namespace(redis_url, ns)
     print(f"machine: {machine_note()}")
-    print(f"workers: {PROCESSES} processes x {THREADS} threads; probe: /bin/true, exit_code")
+    threads = threads_per_process()
+    print(f"workers: {PROCESSES} processes x {threads} threads; probe: /bin/true, exit_code")
     print(
         f"queue (Redis + PostgreSQL, {args.probes} probes): {queued['per_s']:.1f} probes/s "
         f"({queued['seconds']:.1f} s), submit-to-receipt p50 {queued['p50']:.2f} s "
@@ -246,7 +257,7 @@ def main() -> None:
     )
     print(
         f"dramatiq no-op actor (same Redis, {args.probes} messages, "
-        f"{PROCESSES * THREADS} threads): {noop['per_s']:.0f} msgs/s "
+        f"{PROCESSES * threads_per_process()} threads): {noop['per_s']:.0f} msgs/s "
         f"({noop['seconds']:.2f} s incl. {noop['enqueue_s']:.2f} s enqueue)"
     )
     print(

@@ -25,7 +25,12 @@ from pathlib import Path, PurePosixPath
 
 from probe_service.errors import ProbeServiceError
 from probe_service.plans import Plan
-from probe_service.plans.backend import Execution, ExecutionRequest, refused_result
+from probe_service.plans.backend import (
+    Execution,
+    ExecutionRequest,
+    launch_lane,
+    refused_result,
+)
 from probe_service.policies import capture_identity, resolve_executable
 from probe_service.policies.executables import ExecutableIdentity
 from probe_service.sandbox import SandboxResult
@@ -99,16 +104,20 @@ class StubSandbox:
         with self._lock:
             self.executions.append(request)
             count = len(self.executions)
-        canned = self.answer(request.plan)
-        if not canned.launched:
-            yield Execution(refused_result(canned.reason or "sandbox_failed", canned.detail))
-            return
         with tempfile.TemporaryDirectory(prefix="stub-sandbox-") as directory:
             workdir, scratch = Path(directory), Path(directory) / "scratch"
             # The stub's stand-in for materializing: two directories, no snapshot in them.
             with request.clock.timing("materialize"):
                 (workdir / "snapshot").mkdir()
                 scratch.mkdir()
+            # The stub's launch is its answer: like the real backend's, it holds one of the
+            # request's lanes, after materializing (docs/ARCHITECTURE.md, "Pipelined
+            # worker"); an answer that blocks holds its lane while it blocks.
+            with launch_lane(request):
+                canned = self.answer(request.plan)
+            if not canned.launched:
+                yield Execution(refused_result(canned.reason or "sandbox_failed", canned.detail))
+                return
             for name, content in canned.scratch_files.items():
                 relative = PurePosixPath(name)
                 if relative.is_absolute() or ".." in relative.parts:

@@ -17,7 +17,7 @@ import typer
 
 from probe_service.errors import ProbeServiceError
 from probe_service.safe_text import untrusted
-from probe_service.service.diagnostics import Check, check_groups
+from probe_service.service.diagnostics import Check, check_groups, worker_defaults
 from probe_service.settings import DATABASE_URL_ENV, Settings, read_settings
 
 from .common import JsonOption, RootOption, console, emit_json, session
@@ -67,7 +67,14 @@ def doctor(
     """
     checks = run_checks(root)
     if json_out:
-        emit_json({"ok": all(c.ok for c in checks), "checks": [asdict(c) for c in checks]})
+        emit_json(
+            {
+                "ok": all(c.ok for c in checks),
+                "checks": [asdict(c) for c in checks],
+                # What `byte-probe worker` starts each process with unless told otherwise.
+                "worker": worker_defaults(),
+            }
+        )
     else:
         for c in checks:
             fix = f" — fix: {c.fix}" if c.fix and not c.ok else ""

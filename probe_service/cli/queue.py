@@ -39,7 +39,24 @@ class FailOn(StrEnum):
 
 def worker(
     processes: Annotated[int, typer.Option("--processes", min=1, help="Worker processes.")] = 2,
-    threads: Annotated[int, typer.Option("--threads", min=1, help="Threads per process.")] = 2,
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            "--threads",
+            min=1,
+            help="Threads per process.",
+            show_default="2 per lane (byte-probe doctor shows it)",
+        ),
+    ] = None,
+    lanes: Annotated[
+        int | None,
+        typer.Option(
+            "--lanes",
+            min=1,
+            help="Probes a process launches at once.",
+            show_default="the usable cores (byte-probe doctor shows it)",
+        ),
+    ] = None,
     queues: Annotated[list[str] | None, typer.Option("--queues", help="Queues to consume.")] = None,
     metrics_port: Annotated[
         int | None,
@@ -72,8 +89,11 @@ def worker(
         WorkerMetrics,
         run_supervisor,
         serve_metrics,
+        worker_size,
     )
 
+    # Refused here, once, rather than by every worker process it would start.
+    worker_size(threads, lanes)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     settings = read_settings()
     port = settings.metrics_port if metrics_port is None else metrics_port
@@ -98,6 +118,7 @@ def worker(
             root=root.resolve(),
             env=settings.environment,
             metrics=WorkerMetrics(port, metrics_host),
+            lanes=lanes,
         )
     raise typer.Exit(code)
 

@@ -11,8 +11,8 @@ only in the test suite and is passed in by tests.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -22,10 +22,18 @@ from ..sandbox import SandboxResult
 from ..store import Store
 from ..toolchains import ResolvedToolchain
 from .host_tables import TableReading
+from .lanes import LaunchLanes
 from .models import Plan
 from .phases import PhaseClock
 
-__all__ = ["Execution", "ExecutionRequest", "Sandbox", "SandboxBackend", "refused_result"]
+__all__ = [
+    "Execution",
+    "ExecutionRequest",
+    "Sandbox",
+    "SandboxBackend",
+    "launch_lane",
+    "refused_result",
+]
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,23 @@ class ExecutionRequest:
     #: Where the policy's environment names take their values: the settings' frozen copy
     #: of the environment (docs/ARCHITECTURE.md, "Settings").
     environ: Mapping[str, str]
+    #: The process's launch lanes (docs/ARCHITECTURE.md, "Pipelined worker"): the backend
+    #: holds one around the sandboxed launch only. None: no limit (one run at a time, or
+    #: a caller that bounds its threads itself).
+    lanes: LaunchLanes | None = None
+
+
+@contextmanager
+def launch_lane(request: ExecutionRequest) -> Iterator[None]:
+    """Hold one of the request's launch lanes for the block (none to hold without lanes);
+    the time spent waiting for it is the run's ``lane`` phase."""
+    if request.lanes is None:
+        yield
+        return
+    with ExitStack() as held:
+        with request.clock.timing("lane"):
+            held.enter_context(request.lanes.hold())
+        yield
 
 
 @dataclass(frozen=True)
@@ -68,8 +93,10 @@ class Sandbox(Protocol):
 
     def execute(self, request: ExecutionRequest) -> AbstractContextManager[Execution]:
         """Execute the request's probe once; the execution's directories live until the
-        context exits. Refusals end in an ``inconclusive`` result, never an exception;
-        raises InfrastructureError when the store does not answer."""
+        context exits. The sandboxed launch, and only it, runs inside ``launch_lane``
+        (materializing before it and judging after it stay outside). Refusals end in an
+        ``inconclusive`` result, never an exception; raises InfrastructureError when the
+        store does not answer."""
         ...
 
 

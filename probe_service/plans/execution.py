@@ -22,7 +22,7 @@ from ..sandbox.limits import scratch_limits
 from ..sandbox.mounts import NAMESPACE_REASON
 from ..sandbox.scratch import scratch_filesystem
 from ..sandbox.slots import RunSlot, default_slots
-from .backend import Execution, ExecutionRequest, refused_result
+from .backend import Execution, ExecutionRequest, launch_lane, refused_result
 from .host_tables import HostTableWatch
 from .overlay import apply_interventions, write_fixtures
 from .warm import default_snapshot_cache
@@ -77,28 +77,35 @@ class RuntimeSandbox:
                 yield Execution(refused)
                 return
             scratch = workdir / "scratch"
-            # docs/ARCHITECTURE.md, "Trust rules": host-wide tables full while it ran make a
-            # failure no evidence (``host_resource``).
-            tables = cleanup.enter_context(HostTableWatch())
-            plan = request.plan
-            result = run_sandboxed(
-                policy=request.policy,
-                executable=plan.executable,
-                args=plan.args,
-                snapshot_dir=workdir / "snapshot",
-                scratch_dir=scratch,
-                cwd=plan.cwd,
-                runtime=self.runtime,
-                extra_forbidden_roots=(request.store.root,),
-                toolchains=request.toolchains,
-                preflight=plan.preflight,
-                slot=slot,
-                environment=request.environ,
-                plan_environment=plan.environment,
-            )
-            full_tables = tuple(tables.stop())
+            # docs/ARCHITECTURE.md, "Pipelined worker": only the launch holds a lane; the
+            # materializing above and the judging after it overlap other runs' launches.
+            with launch_lane(request):
+                # docs/ARCHITECTURE.md, "Trust rules": host-wide tables full while it ran
+                # make a failure no evidence (``host_resource``).
+                tables = cleanup.enter_context(HostTableWatch())
+                result = self._launch(request, workdir, slot)
+                full_tables = tuple(tables.stop())
             # The oracle reads scratch as the run's namespace shows it.
             yield Execution(result, workdir, slot.view(scratch), full_tables)
+
+    def _launch(self, request: ExecutionRequest, workdir: Path, slot: RunSlot) -> SandboxResult:
+        """Launch the plan's probe in the slot, over the materialized ``workdir``."""
+        plan = request.plan
+        return run_sandboxed(
+            policy=request.policy,
+            executable=plan.executable,
+            args=plan.args,
+            snapshot_dir=workdir / "snapshot",
+            scratch_dir=workdir / "scratch",
+            cwd=plan.cwd,
+            runtime=self.runtime,
+            extra_forbidden_roots=(request.store.root,),
+            toolchains=request.toolchains,
+            preflight=plan.preflight,
+            slot=slot,
+            environment=request.environ,
+            plan_environment=plan.environment,
+        )
 
 
 def _materialize(

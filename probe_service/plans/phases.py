@@ -21,6 +21,7 @@ __all__ = ["PHASES", "PhaseClock", "phase_seconds"]
 PHASES: tuple[str, ...] = (
     "queued",
     "materialize",
+    "lane",
     "canary",
     "launch",
     "execute",

@@ -50,6 +50,7 @@ from .denials import RunRefusals, run_facts, run_refusals
 from .execution import RuntimeBackend
 from .extras import run_extras
 from .junit_report import junit_limits
+from .lanes import LaunchLanes
 from .models import Plan
 from .oracle import DECISION_RULES, CheckVerdict, decide_outcome, evaluate_check
 from .output import kept_output
@@ -205,6 +206,7 @@ def probe_run(
     first: ReceiptDraft | None = None,
     plan: Plan | None = None,
     find_reusable: ReuseLookup | None = None,
+    lanes: LaunchLanes | None = None,
 ) -> ProbeRunResult:
     """Run a stored plan under the exactly named policy and return its receipt, signed by
     ``signing_key`` when one is given (docs/ARCHITECTURE.md, "Signed receipts"). The
@@ -229,7 +231,9 @@ def probe_run(
 
     ``plan`` (the stored plan ``plan_id``) and ``find_reusable`` (the reuse lookup) let a
     caller that read them with its lease spare the store those reads (docs/ARCHITECTURE.md,
-    "Lean store path"); by default both are read from ``store``.
+    "Lean store path"); by default both are read from ``store``. ``lanes`` bounds how
+    many runs of this process launch at once (docs/ARCHITECTURE.md, "Pipelined worker");
+    the run waits for one only around its launch.
     """
     plan = plan if plan is not None else load_plan(store, plan_id)
     if policy_id != plan.policy_id:
@@ -243,6 +247,7 @@ def probe_run(
     )
     context.clock = PhaseClock(queued_seconds)  # the run's own clock starts at its claim
     context.on_written, context.first, context.environ = on_written, first, environ
+    context.lanes = lanes
     try:
         # docs/ARCHITECTURE.md, "Seams": the run's one way to the sandbox.
         sandbox = (backend or RuntimeBackend(runtime, sandbox_dir)).locate()
@@ -334,7 +339,9 @@ def _execute(store: Store, context: _RunContext, sandbox: Sandbox) -> _Executed:
     """Execute the probe through ``sandbox`` and judge what it left, before its
     directories go (docs/ARCHITECTURE.md, "Seams": the judging is never the backend's)."""
     plan, policy, clock = context.plan, context.policy, context.clock
-    request = ExecutionRequest(store, plan, policy, context.toolchains, clock, context.environ)
+    request = ExecutionRequest(
+        store, plan, policy, context.toolchains, clock, context.environ, context.lanes
+    )
     with sandbox.execute(request) as execution:
         result, workdir, scratch = execution.result, execution.workdir, execution.scratch
         if workdir is None or scratch is None:  # refused before the probe could start
@@ -372,6 +379,7 @@ class _RunContext:
         self.on_written: ReceiptHook | None = None
         self.toolchains: tuple[ResolvedToolchain, ...] = ()
         self.environ: Mapping[str, str] = {}
+        self.lanes: LaunchLanes | None = None
         self.refused = RunRefusals()
         #: The first refutation this run's execution confirms (docs/ARCHITECTURE.md,
         #: "Confirming a refutation"); None for an ordinary execution.
@@ -396,6 +404,7 @@ class _RunContext:
             self.plan_id, self.plan, self.policy, self.run_id, self.worker, self.signing_key
         )
         context.toolchains, context.environ = self.toolchains, self.environ
+        context.lanes = self.lanes
         context.reuse_facts = self.reuse_facts
         return context
 

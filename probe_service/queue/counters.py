@@ -13,6 +13,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..plans.lanes import LaunchLanes
 
 __all__ = ["COUNTERS", "WorkerCounters"]
 
@@ -38,6 +42,9 @@ class WorkerCounters:
         self._busy = 0
         #: Whether this worker's last note in the store (its janitor's tick) went through.
         self.store_up = True
+        #: The process's launch lanes once it consumes (docs/ARCHITECTURE.md, "Pipelined
+        #: worker"), for the busy-lanes gauge; None before.
+        self.lanes: LaunchLanes | None = None
         self._lock = threading.Lock()
 
     def add(self, name: str, n: int = 1) -> None:

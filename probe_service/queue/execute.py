@@ -20,6 +20,7 @@ from ..plans import probe_abandon, probe_run, run_configuration
 from ..plans.backend import SandboxBackend
 from ..plans.confirm import ConfirmationHandedOff, HandOff, ReceiptDraft
 from ..plans.execution import RuntimeBackend
+from ..plans.lanes import LaunchLanes
 from ..plans.persist import plan_from_body
 from ..settings import Settings, read_settings
 from ..store import Store
@@ -88,6 +89,10 @@ class WorkerContext:
     threads: int = 1
     #: This worker's own counters (docs/ARCHITECTURE.md, "Metrics").
     counters: WorkerCounters = field(init=False)
+    #: This process's launch lanes (docs/ARCHITECTURE.md, "Pipelined worker"): a worker
+    #: process sets them from its size (``sizing.worker_size``); None: no limit beyond
+    #: the threads running this context.
+    lanes: LaunchLanes | None = None
     #: Renews the leases of the runs this context is running, from one shared thread.
     leases: LeaseKeeper = field(init=False)
 
@@ -275,6 +280,7 @@ def _run_claimed(ctx: WorkerContext, taken: TakenRun) -> str:
                 on_written=finish_in_receipt_transaction,
                 hand_off=_hand_off(ctx, run_id),
                 first=None if pending is None else pending.draft,
+                lanes=ctx.lanes,
             )
         except ConfirmationHandedOff:
             return "confirm_elsewhere"

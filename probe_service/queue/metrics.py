@@ -204,10 +204,22 @@ class WorkerCollector:
                 "1 when this worker's last janitor tick reached the store",
                 int(self.counters.store_up),
             ),
+            *self._lanes(),
         ):
             gauge = GaugeMetricFamily(f"byte_probe_worker_{name}", doc, labels=["worker"])
             gauge.add_metric(worker, value)
             yield gauge
+
+    def _lanes(self) -> list[tuple[str, str, int]]:
+        """The launch-lane gauges, once the worker has lanes (docs/ARCHITECTURE.md,
+        "Pipelined worker")."""
+        lanes = self.counters.lanes
+        if lanes is None:
+            return []
+        return [
+            ("busy_lanes", "Launch lanes of this worker with a probe in the sandbox", lanes.busy),
+            ("lanes", "Probes this worker launches at once at most", lanes.count),
+        ]
 
 
 def exposition(collector: StoreCollector | WorkerCollector) -> bytes:

@@ -45,33 +45,44 @@ class WorkerMetrics:
         return ["--metrics-port", str(self.port + index), "--metrics-host", self.host]
 
 
-def _spawn(
-    threads: int,
-    queues: Sequence[str],
-    root: Path,
-    env: Mapping[str, str],
-    metrics: list[str],
-) -> subprocess.Popen[bytes]:
+@dataclass(frozen=True)
+class _Spawn:
+    """What every worker process is started with."""
+
+    threads: int | None
+    lanes: int | None
+    queues: Sequence[str]
+    root: Path
+    env: Mapping[str, str]
+
+
+def _spawn(spec: _Spawn, metrics: list[str]) -> subprocess.Popen[bytes]:
     # The state directory is an argument and the environment the settings' copy: nothing
     # passes from this process to a worker through the environment but the settings.
     # The service's entry (service/worker_process.py) wraps queue.worker_process with what
     # follows each run; named, not imported, so this part stays below the service.
-    argv = [sys.executable, "-m", WORKER_MODULE, "--threads", str(threads)]
-    argv += ["--root", str(root), *metrics]
-    return subprocess.Popen([*argv, "--queues", *queues], env=dict(env))
+    argv = [sys.executable, "-m", WORKER_MODULE, "--root", str(spec.root), *metrics]
+    # Unset, each worker sizes itself from the machine it runs on (queue/sizing.py).
+    for flag, value in (("--threads", spec.threads), ("--lanes", spec.lanes)):
+        if value is not None:
+            argv += [flag, str(value)]
+    return subprocess.Popen([*argv, "--queues", *spec.queues], env=dict(spec.env))
 
 
 def run_supervisor(
     processes: int,
-    threads: int,
+    threads: int | None,
     queues: Sequence[str],
     stop: threading.Event | None = None,
     *,
     root: Path,
     env: Mapping[str, str],
     metrics: WorkerMetrics | None = None,
+    lanes: int | None = None,
 ) -> int:
     """Keep ``processes`` workers alive until SIGTERM/SIGINT (or ``stop``); return 0.
+    Each has ``threads`` threads and ``lanes`` launch lanes, or where None the size its
+    machine gives it (``sizing.worker_size``).
 
     Each worker process serves the store under ``root`` (``--root``; ``PROBE_DATABASE_URL``
     in ``env`` wins) and starts with exactly ``env`` (the settings' frozen copy); with
@@ -81,7 +92,8 @@ def run_supervisor(
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
-    children = [_spawn(threads, queues, root, env, metrics.argv(i)) for i in range(processes)]
+    spec = _Spawn(threads, lanes, queues, root, env)
+    children = [_spawn(spec, metrics.argv(i)) for i in range(processes)]
     log.info("started %d worker processes: %s", processes, [c.pid for c in children])
     while not stop.wait(0.5):
         for i, child in enumerate(children):
@@ -89,7 +101,7 @@ def run_supervisor(
             if code is not None:
                 log.warning("worker %d exited with %s; restarting", child.pid, code)
                 time.sleep(RESTART_BACKOFF_S)
-                children[i] = _spawn(threads, queues, root, env, metrics.argv(i))
+                children[i] = _spawn(spec, metrics.argv(i))
     for child in children:
         if child.poll() is None:
             child.send_signal(signal.SIGTERM)

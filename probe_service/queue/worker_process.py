@@ -18,14 +18,16 @@ import dramatiq
 
 from ..errors import ProbeServiceError, SandboxUnavailable, StoreUnavailable
 from ..plans.execution import RuntimeBackend
+from ..plans.lanes import LaunchLanes
 from ..sandbox import SandboxRuntime, locate_runtime
 from ..settings import REDIS_URL_ENV, Settings, read_settings
 from ..store import Store, open_store
 from .broker import DEFAULT_QUEUE, ProbeQueue
 from .execute import WorkerContext, execute_run, reap_runs
 from .heartbeats import note_alive, note_gone
+from .sizing import WorkerSize, worker_size
 
-__all__ = ["janitor_tick", "main"]
+__all__ = ["janitor_tick", "main", "start_consuming"]
 
 log = logging.getLogger("byte-probe.worker")
 
@@ -88,12 +90,43 @@ def janitor_tick(ctx: WorkerContext, queue: ProbeQueue, queues: Sequence[str]) -
         log.info("janitor: %s", counts)
 
 
+def start_consuming(
+    ctx: WorkerContext, url: str, queues: Sequence[str], size: WorkerSize
+) -> tuple[ProbeQueue, dramatiq.Worker]:
+    """Start a dramatiq Worker of ``size`` consuming ``queues`` on the broker at ``url``
+    into ``ctx``; return the first queue (``ctx.queue``) and the started worker. The
+    context's launches take one of the size's lanes each (docs/ARCHITECTURE.md,
+    "Pipelined worker"), or of the lanes the context holds already."""
+    if ctx.lanes is None:
+        ctx.lanes = LaunchLanes(size.lanes)
+    ctx.counters.lanes = ctx.lanes  # the busy-lanes gauge (docs/ARCHITECTURE.md, "Metrics")
+
+    def handle(run_id: str) -> None:
+        outcome = execute_run(ctx, run_id)
+        log.info("run %s: %s", run_id, outcome)
+
+    # The context and the broker take the namespace from the same settings, so this
+    # worker executes and re-sends only the runs submitted to the queue it consumes.
+    queue = ProbeQueue(url, namespace=ctx.namespace, queue_name=queues[0], handler=handle)
+    ctx.queue = queue  # a refutation goes back to it for another worker to confirm
+    for queue_name in queues[1:]:
+        ProbeQueue(url, queue_name=queue_name, handler=handle, broker=queue.broker)
+    worker = dramatiq.Worker(queue.broker, queues=set(queues), worker_threads=size.threads)
+    # One message per thread: each has its next run at hand; dramatiq's default of 2x
+    # threads hoards messages another process could be running.
+    worker.queue_prefetch = size.prefetch
+    worker.start()
+    return queue, worker
+
+
 def main(
     argv: list[str] | None = None, after_run: Callable[[Store, str, str], None] | None = None
 ) -> int:
     """Run one worker process until SIGTERM/SIGINT; return its exit code."""
     parser = argparse.ArgumentParser(prog="byte-probe-worker")
-    parser.add_argument("--threads", type=int, default=2)
+    # Both default from the machine (queue/sizing.py): lanes = usable cores, 2 threads each.
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--lanes", type=int, default=None)
     parser.add_argument("--queues", nargs="*", default=[DEFAULT_QUEUE])
     # The state directory comes as an argument, never through the environment.
     parser.add_argument("--root", type=Path, default=Path("."))
@@ -104,6 +137,7 @@ def main(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s[%(process)d] %(message)s")
     try:
         settings = read_settings()
+        size = worker_size(args.threads, args.lanes)
     except ProbeServiceError as exc:
         log.error("%s", exc)
         return 3
@@ -117,37 +151,23 @@ def main(
         # Runs still end, inconclusive with this reason, instead of waiting forever.
         log.error("sandbox unavailable (%s): %s", exc.reason, exc)
         runtime = None
-    # The context and the broker take the namespace from the same settings, so this
-    # worker executes and re-sends only the runs submitted to the queue it consumes.
-    namespace = settings.redis_namespace
-    ctx = _context(settings, args.root, runtime, after_run, args.threads)
+    ctx = _context(settings, args.root, runtime, after_run, size.threads)
     if args.metrics_port:
         from .metrics import serve_worker_metrics
 
         serve_worker_metrics(args.metrics_port, ctx.counters, host=args.metrics_host)
         log.info("worker %s metrics on %s:%d", ctx.owner, args.metrics_host, args.metrics_port)
-
-    def handle(run_id: str) -> None:
-        outcome = execute_run(ctx, run_id)
-        log.info("run %s: %s", run_id, outcome)
-
-    queue = ProbeQueue(url, namespace=namespace, queue_name=args.queues[0], handler=handle)
-    ctx.queue = queue  # a refutation goes back to it for another worker to confirm
-    for queue_name in args.queues[1:]:
-        ProbeQueue(url, queue_name=queue_name, handler=handle, broker=queue.broker)
-    worker = dramatiq.Worker(queue.broker, queues=set(args.queues), worker_threads=args.threads)
-    worker.queue_prefetch = args.threads  # dramatiq's default of 2x threads hoards messages
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     _note_alive(ctx, args.queues)
-    worker.start()
+    queue, worker = start_consuming(ctx, url, args.queues, size)
     janitor_every = settings.janitor_interval_ms / 1000
     janitor = threading.Thread(
         target=_janitor, args=(ctx, queue, args.queues, stop, janitor_every), daemon=True
     )
     janitor.start()
-    log.info("worker %s ready: %d threads on %s", ctx.owner, args.threads, args.queues)
+    log.info("worker %s ready: %s on %s", ctx.owner, size.describe(), args.queues)
     stop.wait()
     worker.stop()
     try:

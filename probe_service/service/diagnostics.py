@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ..errors import ProbeServiceError
 from ..settings import REDIS_URL_ENV, Settings
 
-__all__ = ["Check", "CheckGroup", "check_groups"]
+__all__ = ["Check", "CheckGroup", "check_groups", "worker_defaults"]
 
 #: A named group of checks, run in order; a group that crashes is one failing line.
 CheckGroup = tuple[str, Callable[[], list["Check"]]]
@@ -173,6 +173,20 @@ def _signing_key(settings: Settings) -> list[Check]:
     return [Check("signing key", True, f"fingerprint {key.fingerprint}")]
 
 
+def worker_defaults() -> dict[str, int]:
+    """The size a worker process started here takes by default (docs/ARCHITECTURE.md,
+    "Pipelined worker"): usable and online cores, lanes, threads and prefetch."""
+    from ..queue.sizing import worker_size
+
+    return worker_size().as_json()
+
+
+def _worker_size() -> list[Check]:
+    from ..queue.sizing import worker_size
+
+    return [Check("worker size", True, f"by default {worker_size().describe()}")]
+
+
 def check_groups(settings: Settings, store: Callable[[], list[Check]]) -> list[CheckGroup]:
     """Every group of checks in the order ``doctor`` prints them; ``store`` is the face's
     own check of opening its session's store."""
@@ -188,4 +202,5 @@ def check_groups(settings: Settings, store: Callable[[], list[Check]]) -> list[C
         ("signing key", lambda: _signing_key(settings)),
         ("store", store),
         ("redis", lambda: _redis(settings)),
+        ("worker size", _worker_size),
     ]

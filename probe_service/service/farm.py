@@ -25,6 +25,7 @@ from ..queue import (
 )
 from ..queue import read_plans_file as _read_plans_file
 from ..queue import write_junit as _write_junit
+from ..queue.sizing import worker_size
 from .rows.runs import known_policy_ids
 from .session import ProbeService
 
@@ -36,6 +37,7 @@ __all__ = [
     "read_plans_file",
     "run_supervisor",
     "serve_metrics",
+    "worker_size",
     "write_junit",
 ]
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from probe_service.queue import sizing
 from probe_service.sandbox import requirements
 
 from .conftest import CliRunner
@@ -81,6 +82,31 @@ class TestDoctor:
         assert code == 1
         assert line.startswith("FAIL cgroups: cgroup v2 (unified): run limits are not supported")
         assert "systemd.unified_cgroup_hierarchy=0" in line
+
+    def test_worker_size_is_shown_from_the_machine(
+        self, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Pinned to 3 of 8 cores, doctor says a worker process gets 3 lanes, 6 threads and
+        prefetch 6, as a line and as ``worker`` in --json."""
+        monkeypatch.setattr(sizing.os, "sched_getaffinity", lambda _pid: {0, 1, 4})
+        monkeypatch.setattr(sizing.os, "cpu_count", lambda: 8)
+        _, out, _ = cli("doctor", "--json")
+        doc = json.loads(out)
+        assert doc["worker"] == {
+            "usable_cores": 3,
+            "cpu_count": 8,
+            "lanes": 3,
+            "threads": 6,
+            "prefetch": 6,
+        }
+        (line,) = [c for c in doc["checks"] if c["name"] == "worker size"]
+        assert line["ok"] is True
+        _, out, _ = cli("doctor")
+        (text,) = [x for x in out.splitlines() if "worker size" in x]
+        assert text == (
+            "ok   worker size: by default 3 launch lanes and 6 threads per worker process, "
+            "prefetch 6 (usable cores 3 of 8)"
+        )
 
 
 @pytest.mark.sandbox

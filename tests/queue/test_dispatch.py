@@ -113,3 +113,22 @@ class TestEmbedded:
             "byte-probe: error: PROBE_REDIS_URL: not set; a worker needs a Redis broker\n"
         )
         assert not (tmp_path / "state").exists()
+
+    def test_the_worker_with_more_lanes_than_threads_is_refused(
+        self,
+        monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str],
+        tmp_path: Path,
+    ) -> None:
+        """``byte-probe worker --threads 2 --lanes 3``: one line naming both flags, before
+        any store or worker process (each would refuse it again, and be restarted)."""
+        from probe_service.cli import main
+
+        monkeypatch.setenv("PROBE_REDIS_URL", "redis://127.0.0.1:1/0")
+        argv = ["worker", "--threads", "2", "--lanes", "3", "--root", str(tmp_path / "state")]
+        code = main(argv)
+        assert code == 3  # the CLI's code for invalid input
+        assert capsys.readouterr().err == (
+            "byte-probe: error: --lanes: 3 exceeds --threads 2; no thread could use it\n"
+        )
+        assert not (tmp_path / "state").exists()

@@ -27,6 +27,7 @@ from probe_service.queue import (
     WorkerContext,
     execute_run,
     reap_runs,
+    sizing,
     submit_plans,
     worker_process,
 )
@@ -176,3 +177,40 @@ class TestWorkerProcess:
         assert {
             c.prefetch for c in worker.consumers.values() if not c.queue_name.endswith(".DQ")
         } == {3}
+
+    def test_default_size_comes_from_the_machine(
+        self,
+        monkeypatch: pytest.MonkeyPatch,
+        pg_url: str,
+        redis_url: str,
+        redis_namespace: str,
+        policy_file: Path,
+        tmp_path: Path,
+    ) -> None:
+        """Without --threads, a worker process on 3 usable cores runs 6 threads and
+        prefetches 6 messages (docs/ARCHITECTURE.md, "Pipelined worker")."""
+        monkeypatch.setenv("PROBE_REDIS_URL", redis_url)
+        monkeypatch.setenv("PROBE_REDIS_NAMESPACE", redis_namespace)
+        monkeypatch.setenv("PROBE_DATABASE_URL", pg_url)
+        monkeypatch.setattr(sizing.os, "sched_getaffinity", lambda _pid: {0, 1, 2})
+        monkeypatch.setattr(worker_process.dramatiq, "Worker", _StartThenStop)
+        saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+        _StartThenStop.started.clear()
+        try:
+            assert worker_process.main(["--root", str(tmp_path)]) == 0
+        finally:
+            for sig, handler in saved.items():
+                signal.signal(sig, handler)
+        (worker,) = _StartThenStop.started
+        assert (worker.worker_threads, worker.queue_prefetch) == (6, 6)
+
+    def test_more_lanes_than_threads_stop_the_process(
+        self, monkeypatch: pytest.MonkeyPatch, redis_url: str, tmp_path: Path
+    ) -> None:
+        """--lanes above --threads is refused before anything starts: exit 3."""
+        monkeypatch.setenv("PROBE_REDIS_URL", redis_url)
+        monkeypatch.setattr(worker_process.dramatiq, "Worker", _StartThenStop)
+        _StartThenStop.started.clear()
+        argv = ["--threads", "2", "--lanes", "3", "--root", str(tmp_path)]
+        assert worker_process.main(argv) == 3
+        assert _StartThenStop.started == []
