@@ -60,4 +60,9 @@ INDEX: dict[str, str] = {
     "claim_history": "claims",
     "gate_preview": "claims",
     "snapshot_file": "snapshots",
+    "turn_begin": "turns",
+    "turn_end": "turns",
+    "dispatch_check": "turns",
+    "turn_list": "turns",
+    "turn_current": "turns",
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -14,7 +15,7 @@ from ..registry import ADMIN, AGENT, HOST, WEB, Request, operation
 from ..session import ProbeService
 from .common import Frozen, SnapshotId
 
-__all__: list[str] = []
+__all__ = ["confined_root"]
 
 
 class SnapshotCaptureRequest(Request):
@@ -37,11 +38,19 @@ def snapshot_capture(svc: ProbeService, req: SnapshotCaptureRequest) -> snapshot
     relative root is taken from the face's --root."""
     if svc.capture_roots is None:
         return snapshot.snapshot_capture(svc.store, Path(req.root))
+    # The checked root has no link in it: the directory read must be exactly that one.
+    return snapshot.snapshot_capture(svc.store, confined_root(svc, req.root), exact_root=True)
+
+
+def confined_root(svc: ProbeService, requested: str) -> Path:
+    """``requested`` resolved inside the session's capture roots (docs/ARCHITECTURE.md,
+    "Faces": capture roots); resolved only, on a face that is not confined. Raises
+    UnsafePath (``confine_capture_root``)."""
+    if svc.capture_roots is None:
+        return Path(os.path.realpath(requested))
     protected = (svc.policy_file, svc.settings.signing_key)
     home = svc.settings.home
-    root = confine_capture_root(req.root, svc.capture_roots, protected, home, svc.root)
-    # The checked root has no link in it: the directory read must be exactly that one.
-    return snapshot.snapshot_capture(svc.store, root, exact_root=True)
+    return confine_capture_root(requested, svc.capture_roots, protected, home, svc.root)
 
 
 class SnapshotGetRequest(Request):
