@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection, insert, select, update
 
@@ -63,14 +64,18 @@ def _turn(row: object, answer: object | None) -> StoredTurn:
     )
 
 
+def _with_answer(conn: Connection, row: Any) -> StoredTurn:
+    answer = conn.execute(select(turn_answers).where(turn_answers.c.turn_id == row.turn_id)).first()
+    return _turn(row, answer)
+
+
 def load_turn(conn: Connection, turn_id: str, now: datetime) -> StoredTurn:
     """The turn ``turn_id``; NotFound naming ``turn`` when it is unknown, Conflict when it
     expired (docs/ARCHITECTURE.md, "The agent's turn": a turn lives ``TURN_TTL``)."""
     row = conn.execute(select(turns).where(turns.c.turn_id == turn_id)).first()
     if row is None:
         raise NotFound(f"turn: no turn {turn_id!r} in the store (turn_begin returns one)")
-    answer = conn.execute(select(turn_answers).where(turn_answers.c.turn_id == turn_id)).first()
-    turn = _turn(row, answer)
+    turn = _with_answer(conn, row)
     if datetime.fromisoformat(turn.expires_at) <= now:
         raise Conflict(
             f"turn: {turn_id!r} expired at {turn.expires_at}; begin a new turn (turn_begin)"
@@ -86,8 +91,7 @@ def session_turn(conn: Connection, root: str, session: str, now: datetime) -> St
     ).first()
     if row is None or datetime.fromisoformat(row.expires_at) <= now:
         return None
-    answer = conn.execute(select(turn_answers).where(turn_answers.c.turn_id == row.turn_id)).first()
-    return _turn(row, answer)
+    return _with_answer(conn, row)
 
 
 def load_turns(conn: Connection, limit: int) -> list[StoredTurn]:
