@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,9 +12,11 @@ import pytest
 from probe_service.claims import LocalCaller
 from probe_service.errors import Conflict, InvalidInput, NotFound
 from probe_service.service import ProbeService
+from probe_service.settings import read_settings
+from probe_service.store import Store
 from probe_service.turns import TURN_TTL, dispatch_check, turn_begin
 
-from ..claims.helpers import WorkTree
+from ..claims.helpers import PARSE_PY, WorkTree
 from .conftest import PostureWriter
 
 SCOPE = "payments"
@@ -245,7 +248,7 @@ class TestRefusals:
             )
 
     def test_a_check_for_a_turn_of_another_root_is_refused(
-        self, svc: ProbeService, work: WorkTree, tmp_path: Any
+        self, svc: ProbeService, work: WorkTree, tmp_path: Path
     ) -> None:
         """dispatch_check from another working tree than the turn's: refused naming root."""
         other = tmp_path / "other"
@@ -273,3 +276,22 @@ class TestRefusals:
                 caller=LocalCaller(),
             )
         assert svc.call("turn_list", {})["turns"] == []
+
+
+class TestPostgres:
+    def test_a_block_stands_and_clears_on_postgresql(
+        self, tmp_path: Path, pg_store: Store, policy_path: Path
+    ) -> None:
+        """The same loop on the shared store: stale → block, next turn blocked, stable
+        answer clears, allow."""
+        root = tmp_path / "pg-work"
+        root.mkdir()
+        work = WorkTree(root, pg_store).write("src/parse.py", PARSE_PY)
+        svc = ProbeService(pg_store, settings=read_settings({}), policy_file=policy_path)
+        claim, _ = stale_block(svc, work)
+        second = begin(svc, work)
+        assert [b["claim_id"] for b in second["blocked_plans"]] == [claim]
+        assert check(svc, second["turn_id"])["verdict"] == "block"
+        assert len(end(svc, second["turn_id"])["cleared_blocks"]) == 1
+        assert check(svc, second["turn_id"])["verdict"] == "allow"
+        assert [len(t["decisions"]) for t in svc.call("turn_list", {})["turns"]] == [2, 1]

@@ -44,6 +44,7 @@ WEB_ROWS = {
     "policy_list",
     "policy_describe",
     "run_status",
+    "turn_list",
 }
 
 

@@ -16,7 +16,7 @@ from ...claims import SpanRef
 from ...policies import Posture, turn_posture
 from ...snapshot import snapshot_capture
 from ...turns.boundary import SymbolRef
-from ..registry import AGENT, HOST, Request, operation
+from ..registry import AGENT, HOST, WEB, Request, operation
 from ..session import ProbeService
 from .common import Frozen
 from .snapshots import confined_root
@@ -190,7 +190,7 @@ class TurnList(Frozen):
     turns: list[turns.TurnSummary]
 
 
-@operation("turn_list", faces=AGENT)
+@operation("turn_list", faces=AGENT | WEB)
 def turn_list(svc: ProbeService, req: TurnListRequest) -> TurnList:
     """The newest turns with their answers and every dispatch decision (tool, posture,
     verdict, reasons). Read-only."""
