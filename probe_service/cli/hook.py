@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from probe_service.errors import UsageError
-from probe_service.faces.claude_code import default_opener, run_hook, settings_snippet
+from probe_service.errors import InvalidInput, UsageError
+from probe_service.faces.claude_code import (
+    default_opener,
+    merge_settings,
+    run_hook,
+    settings_snippet,
+)
 
 hook_app = typer.Typer(help="Answer an agent's hook events, or print their settings.")
 
@@ -37,12 +43,29 @@ def install(
     command: Annotated[
         str, typer.Option("--command", help="How the hook runs byte-probe.")
     ] = "byte-probe",
+    write: Annotated[
+        Path | None,
+        typer.Option("--write", help="Merge the hooks into this settings file instead."),
+    ] = None,
 ) -> None:
-    """Print the settings snippet that installs the hooks (merge it into
-    .claude/settings.json).
+    """Print the settings snippet that installs the hooks, or merge it into a settings
+    file with --write (other keys and hooks kept; an entry already there is not repeated).
 
-    Example: byte-probe hook install claude-code --scope web
+    Example: byte-probe hook install claude-code --scope web --write .claude/settings.json
     """
     if agent != "claude-code":
         raise UsageError(f"agent: {agent!r} is not supported (claude-code)")
-    sys.stdout.write(json.dumps(settings_snippet(command, scope), indent=2) + "\n")
+    snippet = settings_snippet(command, scope)
+    if write is None:
+        sys.stdout.write(json.dumps(snippet, indent=2) + "\n")
+        return
+    try:
+        current = json.loads(write.read_text(encoding="utf-8")) if write.exists() else {}
+    except ValueError as exc:
+        raise InvalidInput(f"{write}: not JSON: {exc}") from exc
+    merged = merge_settings(current, snippet)
+    write.parent.mkdir(parents=True, exist_ok=True)
+    partial = write.with_name(write.name + ".tmp")
+    partial.write_text(json.dumps(merged, indent=2) + "\n", encoding="utf-8")
+    partial.replace(write)
+    sys.stdout.write(f"wrote {write}\n")

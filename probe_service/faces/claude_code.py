@@ -31,7 +31,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..errors import InternalError, InvalidInput, ProbeServiceError, validation_message
 from ..service import ProbeService
 
-__all__ = ["PERMISSION", "answer_hook", "default_opener", "run_hook", "settings_snippet"]
+__all__ = [
+    "PERMISSION",
+    "answer_hook",
+    "default_opener",
+    "merge_settings",
+    "run_hook",
+    "settings_snippet",
+]
 
 #: The permission decision each verdict (or posture, on failure) answers.
 PERMISSION: dict[str, Literal["allow", "ask", "deny"]] = {
@@ -272,3 +279,23 @@ def settings_snippet(command: str, scope: str, timeout: int = 30) -> dict[str, A
             entry = {"matcher": matcher, **entry}
         hooks[event] = [entry]
     return {"hooks": hooks}
+
+
+def merge_settings(settings: object, snippet: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` (a Claude Code settings document) with ``snippet``'s hooks added: an
+    entry already present is not added twice, every other key is kept.
+
+    Raises InvalidInput naming the key that is not the documented shape.
+    """
+    if not isinstance(settings, dict):
+        raise InvalidInput("settings: not a JSON object")
+    hooks = settings.get("hooks", {})
+    if not isinstance(hooks, dict):
+        raise InvalidInput("settings.hooks: not a JSON object")
+    merged = {**hooks}
+    for event, entries in snippet["hooks"].items():
+        present = merged.get(event, [])
+        if not isinstance(present, list):
+            raise InvalidInput(f"settings.hooks.{event}: not a JSON array")
+        merged[event] = present + [e for e in entries if e not in present]
+    return {**settings, "hooks": merged}

@@ -71,3 +71,34 @@ def test_hook_install_refuses_another_agent(capsys: pytest.CaptureFixture[str]) 
     """An agent the hook does not speak to is a usage error naming it."""
     assert main(["hook", "install", "cursor", "--scope", "web"]) != 0
     assert "agent: 'cursor' is not supported" in capsys.readouterr().err
+
+
+def test_hook_install_write_merges_into_the_settings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--write keeps the other keys and hooks, and running it twice adds nothing."""
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    mine = {"matcher": "Write", "hooks": [{"type": "command", "command": "fmt"}]}
+    settings.write_text(json.dumps({"model": "x", "hooks": {"PreToolUse": [mine]}}))
+    argv = ["hook", "install", "claude-code", "--scope", "web", "--write", str(settings)]
+    assert main(argv) == 0
+    assert main(argv) == 0
+    capsys.readouterr()
+    merged = json.loads(settings.read_text())
+    assert merged["model"] == "x"
+    assert merged["hooks"]["PreToolUse"][0] == mine
+    assert len(merged["hooks"]["PreToolUse"]) == 2
+    assert len(merged["hooks"]["Stop"]) == 1
+
+
+def test_hook_install_write_refuses_a_settings_file_of_another_shape(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A settings file whose hooks are not an object is refused by name, unchanged."""
+    settings = tmp_path / "settings.json"
+    settings.write_text('{"hooks": []}')
+    argv = ["hook", "install", "claude-code", "--scope", "web", "--write", str(settings)]
+    assert main(argv) != 0
+    assert "settings.hooks: not a JSON object" in capsys.readouterr().err
+    assert settings.read_text() == '{"hooks": []}'
