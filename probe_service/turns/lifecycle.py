@@ -55,19 +55,22 @@ def _related(
     scope: str,
     snapshot_id: str,
     texts: Sequence[str],
+    paths: Sequence[str],
     caller: Caller,
     source: SnapshotSource,
 ) -> list[KnowledgeHit]:
+    """Claims matching each text (every significant word) or depending on a path."""
     found: dict[str, KnowledgeHit] = {}
-    for text in texts:
+    asks = [{"text": t} for t in texts] + ([{"paths": tuple(paths)}] if paths else [])
+    for ask in asks:
         for hit in knowledge_query(
             store,
             scope=scope,
             target_snapshot=snapshot_id,
-            text=text,
             limit=BRIEF_CLAIMS,
             caller=caller,
             source=source,
+            **ask,
         ):
             found.setdefault(hit.claim.claim_id, hit)
     return list(found.values())
@@ -114,7 +117,8 @@ def turn_begin(
     snapshot_id = capture(root)
     source = SnapshotSource(store, caller.boundary)
     texts = [t for t in (question, *(s.name for s in symbols)) if t]
-    hits = _related(store, scope, snapshot_id, texts, caller, source)
+    paths = list(dict.fromkeys(s.file for s in symbols if s.file))
+    hits = _related(store, scope, snapshot_id, texts, paths, caller, source)
     kept = hits[:BRIEF_CLAIMS]
     still_open = obligation_list(store, scope=scope, state="open", limit=BRIEF_OBLIGATIONS + 1)
     with store.reading() as conn:

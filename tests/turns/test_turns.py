@@ -295,3 +295,19 @@ class TestPostgres:
         assert len(end(svc, second["turn_id"])["cleared_blocks"]) == 1
         assert check(svc, second["turn_id"])["verdict"] == "allow"
         assert [len(t["decisions"]) for t in svc.call("turn_list", {})["turns"]] == [2, 1]
+
+
+def test_a_symbols_file_finds_the_claims_resting_on_it(svc: ProbeService, work: WorkTree) -> None:
+    """A claim whose words do not match is still briefed when it rests on a named file."""
+    claim = record_claim(svc, work)
+    begun = svc.call(
+        "turn_begin",
+        {
+            "root": str(work.root),
+            "scope": SCOPE,
+            "question": "unrelated words entirely",
+            "symbols": [{"name": "splitter", "file": "src/parse.py"}],
+        },
+    )
+    assert [h["claim"]["claim_id"] for h in begun["claims"]] == [claim]
+    assert begun["rests_on"] == [claim]
