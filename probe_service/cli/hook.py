@@ -26,14 +26,24 @@ ScopeOption = Annotated[
 
 
 @hook_app.command("claude-code")
-def claude_code(scope: ScopeOption) -> None:
+def claude_code(
+    scope: ScopeOption,
+    project: Annotated[
+        str | None,
+        typer.Option(
+            "--project",
+            help="The project's root: the turns' root and where the store is (default: the "
+            "event's cwd, which follows the agent's cd).",
+        ),
+    ] = None,
+) -> None:
     """Read one Claude Code hook event (UserPromptSubmit, PreToolUse, Stop) as JSON on
     stdin and print the answer in its protocol; always exits 0, and any failure answers
     deny under the block posture (ask under warn).
 
     Example: echo '{"hook_event_name": "Stop", ...}' | byte-probe hook claude-code --scope web
     """
-    raise typer.Exit(run_hook(sys.stdin.buffer, sys.stdout, scope, default_opener))
+    raise typer.Exit(run_hook(sys.stdin.buffer, sys.stdout, scope, default_opener, project))
 
 
 @hook_app.command("install")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from collections.abc import Callable
 from typing import IO, Any, Literal
 
@@ -123,15 +124,17 @@ def _context(text: str) -> dict[str, Any]:
 class _Hook:
     """One event against one session; ``posture`` is the administrator's, once read."""
 
-    def __init__(self, svc: ProbeService, event: _Common, scope: str) -> None:
-        self.svc, self.event, self.scope = svc, event, scope
+    def __init__(self, svc: ProbeService, event: _Common, scope: str, root: str) -> None:
+        #: The project's root: the turn's root and where its store lives (the event's
+        #: ``cwd`` follows the agent's ``cd``; the project directory does not).
+        self.svc, self.event, self.scope, self.root = svc, event, scope, root
         self.posture = "block"
         self.blocked: list[dict[str, Any]] = []
 
     def current(self) -> dict[str, Any] | None:
         found = self.svc.call(
             "turn_current",
-            {"root": self.event.cwd, "scope": self.scope, "session": self.event.session_id},
+            {"root": self.root, "scope": self.scope, "session": self.event.session_id},
         )
         self.posture = found["posture"]
         self.blocked = found["blocked_plans"]
@@ -143,7 +146,7 @@ class _Hook:
         begun = self.svc.call(
             "turn_begin",
             {
-                "root": event.cwd,
+                "root": self.root,
                 "scope": self.scope,
                 "question": event.prompt[:4000] or None,
                 "session": event.session_id,
@@ -168,7 +171,7 @@ class _Hook:
                 "turn": turn["turn_id"],
                 "tool": event.tool_name,
                 "arguments": event.tool_input,
-                "root": event.cwd,
+                "root": self.root,
             },
         )
         lines = [decision["message"]]
@@ -183,7 +186,7 @@ class _Hook:
         turn = self.current()
         if turn is None:
             return {}
-        now = self.svc.call("snapshot_capture", {"root": event.cwd})["snapshot_id"]
+        now = self.svc.call("snapshot_capture", {"root": self.root})["snapshot_id"]
         notes = []
         if now != turn["snapshot_id"]:
             notes.append(
@@ -210,8 +213,11 @@ def _failure(event_name: str | None, posture: str, error: ProbeServiceError) -> 
     return _pre_tool(PERMISSION[posture] if posture != "report" else "allow", message)
 
 
-def answer_hook(raw: bytes, scope: str, opener: Opener) -> dict[str, Any]:
-    """The answer to one hook event's input ``raw``; never raises."""
+def answer_hook(
+    raw: bytes, scope: str, opener: Opener, project: str | None = None
+) -> dict[str, Any]:
+    """The answer to one hook event's input ``raw`` for the project at ``project`` (by
+    default the event's ``cwd``); never raises."""
     event_name: str | None = None
     posture = "block"
     try:
@@ -221,8 +227,9 @@ def answer_hook(raw: bytes, scope: str, opener: Opener) -> dict[str, Any]:
         except (UnicodeDecodeError, ValueError):
             event_name = None
         event = _parse(raw)
-        with opener(event.cwd) as svc:
-            hook = _Hook(svc, event, scope)
+        root = os.path.abspath(os.path.join(event.cwd, project)) if project else event.cwd
+        with opener(root) as svc:
+            hook = _Hook(svc, event, scope, root)
             try:
                 if isinstance(event, _Prompt):
                     return hook.prompt(event)
@@ -240,7 +247,9 @@ def answer_hook(raw: bytes, scope: str, opener: Opener) -> dict[str, Any]:
         return _failure(event_name if isinstance(event_name, str) else None, posture, bug)
 
 
-def run_hook(stdin: IO[bytes], stdout: IO[str], scope: str, opener: Opener) -> int:
+def run_hook(
+    stdin: IO[bytes], stdout: IO[str], scope: str, opener: Opener, project: str | None = None
+) -> int:
     """Read one event from ``stdin``, print its answer on ``stdout``; always 0."""
     try:
         raw = stdin.read(MAX_INPUT_BYTES + 1)
@@ -248,7 +257,7 @@ def run_hook(stdin: IO[bytes], stdout: IO[str], scope: str, opener: Opener) -> i
         raw = b""
     if len(raw) > MAX_INPUT_BYTES:
         raw = b""
-    answer = answer_hook(raw, scope, opener)
+    answer = answer_hook(raw, scope, opener, project)
     stdout.write(json.dumps(answer, sort_keys=True) + "\n")
     stdout.flush()
     return 0
@@ -266,15 +275,14 @@ _INSTALLED = (("UserPromptSubmit", None), ("PreToolUse", "*"), ("Stop", None))
 
 def settings_snippet(command: str, scope: str, timeout: int = 30) -> dict[str, Any]:
     """The ``hooks`` block of Claude Code's settings that runs ``command hook claude-code
-    --scope SCOPE`` on each installed event."""
-    import shlex
-
+    --scope SCOPE --project "$CLAUDE_PROJECT_DIR"`` on each installed event (the shell
+    Claude Code runs it in expands the project directory)."""
     line = shlex.join([command, "hook", "claude-code", "--scope", scope])
+    line += ' --project "$CLAUDE_PROJECT_DIR"'
     hooks: dict[str, Any] = {}
     for event, matcher in _INSTALLED:
-        entry: dict[str, Any] = {
-            "hooks": [{"type": "command", "command": line, "timeout": timeout}]
-        }
+        command_hook = {"type": "command", "command": line, "timeout": timeout}
+        entry: dict[str, Any] = {"hooks": [command_hook]}
         if matcher is not None:
             entry = {"matcher": matcher, **entry}
         hooks[event] = [entry]

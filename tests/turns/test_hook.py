@@ -223,7 +223,7 @@ class TestNeverCrashes:
 def test_the_settings_snippet_installs_the_three_events() -> None:
     """hook install prints a hooks block running the hook on each event."""
     snippet = settings_snippet("byte-probe", "payments")
-    line = "byte-probe hook claude-code --scope payments"
+    line = 'byte-probe hook claude-code --scope payments --project "$CLAUDE_PROJECT_DIR"'
     hook = {"type": "command", "command": line, "timeout": 30}
     assert snippet == {
         "hooks": {
@@ -232,3 +232,14 @@ def test_the_settings_snippet_installs_the_three_events() -> None:
             "Stop": [{"hooks": [hook]}],
         }
     }
+
+
+def test_a_cd_inside_the_project_keeps_the_turn(project: Path, opener: Any) -> None:
+    """With --project the turn is found (and checked) from a subdirectory the agent cd'd to."""
+    raw = event(project / "src", "UserPromptSubmit", prompt="does parse accept a trailing comma")
+    assert "byte-probe turn trn_" in str(answer_hook(raw, SCOPE, opener, str(project)))
+    raw = event(
+        project / "src", "PreToolUse", tool_name="Read", tool_input={"file_path": "parse.py"}
+    )
+    output = answer_hook(raw, SCOPE, opener, str(project))["hookSpecificOutput"]
+    assert output["permissionDecision"] == "allow"
