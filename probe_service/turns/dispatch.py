@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import secrets
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,7 +30,10 @@ from .lifecycle import Capture
 from .models import BlockedPlan, DispatchDecision, DispatchReason, Verdict
 from .rows import insert_block, insert_decision, load_turn, open_blocks
 
-__all__ = ["clear_command", "dispatch_check", "verdict_under"]
+__all__ = ["PostureOf", "clear_command", "dispatch_check", "verdict_under"]
+
+#: The administrator's posture of a root and scope (the policy file, read by the row).
+PostureOf = Callable[[str, str], Posture]
 
 
 def verdict_under(posture: Posture, reasons: Sequence[DispatchReason]) -> Verdict:
@@ -68,7 +71,7 @@ def dispatch_check(
     arguments: Mapping[str, Any],
     *,
     capture: Capture,
-    posture_of: Any,
+    posture_of: PostureOf,
     root: str | None = None,
     caller: Caller,
     now: datetime | None = None,

@@ -16,6 +16,7 @@ from ...claims import SpanRef
 from ...policies import Posture, turn_posture
 from ...snapshot import snapshot_capture
 from ...turns.boundary import SymbolRef
+from ...turns.dispatch import PostureOf
 from ..registry import AGENT, HOST, WEB, Request, operation
 from ..session import ProbeService
 from .common import Frozen
@@ -37,7 +38,7 @@ def _capture(svc: ProbeService) -> turns.Capture:
     return capture
 
 
-def _posture(svc: ProbeService) -> Any:
+def _posture(svc: ProbeService) -> PostureOf:
     def posture_of(root: str, scope: str) -> Posture:
         return turn_posture(svc.policy_file, root, scope)
 
