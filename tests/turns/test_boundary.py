@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from probe_service.claims import SpanRef
 from probe_service.service import ProbeService
+from probe_service.store import Store
 from probe_service.turns import SymbolRef, answer_dependencies
 from probe_service.turns.boundary import MAX_CONFIG_FILES
 
@@ -98,3 +100,31 @@ def test_the_recorded_answer_carries_the_computed_boundary(
     assert claim["snapshot_id"] == begun["snapshot_id"]
     kinds = [d.get("path") or d["query"]["kind"] for d in claim["dependencies"]]
     assert kinds == ["src/parse.py", "grep", "pyproject.toml", "requirements-dev.txt"]
+
+
+def test_a_typescript_answer_rests_on_the_compiler_boundary(
+    svc: ProbeService, tmp_path: Path, sqlite_store: Store
+) -> None:
+    """With the real compiler worker: turn_end's boundary of a TypeScript symbol is complete
+    and names its consumer, and editing the consumer blocks the next dispatch."""
+    work = WorkTree(tmp_path / "shop", sqlite_store)
+    work.root.mkdir()
+    work.write(
+        "src/price.ts", "export function priceOf(c: number): string {\n  return `${c}`;\n}\n"
+    )
+    work.write("src/cart.ts", "import { priceOf } from './price';\nexport const p = priceOf(1);\n")
+    work.write("package.json", '{"name": "shop"}\n')
+    begun = svc.call(
+        "turn_begin",
+        {"root": str(work.root), "scope": "shop", "symbols": [{"name": "priceOf"}]},
+    )
+    ended = svc.call("turn_end", {"turn": begun["turn_id"], "answer": "cart.ts calls priceOf"})
+    claim = svc.call("claim_show", {"claim_id": ended["claim_id"]})
+    (boundary,) = [
+        d for d in claim["dependencies"] if d.get("query", {}).get("kind") == "typescript_boundary"
+    ]
+    assert boundary["complete"] is True
+    assert "src/cart.ts" in {m["path"] for m in boundary["matches"]}
+    work.write("src/cart.ts", "import { priceOf } from './price';\nexport const p = priceOf(2);\n")
+    check = svc.call("dispatch_check", {"turn": begun["turn_id"], "tool": "Bash"})
+    assert check["verdict"] == "block"
