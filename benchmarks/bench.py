@@ -239,9 +239,8 @@ def bulk_rows(
 
     store = open_store(root)
     snapshot_id = snapshot_capture(store, root / "src").snapshot_id
-    ids = submit_plans(
-        store, None, queue_bench.true_plans(snapshot_id, "embedded", probes), queue_bench.POLICY_ID
-    ).run_ids
+    plans = queue_bench.true_plans(snapshot_id, "embedded", probes)
+    ids = submit_plans(store, InlineQueue(read_settings()), plans, queue_bench.POLICY_ID).run_ids
     started = time.perf_counter()
     outcomes = run_inline(store, ids, threads=2)
     embedded = time.perf_counter() - started

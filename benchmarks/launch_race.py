@@ -7,8 +7,8 @@ launch ("Can't remount ... No such file or directory") before its start marker, 
 runner launched such a command once more. With each run's mounts in its slot's private
 namespace that race has no cause left; this measures it, counting every launch that never
 started whatever its cause (results: ``benchmarks/results/launch_race.json``). Every
-launch of every run (the canary, the probe) is counted by wrapping the runner's
-``run_bounded``: a launch "never
+launch of every run (each a probe's instance with its canary inside) is counted by wrapping
+the canary module's ``run_bounded``: a launch "never
 started" when its start marker is missing and neither its start-up bound was spent nor its
 start refused -- exactly the runner's own test -- whether or not anything launches again.
 
@@ -38,7 +38,7 @@ from typing import Any
 from probe_service.plans import execution as plan_execution
 from probe_service.plans import run_configured
 from probe_service.policies import POLICY_FILE_ENV
-from probe_service.sandbox import canary, runner
+from probe_service.sandbox import canary
 from probe_service.sandbox import helper as launcher_helper
 from probe_service.sandbox.process import Bounded
 from probe_service.service import ProbeService
@@ -143,8 +143,8 @@ def _machine() -> dict[str, Any]:
 def measure(launches: int, threads: int, cli: bool) -> dict[str, Any]:
     """Run probes on ``threads`` threads until ``launches`` launches were made."""
     tally, lock = Tally(), threading.Lock()
-    for module in (runner, canary):
-        module.run_bounded = _counting(module.run_bounded, tally, lock)  # type: ignore[attr-defined]
+    # Every launch of a run (each carries its own canary) goes through the canary module.
+    canary.run_bounded = _counting(canary.run_bounded, tally, lock)  # type: ignore[attr-defined]
     if cli:
         launcher_helper._default = launcher_helper.LauncherPool(enabled=False)
     root = Path(tempfile.mkdtemp(prefix="bp-race-", dir="/tmp"))

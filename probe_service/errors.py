@@ -33,6 +33,7 @@ against the classes, so it cannot go stale)::
     │   ├── JunitReportInvalid             junit_report_invalid
     │   ├── ToolchainBuildFailed           toolchain_build_failed (toolchains/create.py)
     │   ├── LimitExceeded                  limit_exceeded
+    │   ├── BundleInvalid                  bundle_invalid: a bundle refused, naming the object
     │   ├── NotFound                       not_found
     │   │   └── BlobMissing                blob_missing (claims/views.py)
     │   ├── AmbiguousId                    ambiguous_id
@@ -76,6 +77,7 @@ __all__ = [
     "Aborted",
     "AmbiguousId",
     "BrokerUnavailable",
+    "BundleInvalid",
     "Conflict",
     "EvidenceMismatch",
     "InfrastructureError",
@@ -205,6 +207,13 @@ class LimitExceeded(InvalidInput):
     """A documented size or count limit was crossed."""
 
     code = "limit_exceeded"
+
+
+class BundleInvalid(InvalidInput):
+    """A bundle file, or an object in it, does not verify: the message names the member
+    (docs/ARCHITECTURE.md, "Bundles"). Nothing was written."""
+
+    code = "bundle_invalid"
 
 
 class NotFound(InvalidInput):

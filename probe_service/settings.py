@@ -211,7 +211,10 @@ SETTINGS: tuple[Setting, ...] = (
         "PROBE_JANITOR_INTERVAL_MS", "janitor_interval_ms", _integer(1), "janitor period (5000)"
     ),
     Setting(
-        METRICS_PORT_ENV, "metrics_port", _integer(0, 65535), "worker metrics port (9191, 0 off)"
+        METRICS_PORT_ENV,
+        "metrics_port",
+        _integer(0, 65535),
+        "first worker process's metrics port (9191, process i on +i; 0 off)",
     ),
     Setting(SANDBOX_DIR_ENV, "sandbox_dir", _path, "the Sandbox Runtime (`sandbox/`)"),
     Setting(WORKER_DIR_ENV, "tsboundary_dir", _path, "the TypeScript worker (`tsboundary/`)"),

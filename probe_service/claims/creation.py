@@ -35,6 +35,7 @@ __all__ = [
     "claim_create",
     "claim_supersede",
     "knowledge_record_answer",
+    "record_digest_of",
     "write_answer",
 ]
 
@@ -298,8 +299,20 @@ def _assemble(
         "evidence": tuple(evidence),
         "dependencies": tuple(baselines),
     }
-    digest = digest_json(
-        ClaimRecord(**fields, record_digest="").model_dump(
+    return ClaimRecord(
+        **fields, record_digest=record_digest_of(ClaimRecord(**fields, record_digest=""))
+    )
+
+
+def record_digest_of(record: ClaimRecord) -> str:
+    """The content digest a claim is recorded with: everything it was created with but its
+    id, time, signer names and what came after (flag, links); a bundle's import recomputes
+    it (docs/ARCHITECTURE.md, "Bundles")."""
+    created = record.model_copy(
+        update={"flagged": None, "supersedes": None, "superseded_by": None, "withdrawn": False}
+    )
+    return digest_json(
+        created.model_dump(
             mode="json",
             exclude={
                 "claim_id": True,
@@ -309,7 +322,6 @@ def _assemble(
             },
         )
     )
-    return ClaimRecord(**fields, record_digest=digest)
 
 
 def _admit(conn: Connection, record: ClaimRecord, allow_tombstoned: bool) -> ClaimRecord:

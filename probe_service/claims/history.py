@@ -10,11 +10,13 @@ which a page that only looks must never do.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 
 from ..store import Store
+from ..store.origins import bundle_imports, imported_from, imported_records
 from .audit import AuditEntry, audit_entry
 from .callers import PYTHON_CALLER, Caller, snapshots_for
 from .checking import evaluate_claims
@@ -30,7 +32,15 @@ from .tables import (
     claim_tombstones,
 )
 
-__all__ = ["ClaimHistory", "GatePreview", "RecordedCheck", "claim_history", "gate_preview"]
+__all__ = [
+    "ClaimHistory",
+    "ClaimOrigin",
+    "GatePreview",
+    "ImportedRecord",
+    "RecordedCheck",
+    "claim_history",
+    "gate_preview",
+]
 
 
 class _Frozen(BaseModel):
@@ -55,6 +65,25 @@ class Supersession(_Frozen):
     created_at: str
 
 
+class ClaimOrigin(_Frozen):
+    """Where an imported claim came from: the bundle and its export (docs/ARCHITECTURE.md,
+    "Bundles")."""
+
+    bundle_id: str
+    imported_at: str
+    exported_at: str | None
+    engine_version: str | None
+
+
+class ImportedRecord(_Frozen):
+    """History a bundle carried for the claim (a check, an obligation with its resolution,
+    an audit entry of the exporting store), kept apart: it closes nothing here."""
+
+    kind: str
+    bundle_id: str
+    record: dict[str, Any]
+
+
 class ClaimHistory(_Frozen):
     """Everything recorded about one claim, newest first where it is a list."""
 
@@ -65,6 +94,9 @@ class ClaimHistory(_Frozen):
     checks: tuple[RecordedCheck, ...]
     obligations: tuple[Obligation, ...]
     audit: tuple[AuditEntry, ...]
+    #: Set for a claim an import created; its carried history is in ``imported``.
+    origin: ClaimOrigin | None = None
+    imported: tuple[ImportedRecord, ...] = ()
 
 
 def claim_history(
@@ -94,6 +126,13 @@ def claim_history(
             select(claim_audit)
             .where(claim_audit.c.subject_ids.contains(json.dumps(claim_id)))
             .order_by(claim_audit.c.audit_id.desc())
+            .limit(limit)
+        ).all()
+        origin = _origin(conn, claim_id)
+        carried = conn.execute(
+            select(imported_records)
+            .where(imported_records.c.claim_id == claim_id)
+            .order_by(imported_records.c.kind, imported_records.c.digest)
             .limit(limit)
         ).all()
     return ClaimHistory(
@@ -128,6 +167,29 @@ def claim_history(
         ),
         obligations=tuple(obligations),
         audit=tuple(audit_entry(r) for r in audit),
+        origin=origin,
+        imported=tuple(
+            ImportedRecord(kind=r.kind, bundle_id=r.bundle_id, record=json.loads(r.body))
+            for r in carried
+        ),
+    )
+
+
+def _origin(conn: Connection, claim_id: str) -> ClaimOrigin | None:
+    bundle_id = imported_from(conn, "claim", [claim_id]).get(claim_id)
+    if bundle_id is None:
+        return None
+    row = conn.execute(
+        select(bundle_imports.c.imported_at, bundle_imports.c.header).where(
+            bundle_imports.c.bundle_id == bundle_id
+        )
+    ).one()
+    header = json.loads(row.header)
+    return ClaimOrigin(
+        bundle_id=bundle_id,
+        imported_at=row.imported_at,
+        exported_at=header.get("exported_at"),
+        engine_version=header.get("engine_version"),
     )
 
 

@@ -21,6 +21,7 @@ from sqlalchemy import Connection, Insert, select
 from ..errors import Conflict, EvidenceMismatch, InvalidClaim, NotFound
 from ..plans.tables import plans
 from ..store import Store, append_events, insert_on_conflict, utc_now
+from ..store.origins import imported_from
 from .audit import append_audit
 from .callers import PYTHON_CALLER, Caller
 from .digests import digest_json
@@ -171,6 +172,7 @@ def obligation_resolve(
             raise Conflict(f"obligation {obligation_id} is already resolved ({before.resolution})")
         signer = None
         if resolution == "rechecked" and receipt is not None:
+            _refuse_imported(conn, receipt)
             claim = load_claim(conn, before.claim_id)
             facts = check_recheck(claim, before, receipt, receipts, declared_shapes(conn, claim))
             signer = facts.signer
@@ -187,6 +189,17 @@ def obligation_resolve(
         )
         _apply_side_effect(conn, before, resolution, rationale, successor_claim_id, caller.face)
     return after
+
+
+def _refuse_imported(conn: Connection, receipt: str) -> None:
+    """Imported evidence never closes an obligation of this store (docs/ARCHITECTURE.md,
+    "Bundles"): only a receipt of a run here counts as rechecked."""
+    origin = imported_from(conn, "receipt", [receipt])
+    if origin:
+        raise EvidenceMismatch(
+            f"receipt: receipt {receipt} was imported (bundle {origin[receipt]}); only evidence "
+            "rechecked in this store resolves its obligations: run the recheck here"
+        )
 
 
 def _check_resolution(

@@ -49,6 +49,7 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "policy": LazyCommand("policy", "app", "Check administrator probe policies."),
     "key": LazyCommand("keys", "app", "Create receipt signing keys (administrator)."),
+    "bundle": LazyCommand("bundle", "app", "Export, verify and import evidence bundles."),
     "toolchain": LazyCommand("toolchain", "app", "Build and digest toolchains (administrator)."),
     "store": LazyCommand("store", "app", "The store itself: migrations."),
     "ts": LazyCommand("ts", "app", "TypeScript compiler boundaries of stored snapshots."),
@@ -61,6 +62,11 @@ COMMANDS: dict[str, LazyCommand] = {
         "queue",
         "worker",
         "Start dramatiq workers on PROBE_REDIS_URL, restarting any that dies, until Ctrl-C.",
+    ),
+    "metrics": LazyCommand(
+        "queue",
+        "metrics",
+        "Serve the farm's store-wide metrics (one endpoint per farm; workers serve their own).",
     ),
     "submit": LazyCommand(
         "queue", "submit", "Persist and enqueue many plans; with --wait, gate on their outcomes."

@@ -42,13 +42,20 @@ def worker(
         int | None,
         typer.Option(
             "--metrics-port",
-            help="Prometheus port; 0 = off.",
+            help="Worker process i serves its own counters on this port + i; 0 = off.",
             show_default="$PROBE_METRICS_PORT, else 9191",
         ),
     ] = None,
     metrics_host: Annotated[
-        str, typer.Option("--metrics-host", help="Address the metrics endpoint binds.")
+        str, typer.Option("--metrics-host", help="Address the metrics endpoints bind.")
     ] = "127.0.0.1",
+    store_metrics_port: Annotated[
+        int,
+        typer.Option(
+            "--store-metrics-port",
+            help="Also serve the store-wide metrics here (one endpoint per farm); 0 = off.",
+        ),
+    ] = 0,
     root: RootOption = Path("."),
 ) -> None:
     """Start dramatiq workers on PROBE_REDIS_URL, restarting any that dies, until Ctrl-C.
@@ -57,7 +64,12 @@ def worker(
     """
     # The worker runs the queue's own machinery: it serves the table's runs rather than
     # calling it (docs/ARCHITECTURE.md, "Layers").
-    from probe_service.service.farm import DEFAULT_QUEUE, run_supervisor, serve_metrics
+    from probe_service.service.farm import (
+        DEFAULT_QUEUE,
+        WorkerMetrics,
+        run_supervisor,
+        serve_metrics,
+    )
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     settings = read_settings()
@@ -65,9 +77,14 @@ def worker(
     # A lazy session: refusing for want of a broker opens no store.
     with session(root, settings) as svc:
         queue = svc.queue.require_broker(_NO_BROKER)
+        if store_metrics_port:
+            serve_metrics(store_metrics_port, svc.store, queue, host=metrics_host)
+            where = f"http://{metrics_host}:{store_metrics_port}/metrics"
+            console.print(untrusted(f"store-wide metrics on {where}"))
         if port:
-            serve_metrics(port, svc.store, queue, host=metrics_host)
-            console.print(untrusted(f"metrics on http://{metrics_host}:{port}/metrics"))
+            last = port + processes - 1
+            where = f"http://{metrics_host}:{port}..{last}/metrics"
+            console.print(untrusted(f"worker metrics on {where}"))
         code = run_supervisor(
             processes,
             threads,
@@ -77,8 +94,50 @@ def worker(
             # the environment (docs/ARCHITECTURE.md, "Settings").
             root=root.resolve(),
             env=settings.environment,
+            metrics=WorkerMetrics(port, metrics_host),
         )
     raise typer.Exit(code)
+
+
+def metrics(
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to serve on.")] = 9190,
+    host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
+    once: Annotated[
+        bool, typer.Option("--once", help="Print one scrape to stdout and exit.")
+    ] = False,
+    root: RootOption = Path("."),
+    json_out: JsonOption = False,
+) -> None:
+    """Serve the farm's store-wide metrics (one endpoint per farm; workers serve their own).
+
+    Runs by state, outcome and reason, attempts, workers alive, the queue depth (with
+    PROBE_REDIS_URL) and the duration histograms, read from the store at each scrape.
+    --once (or --json) prints one scrape instead.
+
+    Example: byte-probe metrics --port 9190
+    """
+    from probe_service.service.farm import StoreCollector, exposition, serve_metrics
+
+    with session(root) as svc:
+        queue = None if svc.queue.embedded else svc.queue.require_broker(_NO_BROKER)
+        if json_out:
+            emit_json({"metrics": _samples(StoreCollector(svc.store, queue))})
+            return
+        if once:
+            sys.stdout.write(exposition(StoreCollector(svc.store, queue)).decode())
+            return
+        serve_metrics(port, svc.store, queue, host=host)
+        console.print(untrusted(f"store-wide metrics on http://{host}:{port}/metrics"))
+        threading.Event().wait()
+
+
+def _samples(collector: Any) -> list[dict[str, Any]]:
+    """Every sample of one scrape as ``{name, labels, value}``."""
+    return [
+        {"name": s.name, "labels": dict(s.labels), "value": s.value}
+        for family in collector.collect()
+        for s in family.samples
+    ]
 
 
 def _gate(results: list[RunSummary], fail_on: FailOn) -> int:

@@ -1,9 +1,10 @@
 """Per-phase timings of one run, kept in the receipt's operational part.
 
 In the manner of the remote-execution API's executed-action metadata: how long the run
-waited in the queue, materialized its snapshot, ran the canary, started the sandbox, ran
-the probe, evaluated the oracle and assembled its receipt. Operational only: the committed
-digest never depends on them (docs/ARCHITECTURE.md, "Phase timings").
+waited in the queue, materialized its snapshot, judged the canary (whose checks run in
+the probe's own sandbox, during its start-up), started the sandbox, ran the probe,
+evaluated the oracle and assembled its receipt. Operational only: the committed digest
+never depends on them (docs/ARCHITECTURE.md, "Phase timings").
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from .execute import WorkerContext, execute_run, reap_runs
     from .inline import InlineQueue, run_inline
     from .junit import write_junit
-    from .metrics import METRICS_PORT_ENV, serve_metrics
+    from .metrics import METRICS_PORT_ENV, StoreCollector, exposition, serve_metrics
     from .queued_run import run_or_status, run_queued
     from .runs import batch_counts, create_runs
     from .status import RunStatus, read_run_status
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
         submit_plans,
         wait_batch,
     )
-    from .supervisor import run_supervisor
+    from .supervisor import WorkerMetrics, run_supervisor
 
 __all__ = [
     "DEFAULT_QUEUE",
@@ -43,12 +43,15 @@ __all__ = [
     "Queue",
     "RunStatus",
     "RunSummary",
+    "StoreCollector",
     "SubmitResult",
     "WorkerContext",
+    "WorkerMetrics",
     "batch_counts",
     "batch_results",
     "create_runs",
     "execute_run",
+    "exposition",
     "open_queue",
     "persist_runs_in",
     "read_plans_file",

@@ -24,6 +24,7 @@ from ..plans.persist import plan_from_body
 from ..settings import Settings, read_settings
 from ..store import Store
 from .confirmations import requeue_for_confirmation
+from .counters import WorkerCounters
 from .heartbeats import another_worker_alive
 from .leases import LeaseKeeper
 from .runs import (
@@ -83,17 +84,25 @@ class WorkerContext:
     #: Nothing by default: the service hands in what follows (``service/followups.py``);
     #: a context without it leaves a recheck's settling to the next poll.
     after_run: Callable[[Store, str, str], None] = field(default=lambda *_: None)
+    #: Threads running runs of this context (the worker's busy-thread gauge counts of).
+    threads: int = 1
+    #: This worker's own counters (docs/ARCHITECTURE.md, "Metrics").
+    counters: WorkerCounters = field(init=False)
     #: Renews the leases of the runs this context is running, from one shared thread.
     leases: LeaseKeeper = field(init=False)
 
     def __post_init__(self) -> None:
-        self.leases = LeaseKeeper(self.store, self.owner, self.lease_ms)
+        self.counters = WorkerCounters(self.owner, self.threads)
+        self.leases = LeaseKeeper(self.store, self.owner, self.lease_ms, self.counters)
 
 
 #: What ``execute_run`` returns when the run did not end in this context (nor before).
 _NOT_ENDED_HERE = frozenset(
     {"confirm_elsewhere", "unknown_run", "other_namespace", "leased_elsewhere", "lost_race"}
 )
+#: What ends no run here, for the worker's counters: the above, and a duplicate delivery
+#: of a run already done.
+_NOT_EXECUTED_HERE = _NOT_ENDED_HERE | {"already_done"}
 
 
 def execute_run(ctx: WorkerContext, run_id: str) -> str:
@@ -104,7 +113,12 @@ def execute_run(ctx: WorkerContext, run_id: str) -> str:
     store path"). Raises InfrastructureError (store or broker unavailable) so the actor is
     retried; every other failure ends the run with a recorded reason.
     """
-    what = _execute(ctx, run_id)
+    with ctx.counters.busy():
+        try:
+            what = _execute(ctx, run_id)
+        except InfrastructureError:
+            ctx.counters.add("retries")  # the actor raises it back to dramatiq, which retries
+            raise
     if what not in _NOT_ENDED_HERE:
         # A duplicate delivery of a done run counts too: the worker that finished it may
         # have died before the run's recheck settled.
@@ -142,11 +156,22 @@ def execute_taken(ctx: WorkerContext, taken: TakenRun) -> str:
 
 
 def _execute_taken(ctx: WorkerContext, taken: TakenRun) -> str:
+    what = _execute_counted(ctx, taken)
+    if what == "worker_lost":
+        ctx.counters.add("runs_lost")
+    elif what not in _NOT_EXECUTED_HERE:
+        ctx.counters.add("runs_executed")
+    return what
+
+
+def _execute_counted(ctx: WorkerContext, taken: TakenRun) -> str:
     run = taken.run
     run_id = run.run_id
     if run.attempts > ctx.max_attempts:
         _abandon(ctx, run.run_id, run.plan_id, run.policy_id)
         return "worker_lost"
+    if run.attempts > 1 and taken.pending is None:  # a confirmation's is its second by design
+        ctx.counters.add("run_reattempts")
     try:
         return _run_claimed(ctx, taken)
     except InfrastructureError:
@@ -342,13 +367,16 @@ def reap_runs(ctx: WorkerContext, enqueue: Callable[[Sequence[str]], int]) -> di
                 _abandon(ctx, run.run_id, run.plan_id, run.policy_id)
                 ctx.after_run(ctx.store, run.run_id, ctx.owner)
                 counts["abandoned"] += 1
+                ctx.counters.add("runs_lost")
         elif requeue_run(ctx.store, run.run_id):
             enqueue([run.run_id])
             mark_enqueued(ctx.store, [run.run_id])
             counts["requeued"] += 1
+            ctx.counters.add("requeues")
     stale = stale_queued_runs(ctx.store, ctx.namespace, ctx.resend_after_ms)
     if stale:
         sent = enqueue(stale)
         mark_enqueued(ctx.store, stale[:sent])
         counts["resent"] = sent
+        ctx.counters.add("resends", sent)
     return counts

@@ -4,8 +4,11 @@ The farm is the ``runs`` table: queue depth and running runs are counted there b
 range; outcomes, reasons, throughput and submit-to-receipt latency per time bucket come
 from ``farm_minutes``, which a trigger keeps per minute as runs finish (migration
 ``0008_web_indexes``), so a day costs at most 1,440 rows per outcome and reason however
-many runs it held. Workers are those holding a lease now and those that
-wrote one of the newest receipts (the worker name is an operational field of a receipt).
+many runs it held. Runs executed in a process (``inprocess_runs``: ``byte-probe demo``, an
+embedded ``run``) count in the outcomes, reasons and throughput too, grouped per minute by
+the database (they have no submit-to-receipt latency: the latency is the queue's). Workers
+are those holding a lease now and those that wrote one of the newest receipts (the worker
+name is an operational field of a receipt).
 """
 
 from __future__ import annotations
@@ -14,13 +17,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import BigInteger, Column, MetaData, String, Table, func, select
+from sqlalchemy import BigInteger, Column, Connection, MetaData, String, Table, func, select
 
 from ..errors import ReceiptInvalid
 from ..plans import parse_receipt_json
 from ..plans.tables import receipts
 from ..store import Store
-from .listing import inprocess_runs, iso_of_ms
+from .listing import inprocess_runs, iso_of_ms, ms_of_iso
 from .runs import now_ms
 from .tables import runs
 
@@ -51,12 +54,14 @@ farm_minutes = Table(
 
 
 class Bucket(_Frozen):
-    """Runs that finished in ``[start_ms, start_ms + width)``."""
+    """Runs that finished in ``[start_ms, start_ms + width)``: ``finished`` of both kinds,
+    ``in_process`` of them executed in a process; the latency is the queued runs'."""
 
     start_ms: int
     finished: int
     latency_avg_ms: float | None
     latency_max_ms: int | None
+    in_process: int = 0
 
 
 class WorkerSeen(_Frozen):
@@ -107,11 +112,7 @@ def farm_stats(store: Store, *, window_ms: int, buckets: int) -> FarmStats:
             .add_columns(fm.latency_max_ms)
             .where(fm.minute >= start // MINUTE_MS)
         ).all()
-        in_process = conn.execute(
-            select(func.count())
-            .select_from(inprocess_runs)
-            .where(inprocess_runs.c.created_at >= iso_of_ms(start))
-        ).scalar_one()
+        in_process = _inprocess_minutes(conn, start)
         holders = conn.execute(
             select(runs.c.lease_owner, func.count(), func.max(runs.c.lease_expires_ms))
             .where(runs.c.state == "running", runs.c.lease_owner.is_not(None))
@@ -122,7 +123,7 @@ def farm_stats(store: Store, *, window_ms: int, buckets: int) -> FarmStats:
             .order_by(receipts.c.created_at.desc())
             .limit(WORKER_SAMPLE)
         ).all()
-    series = _buckets(minutes, start, width, buckets)
+    series = _buckets(minutes, in_process, start, width, buckets)
     finished = sum(b.finished for b in series)
     if finished:
         by_state["done in window"] = finished
@@ -132,31 +133,59 @@ def farm_stats(store: Store, *, window_ms: int, buckets: int) -> FarmStats:
         bucket_ms=width,
         queue_depth=by_state.get("queued", 0),
         by_state=by_state,
-        outcomes=_tally(minutes, 1),
-        reasons=_tally(minutes, 2),
+        outcomes=_tally([*minutes, *in_process], 1),
+        reasons=_tally([*minutes, *in_process], 2),
         buckets=series,
-        in_process_in_window=int(in_process),
+        in_process_in_window=sum(int(row[3]) for row in in_process),
         workers=_workers(holders, recent),
     )
 
 
-def _buckets(minutes: Sequence[Any], start: int, width: int, n: int) -> list[Bucket]:
-    count, total = [0] * n, [0] * n
+def _inprocess_minutes(conn: Connection, start_ms: int) -> list[tuple[int, str, str, int]]:
+    """``(minute, outcome, reason, runs)`` of the runs in process since ``start_ms``, grouped
+    per minute by the database (the receipts' ISO time cut to the minute)."""
+    ip = inprocess_runs.c
+    minute = func.substr(ip.created_at, 1, 16)
+    rows = conn.execute(
+        select(minute, ip.outcome, ip.reason, func.count())
+        .where(ip.created_at >= iso_of_ms(start_ms))
+        .group_by(minute, ip.outcome, ip.reason)
+    )
+    return [
+        (ms_of_iso(f"{text}+00:00") // MINUTE_MS, str(outcome), str(reason), int(n))
+        for text, outcome, reason, n in rows
+    ]
+
+
+def _buckets(
+    minutes: Sequence[Any], in_process: Sequence[Any], start: int, width: int, n: int
+) -> list[Bucket]:
+    count, total, alone = [0] * n, [0] * n, [0] * n
     longest: list[int | None] = [None] * n
-    for minute, _outcome, _reason, finished, summed, most in minutes:
+
+    def slot_of(minute: int) -> int | None:
         slot = (int(minute) * MINUTE_MS - start) // width
-        if not 0 <= slot < n:
+        return slot if 0 <= slot < n else None
+
+    for minute, _outcome, _reason, finished, summed, most in minutes:
+        slot = slot_of(minute)
+        if slot is None:
             continue
         count[slot] += int(finished)
         total[slot] += int(summed)
         current = longest[slot]
         longest[slot] = int(most) if current is None else max(current, int(most))
+    for minute, _outcome, _reason, finished in in_process:
+        slot = slot_of(minute)
+        if slot is not None:
+            alone[slot] += int(finished)
     return [
         Bucket(
             start_ms=start + i * width,
-            finished=count[i],
+            finished=count[i] + alone[i],
             latency_avg_ms=(total[i] / count[i]) if count[i] else None,
             latency_max_ms=longest[i],
+            in_process=alone[i],
         )
         for i in range(n)
     ]

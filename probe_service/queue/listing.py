@@ -12,6 +12,8 @@ migration ``0008_web_indexes``.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,10 +31,19 @@ from sqlalchemy import (
 )
 
 from ..errors import InvalidInput
+from ..plans.tables import plans
 from ..store import Store
 from .tables import runs
 
-__all__ = ["RunEntry", "RunFilters", "RunPage", "inprocess_runs", "list_runs", "plan_keys"]
+__all__ = [
+    "RunEntry",
+    "RunFilters",
+    "RunPage",
+    "inprocess_runs",
+    "list_runs",
+    "plan_hypotheses",
+    "plan_keys",
+]
 
 
 class _Frozen(BaseModel):
@@ -96,6 +107,8 @@ class RunEntry(_Frozen):
     at_ms: int
     finished_ms: int | None
     attempts: int | None
+    #: The plan's hypothesis (plan content: untrusted text), None when the plan says none.
+    hypothesis: str | None = None
 
 
 class RunPage(_Frozen):
@@ -142,11 +155,31 @@ def list_runs(
         # shown belong to later pages, so only the window is probed (bounded cost).
         floor = queued[limit - 1].at_ms if len(queued) > limit else None
         in_process = _process_rows(conn, filters, limit + 1, before, floor)
-    merged = sorted(queued + in_process, key=lambda r: (r.at_ms, r.run_id), reverse=True)
-    page = merged[:limit]
+        merged = sorted(queued + in_process, key=lambda r: (r.at_ms, r.run_id), reverse=True)
+        named = plan_hypotheses(conn, [r.plan_id for r in merged[:limit]])
+    page = [r.model_copy(update={"hypothesis": named.get(r.plan_id)}) for r in merged[:limit]]
     more = len(merged) > limit
     next_cursor = encode_cursor(page[-1].at_ms, page[-1].run_id) if more and page else None
     return RunPage(runs=page, next_cursor=next_cursor)
+
+
+def plan_hypotheses(conn: Connection, plan_ids: Sequence[str]) -> dict[str, str]:
+    """``plan_id -> hypothesis`` of the stored plans among ``plan_ids`` that state one (one
+    statement for a page; a body that is not a JSON object names nothing)."""
+    found: dict[str, str] = {}
+    wanted = sorted(set(plan_ids))
+    if not wanted:
+        return found
+    for plan_id, body in conn.execute(
+        select(plans.c.plan_id, plans.c.body).where(plans.c.plan_id.in_(wanted))
+    ):
+        try:
+            hypothesis = json.loads(body).get("hypothesis")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(hypothesis, str) and hypothesis:
+            found[str(plan_id)] = hypothesis
+    return found
 
 
 def _plan_ids(filters: RunFilters) -> Select[Any] | None:

@@ -1,8 +1,12 @@
-"""Prometheus metrics read from the store at scrape time.
+"""Prometheus metrics: the store-wide figures from one endpoint, each worker's own from it.
 
-The store is the source of truth, so one exporter (in the supervisor) reports for every
-worker on every machine: queue depth, runs by outcome and reason, probe duration and
-submit-to-receipt latency histograms, canary failures.
+docs/ARCHITECTURE.md, "Metrics". The store is the source of truth for the farm, so the
+store-wide figures (queue depth, runs by state, outcome and reason, attempts, workers
+alive, probe duration and submit-to-receipt latency histograms, canary failures) are read
+from it at scrape time by one exporter only (``byte-probe metrics``, or the supervisor
+started with ``--store-metrics-port``): every process would report the same numbers, and a
+``sum()`` over targets would count them once per target. Each worker process exports
+only its own counters (``counters.py``), labelled ``worker``, which do sum.
 """
 
 from __future__ import annotations
@@ -26,9 +30,22 @@ from ..plans.tables import receipts
 from ..settings import METRICS_PORT_ENV
 from ..store import Store
 from .broker import ProbeQueue
-from .tables import runs
+from .counters import COUNTERS, WorkerCounters
+from .runs import now_ms
+from .tables import runs, worker_heartbeats
 
-__all__ = ["METRICS_PORT_ENV", "StoreCollector", "serve_metrics"]
+__all__ = [
+    "METRICS_PORT_ENV",
+    "StoreCollector",
+    "WorkerCollector",
+    "exposition",
+    "serve_metrics",
+    "serve_worker_metrics",
+]
+
+#: A worker counts as alive when it noted itself this recently (its janitor notes it
+#: every tick; docs/ARCHITECTURE.md, "Confirming a refutation": who is alive).
+ALIVE_WITHIN_MS = 60_000
 
 #: Histograms are computed over this many of the newest runs and receipts.
 HISTOGRAM_WINDOW = 10_000
@@ -99,6 +116,14 @@ class StoreCollector:
                 .all()
             )
             bodies = conn.execute(select(receipts.c.body)).scalars().all()
+            reattempted = conn.execute(
+                select(func.count()).select_from(runs).where(runs.c.attempts > 1)
+            ).scalar_one()
+            alive = conn.execute(
+                select(func.count(func.distinct(worker_heartbeats.c.owner))).where(
+                    worker_heartbeats.c.seen_ms >= now_ms() - ALIVE_WITHIN_MS
+                )
+            ).scalar_one()
         depth = GaugeMetricFamily("byte_probe_runs", "Runs by state", labels=["state"])
         for state, n in by_state:
             depth.add_metric([state], n)
@@ -113,13 +138,29 @@ class StoreCollector:
             labels=["outcome", "reason"],
         )
         canary = CounterMetricFamily("byte_probe_canary_failures", "Runs stopped by the canary")
-        canary_count = 0
+        lost = CounterMetricFamily(
+            "byte_probe_runs_worker_lost", "Runs ended worker_lost (their workers died too often)"
+        )
+        counted = {"canary_readable": 0, "worker_lost": 0}
         for outcome, reason, n in by_outcome:
             done.add_metric([outcome or "", reason or ""], n)
-            canary_count += n if reason == "canary_readable" else 0
-        canary.add_metric([], canary_count)
+            if reason in counted:
+                counted[reason] += n
+        canary.add_metric([], counted["canary_readable"])
+        lost.add_metric([], counted["worker_lost"])
         yield done
         yield canary
+        yield lost
+        again = GaugeMetricFamily(
+            "byte_probe_runs_reattempted", "Runs taken more than once (a worker was lost)"
+        )
+        again.add_metric([], reattempted)
+        yield again
+        workers = GaugeMetricFamily(
+            "byte_probe_workers_alive", "Worker processes that noted themselves within a minute"
+        )
+        workers.add_metric([], alive)
+        yield workers
         durations = []
         by_phase: dict[str, list[float]] = {}
         for body in bodies:
@@ -141,11 +182,57 @@ class StoreCollector:
         )
 
 
+class WorkerCollector:
+    """A prometheus collector of one worker process's own counters (``counters.py``)."""
+
+    def __init__(self, counters: WorkerCounters) -> None:
+        self.counters = counters
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield each counter and the busy and configured threads, labelled ``worker``."""
+        counts, busy = self.counters.snapshot()
+        worker = [self.counters.worker]
+        for name, doc in COUNTERS.items():
+            family = CounterMetricFamily(f"byte_probe_worker_{name}", doc, labels=["worker"])
+            family.add_metric(worker, counts[name])
+            yield family
+        for name, doc, value in (
+            ("busy_threads", "Threads of this worker running a run now", busy),
+            ("threads", "Threads this worker runs runs on", self.counters.threads),
+            (
+                "store_up",
+                "1 when this worker's last janitor tick reached the store",
+                int(self.counters.store_up),
+            ),
+        ):
+            gauge = GaugeMetricFamily(f"byte_probe_worker_{name}", doc, labels=["worker"])
+            gauge.add_metric(worker, value)
+            yield gauge
+
+
+def exposition(collector: StoreCollector | WorkerCollector) -> bytes:
+    """One scrape of ``collector`` in the Prometheus text format."""
+    from prometheus_client import generate_latest
+
+    registry = CollectorRegistry()
+    registry.register(collector)
+    return bytes(generate_latest(registry))
+
+
+def _serve(collector: StoreCollector | WorkerCollector, port: int, host: str) -> None:
+    registry = CollectorRegistry()
+    registry.register(collector)
+    start_http_server(port, addr=host, registry=registry)
+
+
 def serve_metrics(
     port: int, store: Store, queue: ProbeQueue | None, host: str = "127.0.0.1"
-) -> CollectorRegistry:
-    """Serve the metrics on ``host:port`` (loopback unless told) from a background thread."""
-    registry = CollectorRegistry()
-    registry.register(StoreCollector(store, queue))
-    start_http_server(port, addr=host, registry=registry)
-    return registry
+) -> None:
+    """Serve the store-wide metrics on ``host:port`` (loopback unless told) from a
+    background thread; one such endpoint per farm (docs/ARCHITECTURE.md, "Metrics")."""
+    _serve(StoreCollector(store, queue), port, host)
+
+
+def serve_worker_metrics(port: int, counters: WorkerCounters, host: str = "127.0.0.1") -> None:
+    """Serve one worker process's own counters on ``host:port`` from a background thread."""
+    _serve(WorkerCollector(counters), port, host)

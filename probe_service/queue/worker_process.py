@@ -16,7 +16,7 @@ from pathlib import Path
 
 import dramatiq
 
-from ..errors import ProbeServiceError, SandboxUnavailable
+from ..errors import ProbeServiceError, SandboxUnavailable, StoreUnavailable
 from ..plans.execution import RuntimeBackend
 from ..sandbox import SandboxRuntime, locate_runtime
 from ..settings import REDIS_URL_ENV, Settings, read_settings
@@ -25,7 +25,7 @@ from .broker import DEFAULT_QUEUE, ProbeQueue
 from .execute import WorkerContext, execute_run, reap_runs
 from .heartbeats import note_alive, note_gone
 
-__all__ = ["main"]
+__all__ = ["janitor_tick", "main"]
 
 log = logging.getLogger("byte-probe.worker")
 
@@ -35,6 +35,7 @@ def _context(
     root: Path,
     runtime: SandboxRuntime | None,
     after_run: Callable[[Store, str, str], None] | None,
+    threads: int,
 ) -> WorkerContext:
     """The worker's context over the store under ``root`` (or ``PROBE_DATABASE_URL``), with
     its leases, attempts, re-send delay and namespace from the settings."""
@@ -46,6 +47,7 @@ def _context(
         max_attempts=settings.max_attempts,
         resend_after_ms=settings.resend_after_ms,
         namespace=settings.redis_namespace,
+        threads=threads,
     )
     if after_run is not None:
         ctx.after_run = after_run
@@ -67,14 +69,23 @@ def _janitor(
     every_s: float,
 ) -> None:
     while not stop.wait(every_s):
-        try:
-            _note_alive(ctx, queues)
-            counts = reap_runs(ctx, queue.enqueue)
-        except ProbeServiceError as exc:
-            log.warning("janitor: %s", exc)
-            continue
-        if any(counts.values()):
-            log.info("janitor: %s", counts)
+        janitor_tick(ctx, queue, queues)
+
+
+def janitor_tick(ctx: WorkerContext, queue: ProbeQueue, queues: Sequence[str]) -> None:
+    """One janitor pass: note this worker alive, reap lost runs, re-send stale ones; a
+    failure is logged (the next tick tries again) and a store outage shows on the
+    worker's ``store_up`` gauge (docs/ARCHITECTURE.md, "Metrics")."""
+    try:
+        _note_alive(ctx, queues)
+        counts = reap_runs(ctx, queue.enqueue)
+    except ProbeServiceError as exc:
+        ctx.counters.store_up = not isinstance(exc, StoreUnavailable)
+        log.warning("janitor: %s", exc)
+        return
+    ctx.counters.store_up = True
+    if any(counts.values()):
+        log.info("janitor: %s", counts)
 
 
 def main(
@@ -86,6 +97,9 @@ def main(
     parser.add_argument("--queues", nargs="*", default=[DEFAULT_QUEUE])
     # The state directory comes as an argument, never through the environment.
     parser.add_argument("--root", type=Path, default=Path("."))
+    # This process's own counters (docs/ARCHITECTURE.md, "Metrics"); 0: not served.
+    parser.add_argument("--metrics-port", type=int, default=0)
+    parser.add_argument("--metrics-host", default="127.0.0.1")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s[%(process)d] %(message)s")
     try:
@@ -106,7 +120,12 @@ def main(
     # The context and the broker take the namespace from the same settings, so this
     # worker executes and re-sends only the runs submitted to the queue it consumes.
     namespace = settings.redis_namespace
-    ctx = _context(settings, args.root, runtime, after_run)
+    ctx = _context(settings, args.root, runtime, after_run, args.threads)
+    if args.metrics_port:
+        from .metrics import serve_worker_metrics
+
+        serve_worker_metrics(args.metrics_port, ctx.counters, host=args.metrics_host)
+        log.info("worker %s metrics on %s:%d", ctx.owner, args.metrics_host, args.metrics_port)
 
     def handle(run_id: str) -> None:
         outcome = execute_run(ctx, run_id)

@@ -2,11 +2,13 @@
 
 docs/ARCHITECTURE.md, "Limits". The in-sandbox shell opens a FIFO on
 descriptor 3, prints the start marker and blocks reading it. Seeing the marker,
-the runner finds the one process of the run group that holds the FIFO, moves
-it into the probe group and writes one line; the shell closes the descriptor
-and ``exec``s the probe. A shell that is blocked cannot fork, so nothing of the
-probe can start outside the probe group. If the shell cannot be found or moved,
-the gate stays shut and the run is killed.
+the runner judges the canary's verdict from the same instance ("Canary",
+``canary.launch_canaried``) and, only if it held, finds the one process of the
+run group that holds the FIFO, moves it into the probe group and writes one
+line; the shell closes the descriptor and ``exec``s the probe. A shell that is
+blocked cannot fork, so nothing of the probe can start outside the probe group,
+or before the verdict. If the verdict failed or the shell cannot be found or
+moved, the gate stays shut and the run is killed.
 """
 
 from __future__ import annotations
@@ -33,15 +35,16 @@ def _parent(pid: int) -> int:
 
 @dataclass(frozen=True)
 class StartGate:
-    """One run's gate FIFO and the cgroup its shell is moved into."""
+    """One run's gate FIFO and the cgroup its shell is moved into (None: a launch outside
+    a run's cgroups, such as ``canary.run_canary`` alone, whose shell is only released)."""
 
     path: Path
-    cgroup: RunCgroup
+    cgroup: RunCgroup | None
 
-    def _holder(self) -> int:
+    def _holder(self, cgroup: RunCgroup) -> int:
         target = os.stat(self.path)
         holders = []
-        for pid in sorted(self.cgroup.pids_in_run()):
+        for pid in sorted(cgroup.pids_in_run()):
             with contextlib.suppress(OSError):
                 info = os.stat(f"/proc/{pid}/fd/3")
                 if (info.st_dev, info.st_ino) == (target.st_dev, target.st_ino):
@@ -50,8 +53,9 @@ class StartGate:
             raise OSError(f"start gate: expected one waiting shell, found {len(holders)}")
         return holders[0]
 
-    def _relays(self, holder: int) -> set[int]:
-        members = self.cgroup.pids_in_run()
+    @staticmethod
+    def _relays(cgroup: RunCgroup, holder: int) -> set[int]:
+        members = cgroup.pids_in_run()
         ancestors: set[int] = set()
         pid = holder
         while pid in members or pid == holder:
@@ -62,9 +66,10 @@ class StartGate:
     def release(self) -> None:
         """Move the waiting shell into the probe group and the runtime's relays into the relay
         group, then release the shell; raises ``OSError``."""
-        holder = self._holder()
-        self.cgroup.move_to_probe_group(holder)
-        self.cgroup.move_to_relay_group(self._relays(holder))
+        if self.cgroup is not None:
+            holder = self._holder(self.cgroup)
+            self.cgroup.move_to_probe_group(holder)
+            self.cgroup.move_to_relay_group(self._relays(self.cgroup, holder))
         fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
             os.write(fd, b"go\n")
@@ -72,7 +77,7 @@ class StartGate:
             os.close(fd)
 
 
-def create_gate(directory: Path, cgroup: RunCgroup, uid: int, gid: int) -> StartGate:
+def create_gate(directory: Path, cgroup: RunCgroup | None, uid: int, gid: int) -> StartGate:
     """Create the gate FIFO in ``directory``, owned by the probe uid, mode 0600."""
     path = directory / "start-gate"
     os.mkfifo(path, 0o600)

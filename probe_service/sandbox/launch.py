@@ -65,7 +65,8 @@ _UNLIMITED = "bwrap-guard-inactive"
 
 @dataclass(frozen=True)
 class Launch:
-    """Everything needed to start srt the same way for the canary and the probe."""
+    """Everything needed to start srt the same way for every launch of a run (each
+    preflight command and the probe, each with its canary inside)."""
 
     settings_path: Path
     node_path: Path
@@ -95,6 +96,12 @@ class Launch:
         return Path("/") if self.enter_namespace is not None else self.cwd
 
     @property
+    def runtime_tmp(self) -> Path:
+        """The runtime's TMPDIR (the run's ``tmp``): readable inside the sandbox at the same
+        path, where the start gate and the canary's verdict channel live."""
+        return Path(self.runtime_env["TMPDIR"])
+
+    @property
     def mode(self) -> str:
         """``helper`` (the persistent launcher) or ``cli`` (one srt process per command)."""
         return "cli" if self.wrapper is None else "helper"
@@ -121,9 +128,10 @@ class Launch:
             return "limits_unverified", detail
         return None
 
-    def argv(self, executable: str, args: Sequence[str]) -> list[str]:
-        """Return the host argv that runs ``executable args`` under these exact settings."""
-        command = build_command(self, executable, args)
+    def argv(self, executable: str, args: Sequence[str], canary: str | None = None) -> list[str]:
+        """Return the host argv that runs ``executable args`` under these exact settings,
+        after the in-instance ``canary`` step when given (``canary.canary_step``)."""
+        command = build_command(self, executable, args, canary)
         enter = [] if self.enter_namespace is None else self.enter_namespace(self.cwd)
         if self.wrapper is not None:
             return [*enter, *self.host_prefix, *self.wrapper(command)]
@@ -141,8 +149,17 @@ class Launch:
         ]
 
 
-def build_command(launch: Launch, executable: str, args: Sequence[str]) -> str:
-    """Return the shell command srt runs: guard check, start marker, exec of prlimit/env/probe."""
+def build_command(
+    launch: Launch, executable: str, args: Sequence[str], canary: str | None = None
+) -> str:
+    """Return the shell command srt runs: guard check, the canary step (when given), start
+    marker, gate, exec of prlimit/env/probe.
+
+    docs/ARCHITECTURE.md, "Canary": the canary step runs in this very shell's instance
+    before the start marker and writes its report on its own channel, which it has closed
+    before the marker; the runner judges that report when the marker arrives and opens
+    the gate only if it held.
+    """
     words = [*launch.prefix_argv, _ENV, "-i", "--"]
     words += [f"{name}={value}" for name, value in sorted(launch.probe_env.items())]
     quoted = [shlex.quote(word) for word in words]
@@ -168,7 +185,8 @@ def build_command(launch: Launch, executable: str, args: Sequence[str]) -> str:
         # cgroup and only then let it exec the probe (docs/ARCHITECTURE.md, Limits).
         gate = shlex.quote(str(launch.gate_path))
         start = f"exec 3<>{gate} && {start} && read -r _ <&3 && exec 3<&-"
-    return f"{guard}; {start} && exec {' '.join(quoted)}"
+    step = "" if canary is None else f"{canary}; "
+    return f"{guard}; {step}{start} && exec {' '.join(quoted)}"
 
 
 def build_launch(

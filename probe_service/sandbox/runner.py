@@ -33,7 +33,7 @@ from probe_service.policies.model import (
     probe_environment,
 )
 from probe_service.rundirs import make_run_dir
-from probe_service.sandbox.canary import never_started, run_canary
+from probe_service.sandbox.canary import Canaried, launch_canaried, run_canary
 from probe_service.sandbox.gate import StartGate, create_gate
 from probe_service.sandbox.helper import (
     LauncherPool,
@@ -62,7 +62,7 @@ from probe_service.sandbox.prepare import (
     canonical_dir,
     prepare_run,
 )
-from probe_service.sandbox.process import Bounded, run_bounded
+from probe_service.sandbox.process import Bounded
 from probe_service.sandbox.results import LimitsApplied, SandboxResult
 from probe_service.sandbox.runtime import SandboxRuntime, find_system_tool, verify_unchanged
 from probe_service.sandbox.scratch import run_scratch, scratch_exhausted
@@ -367,7 +367,7 @@ def _execute(
         if helper is not None:
             helped, wraps = helper_launch(launch, settings, prepared.paths, helper)
             try:
-                return _canary_then_run(policy, helped, run, request, base, phases)
+                return _run_commands(policy, helped, run, request, base, phases)
             except LauncherUnavailable as exc:
                 # Fall back to the CLI path, canaried again from the start; never unsandboxed.
                 log.warning("%s; this run falls back to the CLI path", exc)
@@ -375,10 +375,10 @@ def _execute(
             finally:
                 for _ in range(wraps[0]):
                     helper.command_done()
-        return _canary_then_run(policy, launch, run, request, base, phases)
+        return _run_commands(policy, launch, run, request, base, phases)
 
 
-def _canary_then_run(
+def _run_commands(
     policy: Policy,
     launch: Launch,
     run: tuple[Prepared, _Resources, StartGate],
@@ -386,47 +386,42 @@ def _canary_then_run(
     base: dict[str, object],
     phases: dict[str, float],
 ) -> SandboxResult:
-    """The canary, the preflight commands, then the probe, all through ``launch``; raises
-    ``Refused`` and ``LauncherUnavailable`` (the caller falls back to the CLI path)."""
+    """The preflight commands, then the probe, each one launch through ``launch`` whose own
+    instance runs the canary first (docs/ARCHITECTURE.md, "Canary"); raises ``Refused``
+    and ``LauncherUnavailable`` (the caller falls back to the CLI path)."""
     prepared, res, gate = run
     allowed = [prepared.paths.snapshot, prepared.paths.scratch, prepared.paths.runtime_tmp]
-    canary_started = time.monotonic()
-    verdict = run_canary(
-        launch, allowed, res.cgroup, expected_uid=res.identity.uid, on_start=gate.release
-    )
-    if verdict.may_retry:
-        log.warning(
-            "the canary's sandbox failed before it started; launching once more: %s", verdict.detail
-        )
-        verdict = run_canary(
-            launch, allowed, res.cgroup, expected_uid=res.identity.uid, on_start=gate.release
-        )
-    phases["canary"] = time.monotonic() - canary_started
-    if not verdict.held:
-        raise Refused(verdict.reason or "canary_readable", verdict.detail)
+    # Immediately before the first launch that may run a repository-chosen command.
     _recheck_before_launch(prepared, request)
+    phases["canary"] = 0.0
 
     def launch_one(command: Command) -> Bounded:
-        outcome = launch_once(command)
-        if never_started(outcome, launch):
+        canaried = launch_once(command)
+        if canaried.verdict.may_retry:
             # Nothing of the command ran (no start marker): one more launch is safe.
-            detail = outcome.start_detail or outcome.stderr[-300:].decode("utf-8", "replace")
-            log.warning("the sandbox failed before the command started; once more: %s", detail)
-            outcome = launch_once(command)
-        return outcome
+            log.warning(
+                "the sandbox failed before the command started; once more: %s",
+                canaried.verdict.detail,
+            )
+            canaried = launch_once(command)
+        if not canaried.verdict.held:
+            raise Refused(canaried.verdict.reason or "canary_readable", canaried.verdict.detail)
+        return canaried.outcome
 
-    def launch_once(command: Command) -> Bounded:
-        return run_bounded(
-            launch.argv(command.launch_path, command.args),
-            env=launch.runtime_env,
-            cwd=launch.spawn_cwd,
+    def launch_once(command: Command) -> Canaried:
+        canaried = launch_canaried(
+            launch,
+            command.launch_path,
+            command.args,
+            gate=gate,
+            allowed_roots=allowed,
+            cgroup=res.cgroup,
+            expected_uid=res.identity.uid,
             timeout_seconds=policy.timeout_seconds,
             budget=policy.max_output_bytes,
-            skip_stdout_prefix=len(launch.nonce),
-            cgroup=res.cgroup,
-            start_marker=launch.nonce.encode("ascii"),
-            on_start=gate.release,
         )
+        phases["canary"] += canaried.canary_seconds
+        return canaried
 
     ran = []
     for command in prepared.preflight:
@@ -472,7 +467,8 @@ def run_sandboxed(
 
     ``toolchains`` are the policy's toolchains as resolved (with digests) by the caller;
     each is rechecked before launch. ``preflight`` commands (argument arrays) run first,
-    in the same sandbox, and the first that fails ends the run ``preflight_failed``.
+    in the same sandbox (one launch each, its canary inside), and the first that fails
+    ends the run ``preflight_failed``.
     ``extra_read_paths`` (read-only allow-backs) is for the service's built-in profiles
     only; plans and policy files cannot name it. Every prerequisite failure returns
     ``status="inconclusive"`` with a reason. Commands are wrapped by a persistent launcher

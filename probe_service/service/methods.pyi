@@ -3,6 +3,8 @@
 
 from typing import Any, Literal
 
+from probe_service.bundles.api import BundleExported, BundleVerified
+from probe_service.bundles.importer import ImportResult
 from probe_service.claims.brief import KnowledgeBrief
 from probe_service.claims.gate_report import GateReport
 from probe_service.claims.history import ClaimHistory, GatePreview
@@ -12,6 +14,7 @@ from probe_service.claims.records import ChangeAnalysis, ClaimRecord, Obligation
 from probe_service.plans.models import Plan
 from probe_service.plans.run import ProbeRunResult
 from probe_service.policies.describe import PolicyDescription
+from probe_service.queue.batch_report import BatchReport
 from probe_service.queue.farm import FarmStats
 from probe_service.queue.listing import RunPage
 from probe_service.queue.status import RunStatus
@@ -45,9 +48,9 @@ class OperationMethods:
     ) -> Capabilities:
         """Negotiate: the engine version, schema versions, every operation this interface offers
         with a one-line summary, and whether the sandbox is ready here (verified runtime,
-        prerequisites, platform); detail: true (or operations: [names]) adds full descriptions
-        and request and response JSON Schemas. Reads nothing from repositories. Refuses an
-        operation name this interface does not offer."""
+        prerequisites, platform). With detail: true (or operations: [names]) it adds full
+        descriptions and request and response JSON Schemas. Reads nothing from repositories.
+        Refuses an operation name this interface does not offer."""
 
     def snapshot_capture(
         self,
@@ -128,11 +131,11 @@ class OperationMethods:
         policy_id: str,
         reuse: bool = ...,
     ) -> SubmitResult:
-        """Queue stored plans under one policy id as one batch and return the batch id and run ids
-        at once (poll run_status with each run id); without a configured queue the runs execute
-        in this process in the background. Refuses the whole batch (nothing stored) when a plan
-        id is not stored or, without a configured queue, when this service's policy file has no
-        policy_id."""
+        """Queue stored plans under one policy id as one batch, returning at once. The answer holds
+        the batch id and run ids (poll run_status with each run id); without a configured queue
+        the runs execute in this process in the background. Refuses the whole batch (nothing
+        stored) when a plan id is not stored or, without a configured queue, when this service's
+        policy file has no policy_id."""
 
     def batch_status(
         self,
@@ -158,9 +161,9 @@ class OperationMethods:
         receipt_id: str,
     ) -> dict[str, Any]:
         """Read a stored receipt (committed part, digest, operational part) by receipt sha or run
-        id, with the summary every run result carries beside it (outcome, reason, detail, check,
-        phases, limits_applied …; outside the commitment, which still verifies). Its output
-        fields are probe output: untrusted text."""
+        id. Beside it comes the summary every run result carries (outcome, reason, detail,
+        check, phases, limits_applied …; outside the commitment, which still verifies). Its
+        output fields are probe output: untrusted text."""
 
     def receipt_export(
         self,
@@ -191,8 +194,8 @@ class OperationMethods:
         *,
         policy_id: str,
     ) -> PolicyDescription:
-        """What one policy allows, to plan against it: executables, timeout, output, memory,
-        process, open-file and scratch limits, domains and ports, toolchain names, the
+        """What one policy allows, to plan against it. It lists executables, timeout, output,
+        memory, process, open-file and scratch limits, domains and ports, toolchain names, the
         environment (fixed values, names from the worker, names a plan may set), whether
         refutations are confirmed, and the oracle sources that need a reference. Never a path of
         the administrator's. Refuses an unknown id (not_found, naming policy_id)."""
@@ -405,7 +408,7 @@ class OperationMethods:
     ) -> BoundaryResult:
         """Resolve a TypeScript symbol's definitions, consumers (through every alias) and
         implementations from the materialized snapshot (never a working tree) with an isolated,
-        pinned compiler in the sandbox, with completeness signals: a result that is incomplete,
+        pinned compiler in the sandbox. Its completeness signals: a result that is incomplete,
         truncated or unavailable says so and never counts as current for a claim; a symbol with
         no declaration is not_found, naming the files searched."""
 
@@ -439,9 +442,9 @@ class OperationMethods:
         reuse: bool = ...,
         threads: int = ...,
     ) -> BatchSubmitted:
-        """Persist plans (or stored plan ids) as one batch of runs under one policy id, plans and
-        runs in the same transactions, then enqueue them; without a configured queue the runs
-        execute in this process. Refuses the whole batch (nothing stored) when a plan id or
+        """Persist plans (or stored plan ids) as one batch of runs and enqueue them. Plans and runs
+        are stored under one policy id in the same transactions; without a configured queue the
+        runs execute in this process. Refuses the whole batch (nothing stored) when a plan id or
         snapshot is not stored."""
 
     def batch_resume(
@@ -474,9 +477,10 @@ class OperationMethods:
         limit: int = ...,
         cursor: str | None = ...,
     ) -> RunPage:
-        """List runs newest first, queued ones (with batch, state, attempts) and those run in a
-        process alike, filtered by run id, batch, outcome, reason, policy id, snapshot or state;
-        pages of at most 500 with a cursor. Read-only; ids only, never policy bodies."""
+        """List runs newest first, queued and run in a process alike. Queued ones carry batch,
+        state and attempts, each run its plan's hypothesis; filtered by run id, batch, outcome,
+        reason, policy id, snapshot or state (ids or prefixes); pages of at most 500 with a
+        cursor. Read-only; ids only, never policy bodies."""
 
     def farm_stats(
         self,
@@ -486,6 +490,18 @@ class OperationMethods:
     ) -> FarmStats:
         """Queue depth, runs by state, outcomes and reasons, throughput and submit-to-receipt
         latency per time bucket over a window, and the workers seen recently. Read-only."""
+
+    def batch_report(
+        self,
+        *,
+        batch_id: str,
+        limit: int = ...,
+    ) -> BatchReport:
+        """A batch's counts, progress, slowest runs and failures. Runs by state and outcome, how
+        many are done and how many were taken more than once; its `limit` slowest runs
+        (submission to done) and its first `limit` runs that did not support their hypothesis,
+        each with its hypothesis, reason, attempts and receipt. Read-only: settles nothing
+        (batch_status does). Refuses an unknown batch."""
 
     def claim_history(
         self,
@@ -518,6 +534,51 @@ class OperationMethods:
     ) -> SnapshotFile:
         """One path of a stored snapshot: its entry and, for a file, its first max_bytes as text
         (repository content: untrusted data). Refuses a path the snapshot lacks."""
+
+    def bundle_export(
+        self,
+        *,
+        out: str,
+        snapshot_id: str | None = ...,
+        claim_ids: tuple[str, ...] = ...,
+        scope: str | None = ...,
+    ) -> BundleExported:
+        """Write the evidence a selection rests on into one bundle file. It is a zstd tar with a
+        manifest of every object's digest and size, holding what the selection needs to be
+        checked elsewhere: snapshot manifests and blobs, plans, receipts with their DSSE
+        envelopes, claims with their supersessions, tombstones, checks, obligations with
+        resolutions and audit entries. Reads the store, writes only that file; never overwrites
+        another. On the host and MCP faces the file's directory must lie inside the capture
+        roots."""
+
+    def bundle_verify(
+        self,
+        *,
+        path: str,
+        public_keys: tuple[str, ...] = ...,
+    ) -> BundleVerified:
+        """Check a bundle file without a store. It checks every object's digest and size, every
+        snapshot's blobs, every receipt's commitment, every envelope's statement and — with
+        public keys — its signature (then every receipt must be signed by one of them), every
+        claim's record digest and evidence binding. Writes nothing. Refuses naming the member: a
+        tampered blob, a receipt whose commitment no longer matches, a signature by another key,
+        a truncated file, an unknown format version, an unsafe member name, a bundle over the
+        capture caps."""
+
+    def bundle_import(
+        self,
+        *,
+        path: str,
+        require_signed: tuple[str, ...] = ...,
+        allow_unsigned: bool = ...,
+    ) -> ImportResult:
+        """Import a bundle (administrators only). It verifies everything first — every digest,
+        every receipt's commitment, every envelope's signature (by a listed key, unless
+        allow_unsigned), every claim's evidence binding — then writes it all in one transaction.
+        Importing twice changes nothing; an object stored under the same id with other bytes is
+        refused. Imported claims keep their history and are marked with their origin; imported
+        receipts are never reused, and an imported resolution never closes an obligation of this
+        store."""
 
     def turn_begin(
         self,

@@ -1,4 +1,4 @@
-"""SQLAlchemy Core tables of agent turns (migration ``0013_turns``; docs/ARCHITECTURE.md,
+"""SQLAlchemy Core tables of agent turns (migration ``0014_turns``; docs/ARCHITECTURE.md,
 "The agent's turn").
 
 - ``turns``: one row per ``turn_begin``: the capture root, scope, the snapshot captured

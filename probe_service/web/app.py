@@ -75,6 +75,8 @@ def create_app(
         Route("/", pages.farm, name="farm"),
         Route("/runs", pages.runs, name="runs"),
         Route("/runs/{run_id:str}", pages.run, name="run"),
+        Route("/batches/{batch_id:str}", pages.batch, name="batch"),
+        Route("/receipts/{receipt_id:str}", pages.receipt, name="receipt"),
         Route("/plans/{plan_id:str}", pages.plan, name="plan"),
         Route("/snapshots/{snapshot_id:str}", pages.snapshot, name="snapshot"),
         Route(

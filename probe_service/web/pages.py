@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
 from ..errors import NotFound, ProbeServiceError
@@ -53,7 +53,9 @@ SHOWN_FIELDS = (
     "stderr_sha256",
     "version",
 )
-RUN_FILTERS = ("batch_id", "outcome", "reason", "policy_id", "snapshot_id", "state")
+#: The runs list's filters; every id among them takes a unique prefix (8+ hex), resolved
+#: by the table's one id resolver like on every face (docs/ARCHITECTURE.md, "Ids").
+RUN_FILTERS = ("run_id", "batch_id", "outcome", "reason", "policy_id", "snapshot_id", "state")
 
 
 class Pages:
@@ -123,12 +125,41 @@ class Pages:
             filters=filters,
             next_query=next_query if page["next_cursor"] else None,
             when=_clock,
+            took=_took,
+            line=safe_line,
         )
+
+    async def batch(self, request: Request) -> Response:
+        """A batch: progress, counts by state and outcome, its slowest runs, its failures."""
+        report = await self.read(
+            "batch_report",
+            batch_id=request.path_params["batch_id"],
+            limit=_int(request.query_params.get("limit"), 10),
+        )
+        total = report["total"] or 1
+        return self.render(
+            request,
+            "batch.html",
+            b=report,
+            percent=round(100 * report["done"] / total),
+            when=_clock,
+            took=_took,
+            line=safe_line,
+        )
+
+    async def receipt(self, request: Request) -> Response:
+        """A receipt by its sha256 (or run id): the page of the run that wrote it."""
+        found = await self.read("receipt_get", receipt_id=request.path_params["receipt_id"])
+        run_id = found.get("operational", {}).get("run_id") or found["receipt_sha256"]
+        return RedirectResponse(request.url_for("run", run_id=run_id).path, status_code=303)
 
     async def run(self, request: Request) -> Response:
         """A run and its receipt: inputs, commitments, timings, output, verification."""
         run_id = request.path_params["run_id"]
-        listed = await self.read("run_list", run_id=run_id, limit=1)
+        try:  # a receipt's sha256 names no run row, but its receipt
+            listed = await self.read("run_list", run_id=run_id, limit=1)
+        except NotFound:
+            listed = {"runs": []}
         entry = listed["runs"][0] if listed["runs"] else None
         receipt = None
         try:
@@ -158,7 +189,9 @@ class Pages:
             verification = {"ok": False, "text": safe_line(exc)}
         phases = phase_seconds(receipt)
         fields, kept = committed.to_json(), operational.to_json()
+        junit = document.get("junit")  # receipt_get's summary: what `run` prints
         return {
+            "junit": None if junit is None else _junit(junit),
             "receipt": receipt,
             "shown": [(k, fields[k]) for k in SHOWN_FIELDS if k in fields]
             + _confirmation_row(committed.confirmation),
@@ -259,6 +292,25 @@ class Pages:
             allow_empty=request.query_params.get("allow_empty") in ("1", "true", "yes"),
         )
         return self.render(request, "gate.html", g=preview)
+
+
+def _junit(summary: dict[str, Any]) -> dict[str, Any]:
+    """The JUnit summary of a receipt (``receipt_get``'s ``junit``, the one ``run`` and
+    ``receipt show`` print), its test ids and messages made visible single lines."""
+    cases = [
+        {"id": safe_line(c["id"]), "outcome": c["outcome"], "message": safe_line(c["message"])}
+        for c in summary.get("not_passed", ())
+    ]
+    not_passed = int(summary.get("failed", 0)) + int(summary.get("error", 0))
+    return {**summary, "not_passed": cases, "unlisted": max(0, not_passed - len(cases))}
+
+
+def _took(start_ms: int | None, end_ms: int | None) -> str:
+    """A duration between two millisecond times, or — when either is missing."""
+    if start_ms is None or end_ms is None:
+        return "—"
+    seconds = max(0, end_ms - start_ms) / 1000
+    return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
 def _output(encoded: object) -> dict[str, Any]:

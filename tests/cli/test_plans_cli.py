@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from probe_service.service import ProbeService
+
 from ..stubsandbox import Canned, StubSandbox
 from .conftest import POLICY_ID, CliRunner, PlanCreator, PlanWriter, exit_oracle
 
@@ -127,11 +129,16 @@ class TestReceiptCommands:
 class TestDemo:
     def test_demo_exits_0_with_three_outcomes(self, real_cli: CliRunner, tmp_path: Path) -> None:
         """`demo` runs the three probes in the real sandbox and prints supports, refutes
-        and inconclusive."""
+        and inconclusive; the web view's farm statistics over its store count all three
+        (runs in process, docs/ARCHITECTURE.md, "Web view")."""
         code, out, err = real_cli("demo", "--workdir", str(tmp_path / "demo"), root=False)
         assert code == 0, err
         for outcome in ("supports", "refutes", "inconclusive"):
             assert outcome in out
+        with ProbeService.open(tmp_path / "demo", interface="web") as svc:
+            stats = svc.farm_stats()
+        assert stats.outcomes == {"inconclusive": 1, "refutes": 1, "supports": 1}
+        assert (stats.in_process_in_window, stats.by_state) == (3, {"done in window": 3})
 
 
 class TestReuseIsExact:

@@ -23,8 +23,8 @@ from .conftest import PACKAGE, ROOT, UNITS, env_names_read_by_package, resolve_c
 
 SCHEMA = Path(__file__).with_name("compose-spec.json")
 SCHEMA_SOURCE = Path(__file__).with_name("compose-spec.source.md")
-OUR_SERVICES = ("migrate", "worker", "web")
-UNPRIVILEGED = ("migrate", "web")
+OUR_SERVICES = ("migrate", "worker", "metrics", "web")
+UNPRIVILEGED = ("migrate", "metrics", "web")
 #: The image's unprivileged account (Dockerfile) that every service but the worker runs as.
 PROBE_ACCOUNT = "10001:10001"
 #: The worker's security options, each commented in compose.yaml with its reason.
@@ -87,8 +87,9 @@ class TestSchema:
 
 class TestServices:
     def test_every_service_is_declared(self, services: dict[str, Any]) -> None:
-        """Redis, PostgreSQL, the migration, the workers and the web view are all there."""
-        assert set(services) == {"redis", "postgres", "migrate", "worker", "web"}
+        """Redis, PostgreSQL, the migration, the workers, the store-wide metrics and the web
+        view are all there."""
+        assert set(services) == {"redis", "postgres", "migrate", "worker", "metrics", "web"}
 
     def test_redis_persists_never_evicts_and_wants_a_password(
         self, services: dict[str, Any]
@@ -280,19 +281,24 @@ class TestPorts:
             assert port.rpartition(":")[0].rpartition(":")[0] in BIND_ADDRESSES, (name, port)
         assert "FARM_BIND_ADDRESS" in readme
         assert "127.0.0.1:8470" in readme
-        assert services["worker"]["expose"] == [
-            services["worker"]["environment"]["PROBE_METRICS_PORT"]
-        ]
+        worker = services["worker"]
+        base = int(worker["environment"]["PROBE_METRICS_PORT"])
+        processes = int(worker["command"][worker["command"].index("--processes") + 1])
+        assert worker["expose"] == [str(base + i) for i in range(processes)]
+        assert services["metrics"]["expose"] == ["9190"]
+        assert "ports" not in services["metrics"]
 
     def test_readme_scrape_configuration_targets_the_metrics_port(
         self, services: dict[str, Any]
     ) -> None:
-        """The README's Prometheus job scrapes the port the worker serves metrics on."""
+        """The README's Prometheus jobs scrape every port a worker process serves its
+        counters on, and the one store-wide endpoint."""
         readme = (ROOT / "README.md").read_text()
-        port = services["worker"]["environment"]["PROBE_METRICS_PORT"]
         block = re.search(r"```yaml\n(scrape_configs:.*?)```", readme, re.DOTALL)
         assert block is not None, "the README shows a scrape_configs block"
-        assert f"worker:{port}" in block.group(1)
+        for port in services["worker"]["expose"]:
+            assert f"worker:{port}" in block.group(1)
+        assert "metrics:9190" in block.group(1)
 
 
 class TestConfiguration:
@@ -309,12 +315,16 @@ class TestConfiguration:
         assert names | {"BYTE_PROBE_SIGNING_KEY", "PROBE_METRICS_PORT"} <= set(env)
 
     def test_worker_health_check_needs_the_store(self, services: dict[str, Any]) -> None:
-        """The worker's health check asks the metrics port and wants `byte_probe_up 1`."""
+        """The worker's health check asks its metrics port and wants its store_up at 1;
+        the metrics service's wants `byte_probe_up 1`."""
         worker = services["worker"]
         port = worker["environment"]["PROBE_METRICS_PORT"]
         check = " ".join(worker["healthcheck"]["test"])
         assert f":{port}/metrics" in check
-        assert "byte_probe_up 1.0" in check
+        assert "byte_probe_worker_store_up" in check
+        store_wide = " ".join(services["metrics"]["healthcheck"]["test"])
+        assert ":9190/metrics" in store_wide
+        assert "byte_probe_up 1.0" in store_wide
 
     @pytest.mark.parametrize("name", OUR_SERVICES)
     def test_commands_are_real_cli_commands(

@@ -144,7 +144,13 @@ def start_farm(
     """Start worker farms with short leases and a fast janitor; stopped after the test."""
     farms: list[Farm] = []
 
-    def start(processes: int = 2, threads: int = 2, **extra_env: str) -> Farm:
+    def start(
+        processes: int = 2,
+        threads: int = 2,
+        metrics_port: int = 0,
+        store_metrics_port: int = 0,
+        **extra_env: str,
+    ) -> Farm:
         env = {
             **os.environ,
             "PROBE_REDIS_URL": redis_url,
@@ -157,7 +163,9 @@ def start_farm(
             **extra_env,
         }
         log = tmp_path / f"farm{len(farms)}.log"
-        argv = [sys.executable, "-m", "probe_service.cli", "worker", "--metrics-port", "0"]
+        argv = [sys.executable, "-m", "probe_service.cli", "worker"]
+        argv += ["--metrics-port", str(metrics_port)]
+        argv += ["--store-metrics-port", str(store_metrics_port)]
         argv += ["--processes", str(processes), "--threads", str(threads), "--root", str(tmp_path)]
         with open(log, "wb") as out:
             process = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)

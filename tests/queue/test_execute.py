@@ -77,12 +77,15 @@ class TestExecuteRun:
     def test_duplicate_delivery_writes_nothing_twice(
         self, shared_store: Store, snapshot_id: str, policy_file: Path, stub_sandbox: StubSandbox
     ) -> None:
-        """A second delivery of a done run is acked: no second receipt, no second event."""
+        """A second delivery of a done run is acked: no second receipt, no second event,
+        and the worker counts one executed run (docs/ARCHITECTURE.md, "Metrics")."""
         run_id = _submit_one(shared_store, snapshot_id)
         ctx = WorkerContext(store=shared_store, backend=stub_sandbox)
         assert execute_run(ctx, run_id) == "supports"
         assert execute_run(ctx, run_id) == "already_done"
         assert len(stub_sandbox.executions) == 1
+        counts, busy = ctx.counters.snapshot()
+        assert (counts["runs_executed"], busy) == (1, 0)
         assert _count(shared_store, receipts, receipts.c.run_id == run_id) == 1
         probe_events = _count(
             shared_store, events, events.c.kind == "probe", events.c.payload.contains(run_id)

@@ -8,11 +8,14 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import Metric
+from sqlalchemy import insert
 
 from probe_service.plans import parse_plan
 from probe_service.queue import InlineQueue, ProbeQueue, WorkerContext, execute_run, submit_plans
+from probe_service.queue.heartbeats import note_alive
 from probe_service.queue.metrics import StoreCollector
-from probe_service.queue.runs import claim_run, finish_run
+from probe_service.queue.runs import claim_run, finish_run, now_ms
+from probe_service.queue.tables import worker_heartbeats
 from probe_service.settings import read_settings
 from probe_service.store import Store, open_store
 from probe_service.store.engine import create_store_engine
@@ -117,3 +120,43 @@ class TestPhaseHistograms:
         for phase in ("queued", "materialize", "canary", "launch", "execute", "evaluate", "write"):
             assert _value(metric, "byte_probe_phase_seconds_count", phase=phase) == 1, phase
             assert _value(metric, "byte_probe_phase_seconds_bucket", phase=phase, le="+Inf") == 1
+
+
+class TestLossMetrics:
+    def test_worker_lost_reattempted_and_alive_workers_are_store_wide(
+        self, shared_store: Store, snapshot_id: str, policy_file: Path
+    ) -> None:
+        """A run ended worker_lost, a run taken twice and two live workers' notes show in
+        the store-wide scrape; a note older than a minute does not count as alive."""
+        plans = [parse_plan(shell_plan(snapshot_id, f"exit 0 # l{i}", f"l{i}")) for i in range(2)]
+        lost, again = submit_plans(
+            shared_store, InlineQueue(read_settings()), plans, POLICY_ID
+        ).run_ids
+        for _ in range(2):
+            claim_run(shared_store, again, "worker-a", 1)
+        claim_run(shared_store, lost, "worker-a", 60_000)
+        finish_run(
+            shared_store,
+            lost,
+            outcome="inconclusive",
+            reason="worker_lost",
+            receipt_sha256=None,
+            action_key=None,
+        )
+        note_alive(shared_store, "host:1", "byte-probe", ["probes"])
+        note_alive(shared_store, "host:2", "byte-probe", ["probes", "other"])
+        with shared_store.transaction() as conn:
+            conn.execute(
+                insert(worker_heartbeats).values(
+                    owner="host:3",
+                    queue="probes",
+                    namespace="byte-probe",
+                    seen_ms=now_ms() - 120_000,
+                )
+            )
+        scraped = {m.name: m for m in StoreCollector(shared_store, None).collect()}
+        assert (
+            _value(scraped["byte_probe_runs_worker_lost"], "byte_probe_runs_worker_lost_total") == 1
+        )
+        assert _value(scraped["byte_probe_runs_reattempted"], "byte_probe_runs_reattempted") == 1
+        assert _value(scraped["byte_probe_workers_alive"], "byte_probe_workers_alive") == 2

@@ -91,16 +91,17 @@ def test_swapped_executable_is_caught_before_launch(
 ) -> None:
     """Replacing the pinned file between resolution and launch ends executable_changed."""
     tool = _copy_true(tmp_path / "tools")
-    real_canary = runner_module.run_canary
+    real_gate = runner_module.create_gate
 
-    def canary_then_swap(*args: Any, **kwargs: Any) -> Any:
-        verdict = real_canary(*args, **kwargs)
+    def gate_then_swap(*args: Any, **kwargs: Any) -> Any:
+        # The last step of the run's set-up, after resolution, before the first launch.
+        gate = real_gate(*args, **kwargs)
         replacement = tmp_path / "tools" / "replacement"
         shutil.copy2("/usr/bin/false", replacement)
         os.replace(replacement, tool)
-        return verdict
+        return gate
 
-    monkeypatch.setattr(runner_module, "run_canary", canary_then_swap)
+    monkeypatch.setattr(runner_module, "create_gate", gate_then_swap)
     policy = make_policy(allowed_executables=["mytrue"], executable_pins={"mytrue": str(tool)})
     result = run("mytrue", policy=policy)
     assert (result.status, result.reason) == ("inconclusive", "executable_changed")

@@ -88,20 +88,21 @@ class TestHelperFailures:
     def test_helper_killed_mid_run_falls_back_then_restarts(
         self, run: Runner, pool: LauncherPool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """Killed between the canary and the probe, the run is canaried and run again through
-        the CLI; the next run gets a new helper."""
+        """Killed between two launches of a run (its preflight command's, then the probe's,
+        each with its own canary), the run is canaried and run again through the CLI; the
+        next run gets a new helper."""
         original = LauncherHelper.wrap
         calls = []
 
         def kill_before_the_probe(self: LauncherHelper, command: str, **kw: Any) -> list[str]:
             calls.append(command)
-            if len(calls) == 2:  # the canary was wrapped; the probe is next
+            if len(calls) == 2:  # the preflight command was wrapped; the probe is next
                 os.kill(self.process.pid, signal.SIGKILL)
                 self.process.wait()
             return original(self, command, **kw)
 
         monkeypatch.setattr(LauncherHelper, "wrap", kill_before_the_probe)
-        result = run("sh", ID_AND_HELLO, launchers=pool)
+        result = run("sh", ID_AND_HELLO, launchers=pool, preflight=[["true"]])
         _assert_sandboxed_ok(result)
         assert result.launcher == "cli"
         assert len(calls) == 2

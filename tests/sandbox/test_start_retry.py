@@ -11,13 +11,14 @@ other launch run for real.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from probe_service.sandbox import SandboxRuntime, runner
+from probe_service.sandbox import SandboxRuntime, canary
 from probe_service.sandbox.canary import never_started
 from probe_service.sandbox.launch import Launch
 from probe_service.sandbox.process import Bounded, run_bounded
@@ -66,25 +67,32 @@ def _fail_first(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[Sequence[s
     return calls
 
 
+def _without_secret(argv: Sequence[str]) -> list[str]:
+    """``argv`` with the canary's fresh secret directory (one per launch) masked."""
+    return [re.sub(r"byte-probe-canary-[^/]*/", "SECRET/", word) for word in argv]
+
+
 def test_a_probe_launch_that_never_started_is_launched_once_more(
     run: Runner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    calls = _fail_first(monkeypatch, runner)
+    """The probe's launch (its canary inside) failed before its shell: launched again, the
+    same launch but for the canary's fresh secret."""
+    calls = _fail_first(monkeypatch, canary)
     result = run("sh", ["-c", "echo hello"])
     assert (result.status, result.stdout) == ("ok", b"hello\n")
     assert len(calls) == 2
-    assert calls[0] == calls[1]
+    assert _without_secret(calls[0]) == _without_secret(calls[1])
 
 
 def test_a_canary_that_never_started_is_launched_once_more(
     run: Runner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from probe_service.sandbox import canary
-
+    """The first launch of a run with a preflight command carries the first canary: it is
+    launched once more, then the probe's launch (with its own canary) runs."""
     calls = _fail_first(monkeypatch, canary)
-    result = run("sh", ["-c", "echo hello"])
+    result = run("sh", ["-c", "echo hello"], preflight=[["true"]])
     assert (result.status, result.stdout) == ("ok", b"hello\n")
-    assert len(calls) == 2
+    assert len(calls) == 3
 
 
 def test_a_second_failure_ends_sandbox_failed(
@@ -96,7 +104,7 @@ def test_a_second_failure_ends_sandbox_failed(
         calls.append(argv)
         return run_bounded(["/bin/false"], **kw)
 
-    monkeypatch.setattr(runner, "run_bounded", always_fails)
+    monkeypatch.setattr(canary, "run_bounded", always_fails)
     result = run("sh", ["-c", "echo hello"])
     assert (result.status, result.reason) == ("inconclusive", "sandbox_failed")
     assert len(calls) == 2  # once more, never a loop

@@ -26,11 +26,35 @@ HOSTILE = (
     "<b>bold</b> \x1b[31mred\x1b[0m \x1b]0;title\x07 \x1b]8;;https://evil.example\x07link\x1b]8;;\x07"
 )
 HOSTILE_HYPOTHESIS = "<script>window.__pwned = 'plan'</script> hostile output stays text"
+#: A failing test whose name and message are markup and a script (XML 1.0 allows no
+#: terminal escape in a report).
+HOSTILE_TEST = "test_<img src=x onerror=\"window.__pwned = 'test'\">"
+HOSTILE_MESSAGE = "<script>window.__pwned = 'message'</script> AssertionError"
+#: The JUnit report the junit probe writes (one passing and one failing test).
+JUNIT_REPORT = (
+    '<?xml version="1.0" encoding="utf-8"?><testsuite name="web" tests="2">'
+    '<testcase classname="tests.test_web" name="test_ok" time="0.001"/>'
+    '<testcase classname="tests.test_web" name="{name}" time="0.002">'
+    '<failure message="{message}">trace</failure></testcase></testsuite>'
+)
+
+
+def _attr(text: str) -> str:
+    """``text`` as an XML attribute value."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace('"', "&quot;")
+
+
+REPORT_XML = JUNIT_REPORT.format(name=_attr(HOSTILE_TEST), message=_attr(HOSTILE_MESSAGE))
 
 FILES = {
     "ok.py": "print('all good')\n",
     "fail.py": "import sys\nprint('regressed', file=sys.stderr)\nsys.exit(1)\n",
     "hostile.py": f"import sys\nprint({HOSTILE!r})\nprint({HOSTILE!r}, file=sys.stderr)\n",
+    "junit.py": (
+        "import os\n"
+        "path = os.path.join(os.environ['BYTE_PROBE_SCRATCH'], 'report.xml')\n"
+        f"open(path, 'w', encoding='utf-8').write({REPORT_XML!r})\n"
+    ),
     "src/parse.py": "def parse(text):\n    return text.split(',')\n",
     "notes/<b>readme</b>.md": "<script>window.__pwned = 'file'</script>\n",
 }
@@ -41,6 +65,7 @@ STUB_ANSWERS = {
     "ok.py": Canned(stdout=b"all good\n"),
     "fail.py": Canned(exit_code=1, stderr=b"regressed\n"),
     "hostile.py": Canned(stdout=f"{HOSTILE}\n".encode(), stderr=f"{HOSTILE}\n".encode()),
+    "junit.py": Canned(scratch_files={"report.xml": REPORT_XML.encode()}),
 }
 
 
@@ -61,6 +86,9 @@ class Scenario:
     queue_runs: dict[str, str]
     process_run: str
     claim_id: str
+    #: A batch of one run whose junit_xml oracle read a report with a failing test.
+    junit_batch_id: str
+    junit_run: str
 
 
 def _plan(
@@ -128,6 +156,11 @@ def fill(root: Path, backend: SandboxBackend | None = None) -> Scenario:
         )
         run_inline(svc.store, submitted.run_ids, settings=svc.settings, backend=svc.backend)
         queue_runs = dict(zip(plan_ids, submitted.run_ids, strict=True))
+        junit_plan = _plan(snap, "junit.py", "user_requirement", "the web suite passes")
+        junit_plan["oracle"]["check"] = {"kind": "junit_xml", "require": []}  # type: ignore[index]
+        junit_id = svc.probe_plan(plan=junit_plan).plan_id
+        junit = submit_plans(svc.store, InlineQueue(svc.settings), [junit_id], POLICY_ID)
+        run_inline(svc.store, junit.run_ids, settings=svc.settings, backend=svc.backend)
         # No bound on the wait: the run executes here, now, without a run row.
         process = svc.probe_run(
             plan_id=plan_ids["hostile"],
@@ -159,4 +192,6 @@ def fill(root: Path, backend: SandboxBackend | None = None) -> Scenario:
         queue_runs=queue_runs,
         process_run=process.run_id,
         claim_id=claim.claim_id,
+        junit_batch_id=junit.batch_id,
+        junit_run=junit.run_ids[0],
     )

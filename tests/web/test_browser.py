@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
@@ -13,7 +14,7 @@ import pytest
 from playwright.sync_api import sync_playwright
 
 from .conftest import filled
-from .scenario import HOSTILE, Scenario
+from .scenario import HOSTILE, HOSTILE_HYPOTHESIS, HOSTILE_MESSAGE, HOSTILE_TEST, Scenario
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -69,6 +70,16 @@ class Visit:
         self.page.close()
 
 
+@contextmanager
+def visiting(browser: object, url: str) -> Iterator[Visit]:
+    """A visit of ``url``, its page closed afterwards."""
+    visit = Visit(browser, url)
+    try:
+        yield visit
+    finally:
+        visit.close()
+
+
 def _pages(s: Scenario) -> dict[str, str]:
     return {
         "farm": "/",
@@ -82,6 +93,9 @@ def _pages(s: Scenario) -> dict[str, str]:
         "claims": "/claims",
         "claim": f"/claims/{s.claim_id}",
         "gate": f"/gate/{s.changed_snapshot_id}",
+        "batch": f"/batches/{s.batch_id}",
+        "receipt-junit": f"/runs/{s.junit_run}",
+        "runs-by-prefix": f"/runs?batch_id={s.batch_id[:8]}",
     }
 
 
@@ -127,7 +141,7 @@ def test_filters_narrow_the_runs_list(browser: object, base_url: str, scenario: 
     """Choosing an outcome in the form lists only those runs; a batch link lists its runs."""
     visit = Visit(browser, f"{base_url}/runs")
     try:
-        assert visit.page.locator("tr.run").count() == 4
+        assert visit.page.locator("tr.run").count() == 5
         visit.page.select_option("select[name=outcome]", "refutes")
         visit.page.click("form.filters button")
         visit.page.wait_for_url("**/runs?*outcome=refutes*")
@@ -143,7 +157,7 @@ def test_filters_narrow_the_runs_list(browser: object, base_url: str, scenario: 
 
 
 def test_pagination_walks_every_run_once(browser: object, base_url: str) -> None:
-    """Pages of one run follow the next-page link through all four runs, none twice."""
+    """Pages of one run follow the next-page link through all five runs, none twice."""
     visit = Visit(browser, f"{base_url}/runs?limit=1")
     seen: list[str] = []
     try:
@@ -153,8 +167,8 @@ def test_pagination_walks_every_run_once(browser: object, base_url: str) -> None
             if link.count() == 0:
                 break
             link.click()
-        assert len(seen) == 4
-        assert len(set(seen)) == 4
+        assert len(seen) == 5
+        assert len(set(seen)) == 5
     finally:
         visit.close()
 
@@ -172,3 +186,77 @@ def test_receipt_page_shows_verification_and_policy_only_by_id(
         assert "536870912" not in body  # the policy's memory limit, a value not an id
     finally:
         visit.close()
+
+
+def test_runs_list_names_each_run_and_filters_by_prefix(
+    browser: object, base_url: str, scenario: Scenario
+) -> None:
+    """The list shows each run's hypothesis (the hostile one as text), its attempts and
+    time taken; typing an 8-hex run id prefix in the form lists that run alone."""
+    with visiting(browser, f"{base_url}/runs") as visit:
+        hypotheses = visit.page.locator("td.hypothesis").all_inner_texts()
+        assert HOSTILE_HYPOTHESIS in hypotheses
+        assert "ok.py exits 0" in hypotheses
+        assert "1" in visit.page.locator("td.attempts").all_inner_texts()
+        assert any(t.endswith(" s") for t in visit.page.locator("td.took").all_inner_texts())
+        visit.page.fill("input[name=run_id]", scenario.queue_runs["ok"][:8])
+        visit.page.click("form.filters button")
+        visit.page.wait_for_url("**/runs?*run_id=*")
+        assert visit.page.locator("tr.run").count() == 1
+        assert scenario.queue_runs["ok"][:12] in visit.page.locator("tr.run").inner_text()
+        assert visit.page.evaluate("typeof window.__pwned") == "undefined"
+        assert visit.errors == []
+
+
+def test_batch_page_from_the_runs_list(browser: object, base_url: str, scenario: Scenario) -> None:
+    """A batch link leads to its page: progress 3/3, the two failures in order, the
+    slowest runs, each linked to its run."""
+    with visiting(browser, f"{base_url}/runs/{scenario.queue_runs['ok']}") as visit:
+        visit.page.click(f"a[href='/batches/{scenario.batch_id}']")
+        visit.page.wait_for_url(f"**/batches/{scenario.batch_id}")
+        assert visit.page.locator("#progress").inner_text() == "3/3"
+        failures = visit.page.locator("#failures tr.batch-run")
+        assert failures.count() == 2
+        assert scenario.queue_runs["fail"][:12] in failures.nth(0).inner_text()
+        assert HOSTILE_HYPOTHESIS in failures.nth(1).inner_text()
+        assert visit.page.locator("#slowest tr.batch-run").count() == 3
+        visit.page.locator("#failures tr.batch-run a").first.click()
+        visit.page.wait_for_url(f"**/runs/{scenario.queue_runs['fail']}")
+        assert visit.errors == []
+        assert visit.page.evaluate("typeof window.__pwned") == "undefined"
+
+
+def test_junit_run_lists_its_failing_tests(
+    browser: object, base_url: str, scenario: Scenario
+) -> None:
+    """A junit_xml run (the real sandbox wrote the report) lists its one failing test with
+    its message, the markup in both shown as text."""
+    with visiting(browser, f"{base_url}/runs/{scenario.junit_run}") as visit:
+        section = visit.page.locator("#junit")
+        assert "2 tests: 1 passed, 1 failed" in section.inner_text()
+        rows = visit.page.locator("tr.failing-test")
+        assert rows.count() == 1
+        assert f"tests.test_web::{HOSTILE_TEST}" in rows.inner_text()
+        assert HOSTILE_MESSAGE in rows.inner_text()
+        assert visit.page.locator("main img").count() == 0
+        assert visit.page.evaluate("typeof window.__pwned") == "undefined"
+
+
+def test_claim_evidence_links_to_its_receipt(
+    browser: object, base_url: str, scenario: Scenario
+) -> None:
+    """Following a claim's evidence link opens the run page of its receipt, which verifies."""
+    with visiting(browser, f"{base_url}/claims/{scenario.claim_id}") as visit:
+        visit.page.locator("a.evidence-receipt").first.click()
+        visit.page.wait_for_url(f"**/runs/{scenario.queue_runs['ok']}")
+        assert "commitment verifies" in visit.page.locator("#verification").inner_text()
+        assert visit.errors == []
+
+
+def test_farm_page_counts_runs_in_process(browser: object, base_url: str) -> None:
+    """The farm page counts the run executed in a process: five finished, one of them in
+    a process, and the outcomes chart is not empty."""
+    with visiting(browser, f"{base_url}/") as visit:
+        assert visit.page.locator("#finished").inner_text() == "5"
+        assert visit.page.locator("#in-process").inner_text() == "1"
+        assert "nothing yet" not in visit.page.locator("main").inner_text()

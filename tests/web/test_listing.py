@@ -127,3 +127,17 @@ def test_the_counting_triggers_exist_at_head(sqlite_store: Store) -> None:
         "receipts_note_inprocess_run",
         "plans_note_keys",
     } <= names
+
+
+def test_runs_in_process_alone_fill_the_farm_statistics(any_store: Store) -> None:
+    """A store with runs in process only (``byte-probe demo``'s) has outcomes, reasons and
+    throughput on the farm page, and no latency (that is the queue's)."""
+    for outcome, reason in (("supports", "oracle_passed"), ("refutes", "oracle_failed")):
+        save_receipt(any_store, uuid.uuid4().hex, _receipt(outcome, reason), reusable=True)
+    stats = farm_stats(any_store, window_ms=3_600_000, buckets=6)
+    assert stats.outcomes == {"refutes": 1, "supports": 1}
+    assert stats.reasons == {"oracle_failed": 1, "oracle_passed": 1}
+    assert stats.by_state == {"done in window": 2}
+    assert (stats.in_process_in_window, stats.buckets[-1].in_process) == (2, 2)
+    assert all(b.latency_avg_ms is None for b in stats.buckets)
+    assert stats.queue_depth == 0

@@ -32,6 +32,7 @@ def test_faces_of_the_new_rows() -> None:
 WEB_ROWS = {
     "run_list",
     "farm_stats",
+    "batch_report",
     "claim_history",
     "gate_preview",
     "snapshot_file",
@@ -63,7 +64,7 @@ def test_a_web_session_refuses_every_other_row(tmp_path: Path) -> None:
 
 def test_run_list_filters(service: ProbeService, scenario: Scenario) -> None:
     """Each filter narrows the merged list of queued runs and runs in process."""
-    assert len(service.run_list().runs) == 4
+    assert len(service.run_list().runs) == 5
     assert {r.run_id for r in service.run_list(batch_id=scenario.batch_id).runs} == set(
         scenario.queue_runs.values()
     )
@@ -71,9 +72,9 @@ def test_run_list_filters(service: ProbeService, scenario: Scenario) -> None:
         scenario.queue_runs["fail"]
     ]
     assert len(service.run_list(reason="model_inferred_oracle").runs) == 2
-    assert len(service.run_list(policy_id=POLICY_ID).runs) == 4
+    assert len(service.run_list(policy_id=POLICY_ID).runs) == 5
     assert len(service.run_list(policy_id="other").runs) == 0
-    assert len(service.run_list(snapshot_id=scenario.snapshot_id).runs) == 4
+    assert len(service.run_list(snapshot_id=scenario.snapshot_id).runs) == 5
     assert len(service.run_list(snapshot_id=scenario.changed_snapshot_id).runs) == 0
     assert service.run_list(state="queued").runs == []
     sources = {r.source for r in service.run_list().runs}
@@ -89,7 +90,7 @@ def test_run_list_pages_by_cursor(service: ProbeService) -> None:
         cursor = page.next_cursor
         if cursor is None:
             break
-    assert len(seen) == 4
+    assert len(seen) == 5
     assert seen == sorted(seen, reverse=True)
     with pytest.raises(InvalidInput, match="cursor"):
         service.run_list(cursor="x-'; drop table runs")
@@ -100,12 +101,14 @@ def test_run_list_pages_by_cursor(service: ProbeService) -> None:
 
 
 def test_farm_stats_counts_the_farm(service: ProbeService) -> None:
-    """Three queued runs finished in the window, one of each outcome, with a latency."""
+    """Four queued runs and one run in process finished in the window; each counts in the
+    outcomes and the throughput, and the queued ones have a latency."""
     stats = service.farm_stats()
-    assert stats.by_state == {"done in window": 3}
+    assert stats.by_state == {"done in window": 5}
     assert stats.queue_depth == 0
-    assert stats.outcomes == {"inconclusive": 1, "refutes": 1, "supports": 1}
-    assert sum(b.finished for b in stats.buckets) == 3
+    assert stats.outcomes == {"inconclusive": 3, "refutes": 1, "supports": 1}
+    assert sum(b.finished for b in stats.buckets) == 5
+    assert sum(b.in_process for b in stats.buckets) == 1
     assert any(b.latency_max_ms is not None and b.latency_max_ms >= 0 for b in stats.buckets)
     assert stats.in_process_in_window == 1
     assert stats.workers

@@ -53,8 +53,8 @@ class PolicyDescribeRequest(Request):
 
 @operation("policy_describe", faces=AGENT | WEB)
 def policy_describe(svc: ProbeService, req: PolicyDescribeRequest) -> PolicyDescription:
-    """What one policy allows, to plan against it: executables, timeout, output, memory,
-    process, open-file and scratch limits, domains and ports, toolchain names, the
+    """What one policy allows, to plan against it. It lists executables, timeout, output,
+    memory, process, open-file and scratch limits, domains and ports, toolchain names, the
     environment (fixed values, names from the worker, names a plan may set), whether
     refutations are confirmed, and the oracle sources that need a reference. Never a path
     of the administrator's. Refuses an unknown id (not_found, naming policy_id)."""

@@ -127,7 +127,7 @@ def _readiness(sandbox_dir: Path) -> SandboxReadiness:
 def capabilities(svc: ProbeService, req: CapabilitiesRequest) -> Capabilities:
     """Negotiate: the engine version, schema versions, every operation this interface
     offers with a one-line summary, and whether the sandbox is ready here (verified
-    runtime, prerequisites, platform); detail: true (or operations: [names]) adds full
+    runtime, prerequisites, platform). With detail: true (or operations: [names]) it adds full
     descriptions and request and response JSON Schemas. Reads nothing from repositories.
     Refuses an operation name this interface does not offer."""
     from ...plans.receipts import RECEIPT_VERSION

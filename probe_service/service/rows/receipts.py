@@ -21,7 +21,7 @@ class ReceiptGetRequest(Request):
 @operation("receipt_get", faces=AGENT | WEB)
 def receipt_get(svc: ProbeService, req: ReceiptGetRequest) -> dict[str, Any]:
     """Read a stored receipt (committed part, digest, operational part) by receipt sha
-    or run id, with the summary every run result carries beside it (outcome, reason,
+    or run id. Beside it comes the summary every run result carries (outcome, reason,
     detail, check, phases, limits_applied …; outside the commitment, which still
     verifies). Its output fields are probe output: untrusted text."""
     from ...plans.summary import summary_json

@@ -11,6 +11,8 @@ from ... import queue as queues
 from ...claims.recheck_records import RecheckReport
 from ...errors import Conflict, NotFound
 from ...plans.models import Plan
+from ...queue.batch_report import BatchReport
+from ...queue.batch_report import batch_report as _batch_report
 from ...queue.farm import FarmStats
 from ...queue.farm import farm_stats as _farm_stats
 from ...queue.listing import RunFilters, RunPage, list_runs
@@ -42,8 +44,8 @@ class ProbeSubmitRequest(Request):
 
 @operation("probe_submit")
 def probe_submit(svc: ProbeService, req: ProbeSubmitRequest) -> queues.SubmitResult:
-    """Queue stored plans under one policy id as one batch and return the batch id and
-    run ids at once (poll run_status with each run id); without a configured
+    """Queue stored plans under one policy id as one batch, returning at once. The answer
+    holds the batch id and run ids (poll run_status with each run id); without a configured
     queue the runs execute in this process in the background. Refuses the whole batch
     (nothing stored) when a plan id is not stored or, without a configured queue, when
     this service's policy file has no policy_id."""
@@ -130,9 +132,9 @@ class BatchSubmitted(Frozen):
 
 @operation("batch_submit", faces=ADMIN, long_running=True)
 def batch_submit(svc: ProbeService, req: BatchSubmitRequest) -> BatchSubmitted:
-    """Persist plans (or stored plan ids) as one batch of runs under one policy id, plans
-    and runs in the same transactions, then enqueue them; without a configured queue the
-    runs execute in this process. Refuses the whole batch (nothing stored) when a plan id
+    """Persist plans (or stored plan ids) as one batch of runs and enqueue them. Plans and
+    runs are stored under one policy id in the same transactions; without a configured
+    queue the runs execute in this process. Refuses the whole batch (nothing stored) when a plan id
     or snapshot is not stored."""
     queue = svc.queue
     result = queues.submit_plans(svc.store, queue, list(req.items), req.policy_id, reuse=req.reuse)
@@ -205,9 +207,10 @@ class RunListRequest(Request):
 
 @operation("run_list", faces=AGENT | WEB)
 def run_list(svc: ProbeService, req: RunListRequest) -> RunPage:
-    """List runs newest first, queued ones (with batch, state, attempts) and those run
-    in a process alike, filtered by run id, batch, outcome, reason, policy id, snapshot or state;
-    pages of at most 500 with a cursor. Read-only; ids only, never policy bodies."""
+    """List runs newest first, queued and run in a process alike. Queued ones carry batch,
+    state and attempts, each run its plan's hypothesis; filtered by run id, batch, outcome,
+    reason, policy id, snapshot or state (ids or prefixes); pages of at most 500 with a
+    cursor. Read-only; ids only, never policy bodies."""
     filters = RunFilters(
         run_id=req.run_id,
         batch_id=req.batch_id,
@@ -231,3 +234,18 @@ def farm_stats(svc: ProbeService, req: FarmStatsRequest) -> FarmStats:
     latency per time bucket over a window, and the workers seen recently. Read-only."""
     window_ms = int(req.window_hours * 3_600_000)
     return _farm_stats(svc.store, window_ms=window_ms, buckets=req.buckets)
+
+
+class BatchReportRequest(Request):
+    batch_id: BatchId
+    limit: int = Field(10, ge=1, le=100, description="Runs listed as slowest and as failures.")
+
+
+@operation("batch_report", faces=AGENT | WEB)
+def batch_report(svc: ProbeService, req: BatchReportRequest) -> BatchReport:
+    """A batch's counts, progress, slowest runs and failures. Runs by state and outcome,
+    how many are done and how many were taken more than once; its `limit` slowest runs
+    (submission to done) and its first `limit` runs that did not support their
+    hypothesis, each with its hypothesis, reason, attempts and receipt. Read-only:
+    settles nothing (batch_status does). Refuses an unknown batch."""
+    return _batch_report(svc.store, req.batch_id, limit=req.limit)

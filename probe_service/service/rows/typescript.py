@@ -26,7 +26,7 @@ class TypescriptBoundaryRequest(Request):
 def typescript_boundary(svc: ProbeService, req: TypescriptBoundaryRequest) -> models.BoundaryResult:
     """Resolve a TypeScript symbol's definitions, consumers (through every alias) and
     implementations from the materialized snapshot (never a working tree) with an
-    isolated, pinned compiler in the sandbox, with completeness signals: a result that is
+    isolated, pinned compiler in the sandbox. Its completeness signals: a result that is
     incomplete, truncated or unavailable says so and never counts as current for a claim;
     a symbol with no declaration is not_found, naming the files searched."""
     from ...typescript.boundary import typescript_boundary

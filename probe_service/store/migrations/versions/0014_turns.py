@@ -5,8 +5,8 @@
 - ``turn_blocks``: a stale plan under a root and scope, until a later stable answer;
 - ``dispatch_decisions``: every ``dispatch_check`` verdict with its posture and reasons.
 
-Revision ID: 0013_turns
-Revises: 0012_event_outbox
+Revision ID: 0014_turns
+Revises: 0013_bundles
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0013_turns"
-down_revision = "0012_event_outbox"
+revision = "0014_turns"
+down_revision = "0013_bundles"
 
 
 def upgrade() -> None:
