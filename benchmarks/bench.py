@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import claims_bench
 import queue_bench
+import turns_bench
 from standin import patched_sandbox
 
 from probe_service.claims import change_analyze
@@ -57,7 +58,7 @@ from probe_service.store import Store, open_store
 
 RESULTS = Path(__file__).resolve().parent / "results"
 #: The groups of rows ``--only`` selects from, in table order.
-GROUPS = ("overhead", "bulk", "snapshot", "gitref", "claims", "cli", "junit", "store")
+GROUPS = ("overhead", "bulk", "snapshot", "gitref", "claims", "turns", "cli", "junit", "store")
 BWRAP_BASELINE = (
     "--ro-bind",
     "/",
@@ -536,6 +537,18 @@ def analyze_rows(base: Path, files: int, counts: list[int], repeat: int) -> list
     return rows
 
 
+def turn_rows(base: Path, files: int, claims: int, repeat: int) -> list[Row]:
+    """turn_begin and dispatch_check (unchanged tree) beside the primitives by hand."""
+    medians = turns_bench.turn_medians(base, files, claims, repeat, paired_medians)
+    where = f"({files} files, {claims} claims, unchanged tree)"
+    begin, brief = medians["turn_begin"]
+    check, rechecked = medians["dispatch_check"]
+    return [
+        Row(f"turn_begin {where}", begin, brief, "s", "capture + knowledge_brief", "lower"),
+        Row(f"dispatch_check {where}", check, rechecked, "s", "capture + claim_check", "lower"),
+    ]
+
+
 def cli_row(repeat: int) -> Row:
     cli = median_of(lambda: run([sys.executable, "-m", "probe_service.cli", "--help"]), repeat)
     bare = median_of(lambda: run([sys.executable, "-c", "pass"]), repeat)
@@ -777,6 +790,8 @@ def main() -> None:
             rows += gitref_rows(base, files, repeat)
         if "claims" in only:
             rows += analyze_rows(base, files // 2, [files // 2, files], repeat)
+        if "turns" in only:
+            rows += turn_rows(base, 2000, 1000, repeat)
         if "cli" in only:
             rows.append(cli_row(repeat))
         if "junit" in only:

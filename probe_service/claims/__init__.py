@@ -36,7 +36,13 @@ if TYPE_CHECKING:
     from .brief import KnowledgeBrief, knowledge_brief
     from .callers import PYTHON_CALLER, Caller, LocalCaller
     from .checking import claim_check
-    from .creation import claim_create, claim_supersede, knowledge_record_answer
+    from .creation import (
+        build_answer,
+        claim_create,
+        claim_supersede,
+        knowledge_record_answer,
+        write_answer,
+    )
     from .gate_report import GateReport
     from .gating import gate
     from .lineage import claim_withdraw, supersession_chain
@@ -105,6 +111,7 @@ __all__ = [
     "Tombstone",
     "TreeView",
     "batches_under_way",
+    "build_answer",
     "change_analyze",
     "changed_paths",
     "claim_check",
@@ -128,6 +135,7 @@ __all__ = [
     "settle_recheck",
     "store_receipts",
     "supersession_chain",
+    "write_answer",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -30,7 +30,14 @@ from .sources import SnapshotSource
 from .tables import claim_supersessions, claim_tombstones, claims
 from .views import TreeView
 
-__all__ = ["claim_create", "claim_supersede", "knowledge_record_answer", "record_digest_of"]
+__all__ = [
+    "build_answer",
+    "claim_create",
+    "claim_supersede",
+    "knowledge_record_answer",
+    "record_digest_of",
+    "write_answer",
+]
 
 _ORACLE_OUTCOMES = frozenset({"supports", "refutes", "inconclusive"})
 
@@ -131,11 +138,21 @@ def knowledge_record_answer(
     (matches a withdrawn answer's boundary, unless ``allow_tombstoned``).
     """
     req = parse_request(AnswerRequest, request, "answer")
-    tree = (source or snapshots_for(store, caller)).require(req.snapshot_id)
+    record = build_answer(req, source or snapshots_for(store, caller))
+    with store.transaction() as conn:
+        record = write_answer(conn, record, caller.face, allow_tombstoned)
+    return record
+
+
+def build_answer(req: AnswerRequest, source: SnapshotSource) -> ClaimRecord:
+    """Compute the spans and baselines of an answer, always ``unresolved``; nothing is
+    written. Raises InvalidClaim (a span or dependency the snapshot refuses), NotFound
+    (snapshot or blob missing)."""
+    tree = source.require(req.snapshot_id)
     evidence = [compute_span(i, span, tree) for i, span in enumerate(req.spans)]
     # Current code is not proof that the model interpreted it correctly
     # (docs/ARCHITECTURE.md, "Trust rules").
-    record = _assemble(
+    return _assemble(
         req.scope,
         req.answer,
         "answer",
@@ -147,9 +164,14 @@ def knowledge_record_answer(
         origin="answer",
         question=req.question,
     )
-    with store.transaction() as conn:
-        record = _write(conn, record, "knowledge_record_answer", caller.face, allow_tombstoned)
-    return record
+
+
+def write_answer(
+    conn: Connection, record: ClaimRecord, interface: str, allow_tombstoned: bool = False
+) -> ClaimRecord:
+    """Write an answer ``build_answer`` made in the caller's transaction (so a turn's
+    answer and its turn record commit together). Raises Conflict (a withdrawn boundary)."""
+    return _write(conn, record, "knowledge_record_answer", interface, allow_tombstoned)
 
 
 def build_claim(

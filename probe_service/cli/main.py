@@ -107,6 +107,15 @@ COMMANDS: dict[str, LazyCommand] = {
         "List events with a cursor greater than --after (or than the consumer's acknowledged "
         "cursor), oldest first.",
     ),
+    "turns": LazyCommand(
+        "turns",
+        "turns",
+        "List the newest agent turns with their answers and each dispatch decision (tool, "
+        "posture, verdict, reasons), newest turn first.",
+    ),
+    "hook": LazyCommand(
+        "hook", "hook_app", "Answer an agent's hook events, or print their settings."
+    ),
     "capabilities": LazyCommand(
         "reference",
         "capabilities",

@@ -23,8 +23,10 @@ if TYPE_CHECKING:
         find_policy,
         load_policy_file,
         revoked_signing_keys,
+        turn_posture,
     )
     from probe_service.policies.model import Policy, PolicyFile, passed_environment
+    from probe_service.policies.postures import Posture, TurnPosture
     from probe_service.settings import POLICY_FILE_ENV
 
 __all__ = [
@@ -36,6 +38,8 @@ __all__ = [
     "ExecutableUnresolved",
     "Policy",
     "PolicyFile",
+    "Posture",
+    "TurnPosture",
     "canonical_json",
     "capture_identity",
     "check_policy_file",
@@ -46,6 +50,7 @@ __all__ = [
     "recheck_identity",
     "resolve_executable",
     "revoked_signing_keys",
+    "turn_posture",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, __file__)

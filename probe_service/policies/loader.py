@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from probe_service.errors import PolicyError, validation_message
 from probe_service.policies.model import RESERVED_POLICY_PREFIX, Policy, PolicyFile
+from probe_service.policies.postures import DEFAULT_POSTURE, Posture, posture_for
 from probe_service.policies.toolchain_roots import check_toolchain_pins, check_toolchain_root
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "find_policy",
     "load_policy_file",
     "revoked_signing_keys",
+    "turn_posture",
 ]
 
 #: A policy file larger than this is refused before it is parsed.
@@ -120,3 +122,15 @@ def find_policy(policy_file: PolicyFile, policy_id: str) -> Policy:
         if policy.id == policy_id:
             return policy
     raise PolicyError(f"policy_id: no policy with id {policy_id!r}")
+
+
+def turn_posture(path: Path, root: str, scope: str) -> Posture:
+    """The posture the policy file at ``path`` sets for turns under ``root`` in ``scope``;
+    ``block`` when no entry names them or there is no file (docs/ARCHITECTURE.md, "The
+    agent's turn").
+
+    Raises PolicyError when the file exists but is unsafe or malformed.
+    """
+    if not path.exists():
+        return DEFAULT_POSTURE
+    return posture_for(load_policy_file(path).turn_postures, root, scope)

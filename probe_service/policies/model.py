@@ -38,6 +38,7 @@ from pydantic import (
 
 from ..envnames import ENV_NAME_PATTERN, MAX_ENV_VALUE_BYTES, reserved_name
 from ..search_paths import unsafe_search_path
+from .postures import TurnPosture
 
 __all__ = [
     "DEFAULT_ALLOWED_PORTS",
@@ -387,6 +388,15 @@ class PolicyFile(BaseModel):
         default=(),
         description="Hex SHA-256 fingerprints of revoked signing keys (schema 2).",
     )
+    #: How a stale plan's tool dispatch is answered, per repository root and scope
+    #: (schema 3; docs/ARCHITECTURE.md, "The agent's turn"). A file-level key: it is in
+    #: no policy's body, so no policy digest changes.
+    turn_postures: tuple[TurnPosture, ...] = Field(
+        default=(),
+        max_length=1000,
+        description="Posture (block, warn, report) of agent turns per root and scope "
+        "(schema 3); a root and scope no entry names get block.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -412,6 +422,8 @@ class PolicyFile(BaseModel):
     def _older_schemas_name_no_new_keys(self) -> PolicyFile:
         if self.schema_version == 1 and self.revoked_signing_keys:
             raise ValueError("revoked_signing_keys needs schema 2")
+        if self.schema_version < 3 and self.turn_postures:
+            raise ValueError("turn_postures needs schema 3")
         for version, keys in ((2, SCHEMA_2_KEYS), (3, SCHEMA_3_KEYS)):
             if self.schema_version >= version:
                 continue

@@ -8,7 +8,7 @@ from probe_service.bundles.importer import ImportResult
 from probe_service.claims.brief import KnowledgeBrief
 from probe_service.claims.gate_report import GateReport
 from probe_service.claims.history import ClaimHistory, GatePreview
-from probe_service.claims.models import AnswerRequest, ClaimRequest
+from probe_service.claims.models import AnswerRequest, ClaimRequest, SpanRef
 from probe_service.claims.recheck_records import RecheckReport
 from probe_service.claims.records import ChangeAnalysis, ClaimRecord, Obligation, Tombstone
 from probe_service.plans.models import Plan
@@ -29,9 +29,12 @@ from probe_service.service.rows.plans import PlanCreated, StoredPlan
 from probe_service.service.rows.receipts import ReceiptVerified
 from probe_service.service.rows.runs import BatchResumed, BatchStatus, BatchSubmitted, RunCancelled
 from probe_service.service.rows.snapshots import Materialized, SnapshotFile
+from probe_service.service.rows.turns import TurnCurrent, TurnList
 from probe_service.snapshot.capture import CaptureResult
 from probe_service.snapshot.manifest import Snapshot
 from probe_service.toolchains.digest import ToolchainDigest
+from probe_service.turns.boundary import SymbolRef
+from probe_service.turns.models import DispatchDecision, TurnBegun, TurnEnded
 from probe_service.typescript.models import BoundaryResult
 
 class OperationMethods:
@@ -614,3 +617,66 @@ class OperationMethods:
         gate. Refuses, writing nothing, a scope (or store) without a live claim unless
         allow_empty, a ref that does not exist or names a blob, and a repository outside the
         capture roots."""
+
+    def turn_begin(
+        self,
+        *,
+        root: str,
+        scope: str,
+        question: str | None = ...,
+        symbols: tuple[SymbolRef, ...] = ...,
+        session: str | None = ...,
+    ) -> TurnBegun:
+        """Call first in a code-anchored turn: captures the working tree and returns a turn id, the
+        snapshot and a bounded brief (related live claims with their applicability on this
+        snapshot, open obligations of the scope, plans still blocked). Nothing is executed. Pass
+        the turn id to dispatch_check before each tool call and to turn_end with the answer."""
+
+    def turn_end(
+        self,
+        *,
+        turn: str,
+        answer: str,
+        spans: tuple[SpanRef, ...] = ...,
+        symbols: tuple[SymbolRef, ...] | None = ...,
+    ) -> TurnEnded:
+        """Call when you give your answer: records it (unresolved) against the turn's snapshot with
+        a boundary the service computes (cited spans' files, each symbol's TypeScript compiler
+        boundary and identifier query set, the configuration and lockfiles), then captures
+        again. If the tree moved during the turn the answer is not grounded and clears no block;
+        a stable answer clears the blocks earlier turns left. Refuses an unknown, expired or
+        already ended turn."""
+
+    def dispatch_check(
+        self,
+        *,
+        turn: str,
+        tool: str,
+        arguments: dict[str, Any] = ...,
+        root: str | None = ...,
+    ) -> DispatchDecision:
+        """Call immediately before dispatching a tool from a claim- or compiler-grounded plan:
+        rechecks the working tree against the claims the turn's plan rests on and answers allow,
+        warn or block (the administrator's posture decides) with the reasons: the claim, what
+        moved and the command that clears it. A block stands across turns until a later turn's
+        stable answer (turn_end) clears it. Every decision is recorded. Refuses an unknown or
+        expired turn and a root that is not the turn's."""
+
+    def turn_list(
+        self,
+        *,
+        limit: int = ...,
+    ) -> TurnList:
+        """The newest turns with their answers and every dispatch decision (tool, posture, verdict,
+        reasons). Read-only."""
+
+    def turn_current(
+        self,
+        *,
+        root: str,
+        scope: str,
+        session: str,
+    ) -> TurnCurrent:
+        """The newest unexpired turn a client session began under a root, and the posture the
+        administrator set for that root and scope (what a hook answers when it fails), with the
+        plans still blocked there. Read-only."""

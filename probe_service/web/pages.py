@@ -265,6 +265,17 @@ class Pages:
             snapshot_id=q.get("snapshot_id") or "",
         )
 
+    async def turns(self, request: Request) -> Response:
+        """Agent turns, newest first, with every dispatch decision (docs/ARCHITECTURE.md,
+        "The agent's turn")."""
+        found = await self.read("turn_list", limit=_int(request.query_params.get("limit"), 50))
+        for turn in found["turns"]:
+            # The tool name and root come from the agent's side: shown as inert text.
+            turn["root"] = safe_line(turn["root"])
+            for decision in turn["decisions"]:
+                decision["tool"] = safe_line(decision["tool"])
+        return self.render(request, "turns.html", turns=found["turns"])
+
     async def claim(self, request: Request) -> Response:
         """A claim with its dependencies and history."""
         history = await self.read("claim_history", claim_id=request.path_params["claim_id"])

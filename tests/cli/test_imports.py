@@ -33,6 +33,10 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
         "probe_service.faces": "the NDJSON host and the MCP server",
         "probe_service.faces.host": "the NDJSON host and its stdio guard",
     },
+    "hook.py": {
+        # `hook claude-code` answers Claude Code's hook protocol: an adapter over the table.
+        "probe_service.faces.claude_code": "the Claude Code hook face",
+    },
     "web.py": {
         # `web` starts the read-only web view: an adapter over the table like the CLI.
         "probe_service.web": "public __init__ API: the token rule and the server",

@@ -45,6 +45,7 @@ WEB_ROWS = {
     "policy_list",
     "policy_describe",
     "run_status",
+    "turn_list",
 }
 
 

@@ -65,4 +65,9 @@ INDEX: dict[str, str] = {
     "bundle_verify": "bundles",
     "bundle_import": "bundles",
     "gate_change": "gates",
+    "turn_begin": "turns",
+    "turn_end": "turns",
+    "dispatch_check": "turns",
+    "turn_list": "turns",
+    "turn_current": "turns",
 }

@@ -6,7 +6,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from ... import ENGINE_VERSION
 from ...errors import InvalidInput, KeyFileError, ProbeServiceError
@@ -39,10 +39,22 @@ class OperationInfo(Frozen):
     faces: list[str]
     mcp_tool: str | None
     long_running: bool
-    #: With ``detail`` (or when the operation is named): the full description and schemas.
+    #: With ``detail`` (or when the operation is named): the full description and schemas;
+    #: left out of a compact entry, which keeps the answer within 16 KB.
     description: str | None = None
     request_schema: dict[str, Any] | None = None
     response_schema: dict[str, Any] | None = None
+
+    @model_serializer(mode="wrap")
+    def _compact(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for key in _DETAIL:
+            if data.get(key) is None:
+                data.pop(key, None)
+        return data
+
+
+_DETAIL = ("description", "request_schema", "response_schema")
 
 
 class SandboxReadiness(Frozen):

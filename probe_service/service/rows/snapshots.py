@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -14,7 +15,7 @@ from ..registry import ADMIN, AGENT, HOST, WEB, Request, operation
 from ..session import ProbeService
 from .common import Frozen, SnapshotId
 
-__all__ = ["capture_refs"]
+__all__ = ["capture_refs", "confined_root"]
 
 
 class SnapshotCaptureRequest(Request):
@@ -72,6 +73,17 @@ def snapshot_capture(svc: ProbeService, req: SnapshotCaptureRequest) -> snapshot
         return snapshot.snapshot_capture_ref(svc.store, path, req.ref, roots)
     # On a machine face the checked root has no link in it: read exactly that directory.
     return snapshot.snapshot_capture(svc.store, path, exact_root=svc.capture_roots is not None)
+
+
+def confined_root(svc: ProbeService, requested: str) -> Path:
+    """``requested`` resolved inside the session's capture roots (docs/ARCHITECTURE.md,
+    "Faces": capture roots); resolved only, on a face that is not confined. Raises
+    UnsafePath (``confine_capture_root``)."""
+    if svc.capture_roots is None:
+        return Path(os.path.realpath(requested))
+    protected = (svc.policy_file, svc.settings.signing_key)
+    home = svc.settings.home
+    return confine_capture_root(requested, svc.capture_roots, protected, home, svc.root)
 
 
 class SnapshotGetRequest(Request):
