@@ -15,7 +15,7 @@ import probe_service
 PACKAGE = Path(probe_service.__file__).resolve().parent
 #: An import of the benchmarks or the stand-in, or a use of its names, in any spelling.
 REFERENCE = re.compile(
-    r"(\b(from|import)\s+(benchmarks|standin)\b)|standin|canned_result|patched_sandbox"
+    r"(\b(from|import)\s+(benchmarks|standin)\b)|\bstandin\b|canned_result|patched_sandbox"
     r"|import_module\(\s*[\"'](benchmarks|standin)"
 )
 
