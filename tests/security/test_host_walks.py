@@ -76,6 +76,12 @@ def _run_row(store: Store, run_id: str) -> tuple[str, int, str]:
 
 
 @pytest.fixture
+def pg_url(pg_migrated_url: str) -> str:
+    """The farm's store URL is the test's own store (``pg_store``'s schema, from the pool)."""
+    return pg_migrated_url
+
+
+@pytest.fixture
 def worker(pg_store: Store, runtime: SandboxRuntime, policy_file: Path) -> WorkerContext:
     """The worker's context over the PostgreSQL store and the attack policy."""
     return WorkerContext(store=pg_store, backend=RuntimeBackend(runtime))
