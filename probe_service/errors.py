@@ -38,6 +38,8 @@ against the classes, so it cannot go stale)::
     │   │   └── BlobMissing                blob_missing (claims/views.py)
     │   ├── AmbiguousId                    ambiguous_id
     │   └── Conflict                       conflict: contradicts stored, immutable state
+    │       ├── CursorExpired                  cursor_expired: events below the gc floor are gone
+    │       └── GcLocked                       gc_locked: another gc holds the store's gc lock
     ├── OSFailure                          os_error: the CLI's form of an OSError
     ├── UnstableWorkingTree                unstable_working_tree: capture again later
     ├── InfrastructureError                infrastructure: retry later
@@ -79,7 +81,9 @@ __all__ = [
     "BrokerUnavailable",
     "BundleInvalid",
     "Conflict",
+    "CursorExpired",
     "EvidenceMismatch",
+    "GcLocked",
     "InfrastructureError",
     "InternalError",
     "InvalidClaim",
@@ -251,6 +255,21 @@ class Conflict(InvalidInput):
     """The request contradicts immutable state already stored."""
 
     code = "conflict"
+
+
+class CursorExpired(Conflict):
+    """An events cursor lies below the floor ``gc`` compacted the log to: the events it
+    would resume after are gone, and the reader is told so rather than skipped forward
+    (docs/ARCHITECTURE.md, "Retention and gc")."""
+
+    code = "cursor_expired"
+
+
+class GcLocked(Conflict):
+    """Another ``gc`` holds the store's gc lock; the message names its holder. Nothing
+    was removed."""
+
+    code = "gc_locked"
 
 
 class OSFailure(ProbeServiceError):

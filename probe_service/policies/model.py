@@ -39,6 +39,7 @@ from pydantic import (
 from ..envnames import ENV_NAME_PATTERN, MAX_ENV_VALUE_BYTES, reserved_name
 from ..search_paths import unsafe_search_path
 from .postures import TurnPosture
+from .retention import Retention
 
 __all__ = [
     "DEFAULT_ALLOWED_PORTS",
@@ -397,6 +398,12 @@ class PolicyFile(BaseModel):
         description="Posture (block, warn, report) of agent turns per root and scope "
         "(schema 3); a root and scope no entry names get block.",
     )
+    #: How long the store keeps runs, receipts, envelopes, plans, snapshots, blobs and
+    #: events (schema 3; docs/ARCHITECTURE.md, "Retention and gc"). Per store, so a
+    #: file-level key: in no policy's body, so no policy digest changes.
+    retention: Retention | None = Field(
+        None, description="What byte-probe gc may remove, and after how long (schema 3)."
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -424,6 +431,8 @@ class PolicyFile(BaseModel):
             raise ValueError("revoked_signing_keys needs schema 2")
         if self.schema_version < 3 and self.turn_postures:
             raise ValueError("turn_postures needs schema 3")
+        if self.schema_version < 3 and self.retention is not None:
+            raise ValueError("retention needs schema 3")
         for version, keys in ((2, SCHEMA_2_KEYS), (3, SCHEMA_3_KEYS)):
             if self.schema_version >= version:
                 continue

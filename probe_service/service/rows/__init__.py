@@ -70,4 +70,5 @@ INDEX: dict[str, str] = {
     "dispatch_check": "turns",
     "turn_list": "turns",
     "turn_current": "turns",
+    "store_gc": "gc",
 }

@@ -1,0 +1,175 @@
+"""gc: what it removes, what the floors keep, and what it refuses (docs/ARCHITECTURE.md,
+"Retention and gc")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from probe_service.claims import claim_create, no_receipts
+from probe_service.claims.receipts import store_receipts
+from probe_service.errors import Conflict, CursorExpired, GcLocked, PolicyError, StoreUnavailable
+from probe_service.retention import collect_garbage
+from probe_service.retention.lock import gc_lock
+from probe_service.store import Store, read_events
+from probe_service.store.consumers import acknowledge
+
+from ..claims.helpers import claim_request, stored_receipt
+from .farm import ONE_DAY, build_farm, later
+
+
+def count(store: Store, table: str) -> int:
+    with store.reading() as conn:
+        return int(conn.execute(text(f"SELECT count(*) FROM {table}")).scalar_one())  # noqa: S608
+
+
+def ids(store: Store, sql: str) -> set[str]:
+    with store.reading() as conn:
+        return {str(v) for v in conn.execute(text(sql)).scalars()}
+
+
+def gc(store: Store, **kwargs: object) -> object:
+    return collect_garbage(store, ONE_DAY, holder="test", now=later(), **kwargs)  # type: ignore[arg-type]
+
+
+def test_dry_run_counts_and_removes_nothing(any_store: Store, tmp_path: Path) -> None:
+    """A dry run reports every aged kind and leaves every row in place."""
+    build_farm(any_store, tmp_path, 4)
+    before = {t: count(any_store, t) for t in ("runs", "receipts", "plans", "snapshots", "blobs")}
+    report = collect_garbage(any_store, ONE_DAY, holder="t", dry_run=True, now=later())
+    figures = {k.kind: k.removed for k in report.kinds}
+    assert figures["runs"] == figures["receipts"] == figures["plans"] == 4
+    assert figures["snapshots"] == 4 and figures["blobs"] > 0 and figures["events"] > 0
+    assert {t: count(any_store, t) for t in before} == before
+    assert count(any_store, "gc_tombstones") == 0
+
+
+def test_gc_removes_aged_objects_in_tombstoned_batches(any_store: Store, tmp_path: Path) -> None:
+    """Every aged, unreachable object goes; each batch leaves its tombstone row."""
+    build_farm(any_store, tmp_path, 4)
+    dry = collect_garbage(any_store, ONE_DAY, holder="t", dry_run=True, now=later())
+    report = gc(any_store)
+    assert [k.removed for k in report.kinds] == [k.removed for k in dry.kinds]  # type: ignore[attr-defined]
+    for table in ("runs", "receipts", "plans", "plan_keys", "inprocess_runs", "snapshots"):
+        assert count(any_store, table) == 0, table
+    assert count(any_store, "blobs") == 0
+    assert count(any_store, "events") == 1, "the newest event always stays"
+    with any_store.reading() as conn:
+        rows = conn.execute(text("SELECT kind, removed, ran_by, policy_digest FROM gc_tombstones"))
+        tallies: dict[str, int] = {}
+        for kind, removed, ran_by, digest in rows:
+            assert ran_by == "test" and len(digest) == 64
+            tallies[kind] = tallies.get(kind, 0) + removed
+    assert tallies["receipts"] == 4 and tallies["snapshots"] == 4
+    assert count(any_store, "gc_token") == 0
+
+
+def test_floors_keep_claim_evidence_and_young_objects(any_store: Store, tmp_path: Path) -> None:
+    """A live claim keeps its receipt, run, plan and snapshot (and the snapshot's blobs);
+    objects younger than their retention stay."""
+    farm = build_farm(any_store, tmp_path, 3)
+    cited = farm[0]
+    claim_create(
+        any_store,
+        claim_request(cited.snapshot_id, evidence=[{"receipt": cited.receipt_sha256}]),
+        receipts=store_receipts(any_store),
+    )
+    claim_create(any_store, claim_request(farm[1].snapshot_id, scope="s2"), receipts=no_receipts)
+    gc(any_store)
+    assert ids(any_store, "SELECT run_id FROM receipts") == {cited.run_id}
+    assert ids(any_store, "SELECT run_id FROM runs") == {cited.run_id}
+    assert ids(any_store, "SELECT plan_id FROM plans") == {cited.plan_id}
+    assert ids(any_store, "SELECT snapshot_id FROM snapshots") == {
+        cited.snapshot_id,
+        farm[1].snapshot_id,
+    }
+    from probe_service.snapshot.materialize import load_snapshot
+
+    stored = ids(any_store, "SELECT digest FROM blobs")
+    for snapshot_id in (cited.snapshot_id, farm[1].snapshot_id):
+        for entry in load_snapshot(any_store, snapshot_id).entries:
+            assert entry.digest in stored
+    young = collect_garbage(any_store, ONE_DAY, holder="t", dry_run=True)
+    assert all(k.removed == 0 for k in young.kinds), "nothing a day old goes"
+
+
+def test_newest_receipt_of_a_key_in_use_stays(any_store: Store, tmp_path: Path) -> None:
+    """A young run that reused an old receipt keeps that receipt and its run."""
+    (old,) = build_farm(any_store, tmp_path, 1)
+    with any_store.transaction() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO runs (run_id, batch_id, seq, plan_id, policy_id, state, attempts, "
+                "submitted_ms, finished_ms, receipt_sha256, action_key, outcome, reason, reuse, "
+                "reused, namespace) SELECT 'young', 'b', 0, plan_id, policy_id, 'done', 0, "
+                ":now, :now, receipt_sha256, action_key, outcome, reason, true, true, namespace "
+                "FROM runs WHERE run_id = :r"
+            ),
+            {"now": int(later().timestamp() * 1000), "r": old.run_id},
+        )
+    gc(any_store)
+    assert ids(any_store, "SELECT run_id FROM receipts") == {old.run_id}
+    assert old.plan_id in ids(any_store, "SELECT plan_id FROM plans")
+    assert old.snapshot_id in ids(any_store, "SELECT snapshot_id FROM snapshots")
+
+
+def test_append_only_triggers_still_refuse_other_deletes(any_store: Store, tmp_path: Path) -> None:
+    """Outside a gc batch a DELETE of a receipt, plan, in-process run, audit entry or
+    tombstone is refused as before, even right after a gc ran."""
+    build_farm(any_store, tmp_path, 1)
+    gc(any_store)
+    (run,) = build_farm(any_store, tmp_path, 1, prefix="after")
+    stored_receipt(any_store, "supports", run.snapshot_id, run_id="inprocess-1")
+    claim_create(any_store, claim_request(run.snapshot_id), receipts=no_receipts)
+    for table in ("receipts", "plans", "inprocess_runs", "claim_audit", "gc_tombstones"):
+        assert count(any_store, table) > 0, table
+        with pytest.raises(Conflict, match="immutable|append-only"):
+            with any_store.transaction() as conn:
+                conn.execute(text(f"DELETE FROM {table}"))  # noqa: S608
+    assert count(any_store, "receipts") == 2
+
+
+def test_second_gc_is_refused_naming_the_holder(any_store: Store, tmp_path: Path) -> None:
+    """While one gc holds the lock another is refused (gc_locked, naming it); nothing goes."""
+    build_farm(any_store, tmp_path, 2)
+    with gc_lock(any_store, "first-gc@host pid 1"):
+        with pytest.raises(GcLocked, match="first-gc@host pid 1"):
+            gc(any_store)
+    assert count(any_store, "receipts") == 2
+    gc(any_store)
+    assert count(any_store, "receipts") == 0
+
+
+def test_newer_schema_is_refused(any_store: Store, tmp_path: Path) -> None:
+    """A store a newer engine wrote (a revision this one lacks) is refused; nothing goes."""
+    build_farm(any_store, tmp_path, 1)
+    with any_store.transaction() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '0099_future'"))
+    with pytest.raises(StoreUnavailable, match="newer"):
+        gc(any_store)
+    assert count(any_store, "receipts") == 1
+
+
+def test_no_retention_is_refused(any_store: Store, tmp_path: Path) -> None:
+    """A policy file without retention removes nothing."""
+    build_farm(any_store, tmp_path, 1)
+    with pytest.raises(PolicyError, match="retention"):
+        collect_garbage(any_store, None, holder="t", now=later())
+    assert count(any_store, "receipts") == 1
+
+
+def test_events_stop_at_the_lowest_consumer(any_store: Store, tmp_path: Path) -> None:
+    """Events a registered consumer still needs stay; a reader below the floor is told
+    cursor_expired, never skipped forward."""
+    build_farm(any_store, tmp_path, 3)
+    with any_store.transaction() as conn:
+        acknowledge(conn, "slow-bot", 2)
+    report = gc(any_store)
+    floor = report.event_floor  # type: ignore[attr-defined]
+    assert floor == 2
+    with any_store.reading() as conn:
+        assert read_events(conn, 2, 10)[0].cursor == 3
+        with pytest.raises(CursorExpired, match="below the event floor 2"):
+            read_events(conn, 0, 10)
