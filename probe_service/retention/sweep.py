@@ -44,6 +44,14 @@ def _select(conn: Connection, sql: str, ids: Sequence[str], **params: object) ->
     return [str(v) for v in conn.execute(stmt, {"ids": list(ids), **params}).scalars()]
 
 
+def _lock(conn: Connection, table: str, column: str, ids: Sequence[str]) -> None:
+    """Lock the batch's rows before its references are re-checked (PostgreSQL): a writer
+    holding one (``store.referents``) commits first, and the re-check then sees its
+    reference; SQLite runs one write transaction at a time."""
+    if conn.dialect.name == "postgresql" and ids:
+        _select(conn, f"SELECT {column} FROM {table} WHERE {column} IN :ids FOR UPDATE", ids)  # noqa: S608
+
+
 def _delete(conn: Connection, table: str, column: str, ids: Sequence[str]) -> None:
     if ids:
         stmt = text(f"DELETE FROM {table} WHERE {column} IN :ids")  # noqa: S608
@@ -115,6 +123,7 @@ def delete_receipts(receipts: Candidates, runs: Candidates) -> BatchDelete:
     reused it since the mark) does."""
 
     def delete(conn: Connection, batch: list[str]) -> list[Removed]:
+        _lock(conn, "receipts", "run_id", batch)
         ok = _select(
             conn,
             "SELECT run_id FROM receipts WHERE run_id IN :ids AND NOT EXISTS "
@@ -163,6 +172,7 @@ def delete_plans(plans: Candidates) -> BatchDelete:
     """Plans no run, receipt, claim or recheck names (re-checked here)."""
 
     def delete(conn: Connection, batch: list[str]) -> list[Removed]:
+        _lock(conn, "plans", "plan_id", batch)
         ok = _select(
             conn,
             "SELECT plan_id FROM plans p WHERE plan_id IN :ids "
@@ -197,6 +207,7 @@ def delete_snapshots(snapshots: Candidates) -> BatchDelete:
                 ("turn_answers", "end_snapshot_id"),
             )
         )
+        _lock(conn, "snapshots", "snapshot_id", batch)
         ok = _select(
             conn,
             f"SELECT snapshot_id FROM snapshots s WHERE snapshot_id IN :ids {named}",  # noqa: S608
