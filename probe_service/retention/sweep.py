@@ -40,6 +40,8 @@ BatchDelete = Callable[[Connection, list[str]], list[Removed]]
 
 
 def _select(conn: Connection, sql: str, ids: Sequence[str], **params: object) -> list[str]:
+    if not ids:
+        return []
     stmt = text(sql).bindparams(bindparam("ids", expanding=True))
     return [str(v) for v in conn.execute(stmt, {"ids": list(ids), **params}).scalars()]
 
