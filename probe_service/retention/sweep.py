@@ -124,16 +124,34 @@ def delete_receipts(receipts: Candidates, runs: Candidates) -> BatchDelete:
     a receipt goes only while no claim names it and no run outside the batch (one that
     reused it since the mark) does."""
 
+    run_ids = set(runs.ids)
+
     def delete(conn: Connection, batch: list[str]) -> list[Removed]:
         _lock(conn, "receipts", "run_id", batch)
-        ok = _select(
-            conn,
-            "SELECT run_id FROM receipts WHERE run_id IN :ids AND NOT EXISTS "
-            "(SELECT 1 FROM claim_evidence ce WHERE ce.receipt = receipts.receipt_sha256) "
-            "AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.receipt_sha256 = "
-            "receipts.receipt_sha256 AND r.run_id NOT IN :ids)",
-            batch,
+        shas: dict[str, str] = dict(
+            conn.execute(
+                text("SELECT run_id, receipt_sha256 FROM receipts WHERE run_id IN :ids").bindparams(
+                    bindparam("ids", expanding=True)
+                ),
+                {"ids": batch},
+            ).all()
         )
+        # Two scans per batch, not a correlated one per receipt (runs.receipt_sha256 has
+        # no index, and writers should not pay for one).
+        wanted = sorted(set(shas.values()))
+        cited = set(
+            _select(conn, "SELECT receipt FROM claim_evidence WHERE receipt IN :ids", wanted)
+        )
+        in_batch = set(batch)
+        stmt = text("SELECT run_id, receipt_sha256 FROM runs WHERE receipt_sha256 IN :ids")
+        reused = {
+            sha
+            for run_id, sha in conn.execute(
+                stmt.bindparams(bindparam("ids", expanding=True)), {"ids": wanted or [""]}
+            ).all()
+            if run_id not in in_batch
+        }
+        ok = [run_id for run_id, sha in shas.items() if sha not in cited and sha not in reused]
         envelopes = _select(conn, "SELECT run_id FROM receipt_signatures WHERE run_id IN :ids", ok)
         for table in ("receipt_signatures", "inprocess_runs", "receipts"):
             _delete(conn, table, "run_id", ok)
@@ -142,7 +160,7 @@ def delete_receipts(receipts: Candidates, runs: Candidates) -> BatchDelete:
             "SELECT run_id FROM runs WHERE run_id IN :ids AND state = 'done' AND NOT EXISTS "
             "(SELECT 1 FROM receipts WHERE receipts.run_id = runs.run_id) AND NOT EXISTS "
             "(SELECT 1 FROM pending_confirmations p WHERE p.run_id = runs.run_id)",
-            [b for b in batch if b in set(runs.ids)],
+            [b for b in batch if b in run_ids],
         )
         _delete(conn, "runs", "run_id", gone_runs)
         return [
