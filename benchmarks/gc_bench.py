@@ -44,7 +44,9 @@ def _aged_time() -> SimpleNamespace:
 def _pages(svc: ProbeService, repeat: int) -> dict[str, float]:
     base, server, thread = web_bench.serve(svc)
     try:
-        return {name: web_bench.timed(base + path, repeat)["median_ms"] for name, path in PAGES.items()}
+        return {
+            name: web_bench.timed(base + path, repeat)["median_ms"] for name, path in PAGES.items()
+        }
     finally:
         server.should_exit = True
         thread.join()
