@@ -30,11 +30,14 @@ class Candidates:
     ids: list[str] = field(default_factory=list)
     logical_bytes: int = 0
     stored_bytes: int = 0
+    #: Each id's (logical, stored) bytes, so a batch reports exactly what it removed.
+    sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def add(self, ident: str, logical: int, stored: int) -> None:
         self.ids.append(ident)
-        self.logical_bytes += int(logical or 0)
-        self.stored_bytes += int(stored or 0)
+        self.sizes[ident] = (int(logical or 0), int(stored or 0))
+        self.logical_bytes += self.sizes[ident][0]
+        self.stored_bytes += self.sizes[ident][1]
 
 
 @dataclass

@@ -61,14 +61,10 @@ def _delete(conn: Connection, table: str, column: str, ids: Sequence[str]) -> No
 
 
 def _sizes(candidates: Candidates, ids: Sequence[str]) -> tuple[int, int]:
-    """Logical and stored bytes of ``ids`` (a subset of the candidates'), re-read
-    from the mark: the sweep does not read the values it removes."""
-    return _share(candidates, len(ids))
-
-
-def _share(candidates: Candidates, count: int) -> tuple[int, int]:
-    total = len(candidates.ids) or 1
-    return candidates.logical_bytes * count // total, candidates.stored_bytes * count // total
+    """Logical and stored bytes of ``ids`` as the mark measured them: the sweep does not
+    read the values it removes."""
+    found = [candidates.sizes.get(i, (0, 0)) for i in ids]
+    return sum(f[0] for f in found), sum(f[1] for f in found)
 
 
 class Sweeper:
