@@ -181,12 +181,18 @@ def crash_gc(root: Path, url: str | None) -> int:
     return killed
 
 
-def test_sqlite_gc_survives_sigkill(tmp_path: Path) -> None:
+def test_sqlite_gc_survives_sigkill(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """SQLite: every seeded kill of gc, with a writer running, keeps every promise."""
-    assert crash_gc(tmp_path, None) >= KILLS // 2
+    killed = crash_gc(tmp_path, None)
+    request.node.user_properties.append(("crash_points", killed))
+    assert killed >= KILLS // 2
 
 
 @pytest.mark.postgres
-def test_postgres_gc_survives_sigkill(tmp_path: Path, pg_url: str) -> None:
+def test_postgres_gc_survives_sigkill(
+    tmp_path: Path, pg_url: str, request: pytest.FixtureRequest
+) -> None:
     """PostgreSQL: the same kills, the same promises."""
-    assert crash_gc(tmp_path, pg_url) >= KILLS // 2
+    killed = crash_gc(tmp_path, pg_url)
+    request.node.user_properties.append(("crash_points", killed))
+    assert killed >= KILLS // 2
