@@ -36,4 +36,7 @@ def gc(
     for k in report.kinds:
         table.add_row(k.kind, str(k.removed), f"{k.logical_bytes:,}", f"{k.stored_bytes:,}")
     print_table(console, table)
-    console.print(f"batches: {report.batches}; event floor: {report.event_floor}")
+    console.print(
+        f"batches: {report.batches}; event floor: {report.event_floor}; "
+        f"leftover run directories removed: {report.run_dirs_swept}"
+    )

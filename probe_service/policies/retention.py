@@ -17,6 +17,7 @@ __all__ = [
     "MAX_RETENTION_DAYS",
     "MIN_GRACE_MINUTES",
     "MIN_RETENTION_DAYS",
+    "MIN_WARM_CACHE_BYTES",
     "RETAINED_KINDS",
     "Retention",
     "retention_digest",
@@ -31,6 +32,9 @@ MAX_RETENTION_DAYS = 36_500
 #: committing its reference (a capture, a plan) must fit inside it (docs/ARCHITECTURE.md,
 #: "Retention and gc", touches).
 MIN_GRACE_MINUTES = 30
+
+#: The smallest bound of a worker's warm snapshot cache: one ordinary snapshot.
+MIN_WARM_CACHE_BYTES = 16 << 20
 
 #: The kinds a retention names, in the order ``gc`` sweeps them.
 #: An envelope goes with its receipt; ``envelopes_days`` shorter than ``receipts_days``
@@ -65,6 +69,12 @@ class Retention(BaseModel):
     )
     batch_rows: int = Field(
         500, ge=1, le=10_000, description="Most objects one gc transaction removes."
+    )
+    warm_cache_bytes: int | None = Field(
+        None,
+        ge=MIN_WARM_CACHE_BYTES,
+        description="Bound of each worker's warm snapshot cache, least recently used "
+        "evicted first (default 512 MiB).",
     )
 
     def days(self, kind: str) -> int | None:

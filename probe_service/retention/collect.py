@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..errors import PolicyError, StoreUnavailable
 from ..policies.retention import RETAINED_KINDS, Retention, retention_digest
+from ..rundirs import sweep_stale_run_dirs
 from ..store import Store
 from ..store.events import event_floor
 from ..store.migrate import current_revisions, schema_head
@@ -51,6 +52,9 @@ class GcReport(BaseModel):
     kinds: list[KindFigures]
     batches: int
     event_floor: int
+    #: Run directories of dead processes removed from this host's temporary directory
+    #: (a worker also sweeps them before its first run); 0 in a dry run.
+    run_dirs_swept: int = 0
 
 
 def _require_current_schema(store: Store) -> None:
@@ -129,6 +133,7 @@ def collect_garbage(
         removed = _sweep(sweeper, store, retention, marked, moment)
         with store.reading() as conn:
             floor = event_floor(conn)
+        swept = sweep_stale_run_dirs()
     return GcReport(
         dry_run=False,
         policy_digest=digest,
@@ -136,6 +141,7 @@ def collect_garbage(
         kinds=_figures(_tally(removed)),
         batches=sweeper.batches,
         event_floor=floor,
+        run_dirs_swept=swept,
     )
 
 

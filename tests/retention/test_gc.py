@@ -178,3 +178,24 @@ def test_events_stop_at_the_lowest_consumer(any_store: Store, tmp_path: Path) ->
         assert read_events(conn, 2, 10)[0].cursor == 3
         with pytest.raises(CursorExpired, match="below the event floor 2"):
             read_events(conn, 0, 10)
+
+
+def test_gc_sweeps_leftover_run_directories(
+    sqlite_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run directory of a process that is gone is removed by gc (not by a dry run)."""
+    import tempfile
+
+    from probe_service.rundirs import RUN_DIR_PREFIX
+
+    # This test's own temporary directory: the sweep never touches the shared one here.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = 4_194_303  # above pid_max's default: no such process
+    leftover = tmp_path / f"{RUN_DIR_PREFIX}{dead}-gc-test"
+    leftover.mkdir(exist_ok=True)
+    (leftover / "scratch").mkdir(exist_ok=True)
+    gc(sqlite_store, dry_run=True)
+    assert leftover.exists()
+    report = gc(sqlite_store)
+    assert not leftover.exists()
+    assert report.run_dirs_swept >= 1  # type: ignore[attr-defined]
