@@ -14,7 +14,7 @@ from probe_service.errors import Conflict, CursorExpired, GcLocked, PolicyError,
 from probe_service.retention import collect_garbage
 from probe_service.retention.lock import gc_lock
 from probe_service.store import Store, read_events
-from probe_service.store.consumers import acknowledge
+from probe_service.store.consumers import acknowledge, consumer_cursor
 
 from ..claims.helpers import claim_request, stored_receipt
 from .farm import ONE_DAY, build_farm, later
@@ -178,6 +178,13 @@ def test_events_stop_at_the_lowest_consumer(any_store: Store, tmp_path: Path) ->
         assert read_events(conn, 2, 10)[0].cursor == 3
         with pytest.raises(CursorExpired, match="below the event floor 2"):
             read_events(conn, 0, 10)
+    with any_store.transaction() as conn:
+        # A consumer that accepts the loss acknowledges the floor and resumes there.
+        assert read_events(conn, consumer_cursor(conn, "slow-bot"), 10)[0].cursor == 3
+        with pytest.raises(CursorExpired):
+            read_events(conn, consumer_cursor(conn, "late-bot"), 10)
+        acknowledge(conn, "late-bot", floor)
+        assert read_events(conn, consumer_cursor(conn, "late-bot"), 10)[0].cursor == 3
 
 
 def test_gc_sweeps_leftover_run_directories(
