@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         summarize_receipt,
         summary_json,
     )
+    from ..policies import turn_posture
     from ..queue import RunStatus, RunSummary
     from ..sandbox.policy_check import PolicyReport
     from ..store import Event
@@ -70,6 +71,7 @@ __all__ = [
     "render_gate_text",
     "summarize_receipt",
     "summary_json",
+    "turn_posture",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, __file__)
