@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         RecheckReport,
         batches_under_way,
     )
+    from ..claims.gate_junit import render_gate_junit
     from ..claims.gate_render import render_gate_markdown, render_gate_text
     from ..claims.recheck_records import RecheckEntry
     from ..plans import ProbeRunResult
@@ -67,6 +68,7 @@ __all__ = [
     "phase_seconds",
     "read_public_key",
     "receipt_schema",
+    "render_gate_junit",
     "render_gate_markdown",
     "render_gate_text",
     "summarize_receipt",

@@ -17,59 +17,25 @@ from probe_service.faces.git_hooks import MARKER, hook_script, pushed_refs
 from probe_service.service import ProbeService
 from probe_service.settings import DATABASE_URL_ENV, POLICY_FILE_ENV, read_settings
 
-from ..claims.helpers import PARSE_PY
-from ..conftest import seed_state
 from .conftest import PostureWriter
+from .gitrepo import SCOPE, STATEMENT, claimed_repo, git, stale_edit
 
-SCOPE = "payments"
 BYTE_PROBE = str(Path(sys.executable).parent / "byte-probe")
 ZERO = "0" * 40
-
-
-def git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run git in ``repo`` as a developer would (hooks and all)."""
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=check
-    )
 
 
 @pytest.fixture
 def repo(
     tmp_path: Path, migrated_sqlite_file: Path, policy_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Path:
-    """A git repository with one commit, its embedded store (ignored by git) and a live
-    claim resting on src/parse.py; the hook processes read the test's policy file."""
+    """A claimed repository with the hooks installed; the hook processes read the test's
+    policy file and the embedded store."""
     monkeypatch.delenv(DATABASE_URL_ENV, raising=False)
     monkeypatch.setenv(POLICY_FILE_ENV, str(policy_path))
-    root = seed_state(tmp_path / "repo", migrated_sqlite_file)
-    (root / "src").mkdir()
-    (root / "src/parse.py").write_text(PARSE_PY)
-    (root / "README.md").write_text("notes\n")
-    (root / ".gitignore").write_text(".zyte/\n")
-    git(root, "init", "-q", "-b", "main")
-    git(root, "config", "user.email", "dev@example.com")
-    git(root, "config", "user.name", "Dev")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "start")
-    with ProbeService.open(
-        root, interface="host", settings=read_settings({}), policy_file=policy_path
-    ) as svc:
-        snapshot = svc.call("snapshot_capture", {"root": str(root)})["snapshot_id"]
-        answer = {
-            "scope": SCOPE,
-            "question": "does parse accept a trailing comma",
-            "answer": "parse accepts a trailing comma",
-            "snapshot_id": snapshot,
-            "dependencies": [{"exact_blob": {"path": "src/parse.py"}}],
-        }
-        svc.call("knowledge_record_answer", {"answer": answer})
+    root = claimed_repo(tmp_path / "repo", migrated_sqlite_file, policy_path)
     assert main(["hook", "install", "git", "--scope", SCOPE, "--write", "--repo", str(root),
                  "--command", BYTE_PROBE]) == 0  # fmt: skip
     return root
-
-
-def stale_edit(repo: Path) -> None:
-    (repo / "src/parse.py").write_text(PARSE_PY.replace("split(',')", "split(';')"))
 
 
 class TestPreCommit:
@@ -82,7 +48,7 @@ class TestPreCommit:
         refused = git(repo, "commit", "-q", "-am", "semicolons", check=False)
         assert refused.returncode != 0
         assert "refused under posture block" in refused.stderr
-        assert "parse accepts a trailing comma" in refused.stderr
+        assert STATEMENT in refused.stderr
         assert git(repo, "rev-list", "--count", "HEAD").stdout.strip() == "1"
         git(repo, "checkout", "--", "src/parse.py")
         (repo / "README.md").write_text("more notes\n")
@@ -99,7 +65,7 @@ class TestPreCommit:
         done = git(repo, "commit", "-q", "-am", "semicolons", check=False)
         assert done.returncode == 0, done.stderr
         assert "allowed under posture warn" in done.stderr
-        assert "parse accepts a trailing comma" in done.stderr
+        assert STATEMENT in done.stderr
 
     def test_report_records_only(self, repo: Path, write_postures: PostureWriter) -> None:
         """Under report the commit is made silently; the obligation is in the store."""
