@@ -19,15 +19,12 @@ from ...turns.boundary import SymbolRef
 from ...turns.dispatch import PostureOf
 from ..registry import AGENT, HOST, WEB, Request, operation
 from ..session import ProbeService
-from .common import Frozen
+from .common import Frozen, TurnId
 from .snapshots import confined_root
 
 __all__: list[str] = []
 
 _SCOPE = r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$"
-_TURN = Field(
-    pattern=r"^trn_[0-9a-f]{32}$", description="The turn id turn_begin returned (trn_ and 32 hex)."
-)
 
 
 def _capture(svc: ProbeService) -> turns.Capture:
@@ -91,7 +88,7 @@ def turn_begin(svc: ProbeService, req: TurnBeginRequest) -> turns.TurnBegun:
 
 
 class TurnEndRequest(Request):
-    turn: str = _TURN
+    turn: TurnId
     answer: str = Field(min_length=1, max_length=65_536, description="The answer you gave.")
     spans: tuple[SpanRef, ...] = Field(
         (), max_length=100, description="Byte spans of the turn's snapshot the answer cites."
@@ -121,7 +118,7 @@ def turn_end(svc: ProbeService, req: TurnEndRequest) -> turns.TurnEnded:
 
 
 class DispatchCheckRequest(Request):
-    turn: str = _TURN
+    turn: TurnId
     tool: str = Field(min_length=1, max_length=200, description="The tool about to run.")
     arguments: dict[str, Any] = Field(
         default_factory=dict, description="The tool's arguments (kept only as a digest)."
