@@ -30,11 +30,12 @@ from ..claims import (
     write_answer,
 )
 from ..claims.models import SpanRef
-from ..errors import TurnConflict
+from ..errors import LeaseHeld, TurnConflict
 from ..policies.postures import Posture
 from ..safe_text import safe_line
 from ..store import Store, append_event
 from .boundary import SymbolRef, answer_dependencies
+from .lease import lease_release
 from .models import BlockedPlan, TurnBegun, TurnEnded
 from .rows import check_unanswered, clear_blocks, load_turn, open_blocks
 from .tables import turn_answers, turns
@@ -234,6 +235,12 @@ def turn_end(
             turn_id,
             {"claim_id": record.claim_id, "stable": stable, "cleared": cleared},
         )
+    # The turn is over: its lease (if any) ends with it, so no tree stays held by a turn
+    # that can dispatch nothing more.
+    try:
+        released = lease_release(turn.root, turn_id, now)
+    except LeaseHeld:
+        released = False
     if stable:
         note = f"answer recorded on a stable snapshot; {len(cleared)} block(s) cleared"
     else:
@@ -252,4 +259,5 @@ def turn_end(
         cleared_blocks=tuple(cleared),
         boundary=tuple(lines),
         note=note,
+        lease_released=released,
     )
