@@ -18,6 +18,7 @@ from probe_service.faces.claude_code import (
     settings_snippet,
 )
 from probe_service.faces.git_hooks import STAGES, hook_script, install_git_hooks, run_git_hook
+from probe_service.settings import read_settings
 
 hook_app = typer.Typer(help="Answer an agent's hook events, or print their settings.")
 
@@ -128,5 +129,5 @@ def install_git(
         for stage in STAGES:
             sys.stdout.write(f"# .git/hooks/{stage}\n{hook_script(stage, command, scope)}\n")
         return
-    for done in install_git_hooks(repo, command, scope):
+    for done in install_git_hooks(repo, command, scope, read_settings().environment):
         sys.stdout.write(f"{done.action} {done.path}\n")

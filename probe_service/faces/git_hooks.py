@@ -25,7 +25,7 @@ import os
 import re
 import shlex
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
@@ -71,17 +71,25 @@ def hook_script(stage: Stage, command: str, scope: str) -> str:
     )
 
 
-def hooks_dir(repo: Path) -> Path:
-    """The directory git reads ``repo``'s hooks from (``core.hooksPath`` honoured).
+#: Variables naming another repository than ``-C``'s: left out when asking about ``repo``.
+_REPOSITORY_VARIABLES = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR")
+
+
+def hooks_dir(repo: Path, environment: Mapping[str, str]) -> Path:
+    """The directory git reads ``repo``'s hooks from (``core.hooksPath`` honoured); git
+    runs with ``environment`` (the settings' copy) less what would name another
+    repository.
 
     Raises InvalidInput when ``repo`` is not a git repository.
     """
+    env = {k: v for k, v in environment.items() if k not in _REPOSITORY_VARIABLES}
     try:
         done = subprocess.run(
             ["git", "-C", str(repo), "rev-parse", "--path-format=absolute", "--git-path", "hooks"],
             capture_output=True,
             text=True,
             check=False,
+            env=env,
         )
     except OSError as exc:
         raise OSFailure(f"git: cannot run it ({exc})") from exc
@@ -98,13 +106,15 @@ class GitHookInstall:
     action: Literal["installed", "replaced", "unchanged"]
 
 
-def install_git_hooks(repo: Path, command: str, scope: str) -> list[GitHookInstall]:
+def install_git_hooks(
+    repo: Path, command: str, scope: str, environment: Mapping[str, str]
+) -> list[GitHookInstall]:
     """Write the ``pre-commit`` and ``pre-push`` scripts into ``repo``'s hooks directory;
     idempotent. Every existing file is checked before any is written.
 
     Raises Conflict naming a hook file not installed by us (nothing is written).
     """
-    directory = hooks_dir(repo)
+    directory = hooks_dir(repo, environment)
     planned: list[tuple[Path, str, Literal["installed", "replaced", "unchanged"]]] = []
     for stage in STAGES:
         path, script = directory / stage, hook_script(stage, command, scope)
@@ -168,11 +178,13 @@ def pushed_refs(text: str) -> list[PushedRef]:
     return found
 
 
-def _holds_commit(root: str, sha: str) -> bool:
+def _holds_commit(svc: ProbeService, root: str, sha: str) -> bool:
+    # git runs the hook with GIT_DIR naming this very repository: the settings' copy fits.
     done = subprocess.run(
         ["git", "-C", root, "cat-file", "-e", f"{sha}^{{commit}}"],
         capture_output=True,
         check=False,
+        env=dict(svc.settings.environment),
     )
     return done.returncode == 0
 
@@ -186,7 +198,7 @@ def _gate_push(svc: ProbeService, root: str, scope: str, text: str) -> list[tupl
     reports: list[tuple[str, GateReport]] = []
     for ref in pushed_refs(text):
         label = f"{ref.local_ref} ({ref.local_sha[:12]})"
-        if ref.new_branch or not _holds_commit(root, ref.remote_sha):
+        if ref.new_branch or not _holds_commit(svc, root, ref.remote_sha):
             snapshot = svc.snapshot_capture(root=root, ref=ref.local_sha).snapshot_id
             report = svc.gate(snapshot_id=snapshot, scope=scope, allow_empty=True)
         else:
