@@ -4,6 +4,7 @@ turn", git hooks)."""
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import pytest
 
 from probe_service.cli import main
 from probe_service.errors import InvalidInput
-from probe_service.faces.git_hooks import MARKER, hook_script, pushed_refs
+from probe_service.faces.git_hooks import MARKER, hook_script, pushed_refs, run_git_hook
 from probe_service.service import ProbeService
 from probe_service.settings import DATABASE_URL_ENV, POLICY_FILE_ENV, read_settings
 
@@ -184,3 +185,57 @@ class TestPushedRefs:
         """Anything but four words with two shas is refused, naming the line."""
         with pytest.raises(InvalidInput, match="line 1"):
             pushed_refs(line + "\n")
+
+
+class TestFailures:
+    """A hook that cannot gate never lets a commit or push through silently under block."""
+
+    @staticmethod
+    def run(stage: str, text: str, opener: object, root: Path) -> tuple[int, str]:
+        err = io.StringIO()
+        code = run_git_hook(stage, SCOPE, str(root), io.StringIO(text), err, opener)  # type: ignore[arg-type]
+        return code, err.getvalue()
+
+    @staticmethod
+    def opener(policy_path: Path) -> object:
+        def open_session(root: str) -> ProbeService:
+            return ProbeService.open(
+                root, interface="host", settings=read_settings({}), policy_file=policy_path
+            )
+
+        return open_session
+
+    def test_input_not_of_gits_shape_refuses_under_block_only(
+        self, repo: Path, policy_path: Path, write_postures: PostureWriter
+    ) -> None:
+        """Malformed pre-push input: exit 3 naming the line under block; warn says it and
+        lets the push through; report lets it through silently."""
+        code, said = self.run("pre-push", "not git's lines\n", self.opener(policy_path), repo)
+        assert code == 3
+        assert "pre-push input line 1" in said
+        assert "refused under posture block" in said
+        write_postures([{"root": str(repo), "posture": "warn"}])
+        code, said = self.run("pre-push", "not git's lines\n", self.opener(policy_path), repo)
+        assert (code, "allowed under posture warn" in said) == (0, True)
+        write_postures([{"root": str(repo), "posture": "report"}])
+        assert self.run("pre-push", "x\n", self.opener(policy_path), repo) == (0, "")
+
+    def test_a_bug_refuses_under_block(self, repo: Path) -> None:
+        """An exception that is no refusal of ours still refuses (internal, exit 70)."""
+
+        def broken(root: str) -> ProbeService:
+            raise RuntimeError("boom")
+
+        code, said = self.run("pre-commit", "", broken, repo)
+        assert code == 70
+        assert "(internal)" in said
+        assert "boom" in said
+
+    def test_install_without_write_prints_both_scripts(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Without --write nothing is written; both scripts are printed, each marked."""
+        assert main(["hook", "install", "git", "--scope", SCOPE]) == 0
+        out = capsys.readouterr().out
+        assert out.count(MARKER) == 2
+        assert "hook git pre-push --scope payments --" in out
