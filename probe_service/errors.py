@@ -38,6 +38,8 @@ against the classes, so it cannot go stale)::
     │   │   └── BlobMissing                blob_missing (claims/views.py)
     │   ├── AmbiguousId                    ambiguous_id
     │   └── Conflict                       conflict: contradicts stored, immutable state
+    │       ├── TurnConflict                   turn_conflict: the turn already ended
+    │       └── LeaseHeld                      lease_held: another owner leases the workspace
     ├── OSFailure                          os_error: the CLI's form of an OSError
     ├── UnstableWorkingTree                unstable_working_tree: capture again later
     ├── InfrastructureError                infrastructure: retry later
@@ -87,6 +89,7 @@ __all__ = [
     "InvalidPlan",
     "JunitReportInvalid",
     "KeyFileError",
+    "LeaseHeld",
     "LimitExceeded",
     "LinkEscapes",
     "NotFound",
@@ -98,6 +101,7 @@ __all__ = [
     "SandboxUnavailable",
     "SettingsError",
     "StoreUnavailable",
+    "TurnConflict",
     "UnsafePath",
     "UnstableWorkingTree",
     "UsageError",
@@ -251,6 +255,19 @@ class Conflict(InvalidInput):
     """The request contradicts immutable state already stored."""
 
     code = "conflict"
+
+
+class TurnConflict(Conflict):
+    """A turn's answer was already recorded, by this call's twin or an earlier one: of two
+    concurrent ``turn_end`` calls exactly one wins."""
+
+    code = "turn_conflict"
+
+
+class LeaseHeld(Conflict):
+    """The workspace is leased by another owner (the message names it and the expiry)."""
+
+    code = "lease_held"
 
 
 class OSFailure(ProbeServiceError):

@@ -27,13 +27,14 @@ from typing import Annotated
 import typer
 from pydantic import BaseModel
 
-from probe_service.errors import InvalidClaim, InvalidInput
+from probe_service.errors import InvalidClaim, InvalidInput, OSFailure
 from probe_service.safe_text import safe_text
 from probe_service.service.adapters import (
     RESOLUTIONS,
     ChangeAnalysis,
     ClaimCheck,
     Obligation,
+    render_gate_junit,
     render_gate_markdown,
     render_gate_text,
 )
@@ -380,7 +381,9 @@ def gate_command(
     ] = None,
     head: Annotated[
         str | None,
-        typer.Option("--head", help="Git ref of the change's head: the one gated."),
+        typer.Option(
+            "--head", help="Git ref of the change's head: the one gated (alone: its tree)."
+        ),
     ] = None,
     repo: RepoOpt | None = None,
     scope: ScopeOpt = None,
@@ -407,6 +410,10 @@ def gate_command(
             help="text, json, or markdown (a CI job summary: >> $GITHUB_STEP_SUMMARY).",
         ),
     ] = GateFormat.text,
+    junit: Annotated[
+        Path | None,
+        typer.Option("--junit", help="Also write the report as JUnit XML to this file."),
+    ] = None,
     as_json: JsonOpt = False,
     root: RootOpt = Path("."),
 ) -> None:
@@ -422,18 +429,22 @@ def gate_command(
 
     With --base REF --head REF (a CI job's one command) both refs' trees are captured
     from git objects of --repo (no checkout), change analysis between them opens the
-    obligations the change causes, and the head is gated: the same exit codes.
+    obligations the change causes, and the head is gated: the same exit codes. With
+    --head REF alone (a new branch: no base) its tree is captured and gated.
+    --junit FILE writes the report as JUnit XML too (a CI test report).
 
     Example: byte-probe gate --snapshot 3fa4... --scope payments --format markdown
 
     Example: byte-probe gate --base origin/main --head HEAD --format markdown
     """
     keys = tuple(_accepted_key(item) for item in require_signed or [])
-    if (snapshot is None) == (base is None or head is None) or (base is None) != (head is None):
-        raise InvalidInput("gate: give --snapshot, or both --base and --head")
+    if (snapshot is None) == (head is None) or (base is not None and head is None):
+        raise InvalidInput("gate: give --snapshot, or --head (with or without --base)")
     shown: BaseModel
     change: ChangeAnalysis | None = None
     with session(root) as svc:
+        if head is not None and base is None:
+            snapshot = svc.snapshot_capture(root=str(repo or root), ref=head).snapshot_id
         if snapshot is not None:
             report = shown = svc.gate(
                 snapshot_id=snapshot,
@@ -453,6 +464,8 @@ def gate_command(
                 fail_on_refuted=fail_on_refuted,
             )
             report, change = gated.report, gated.change
+    if junit is not None:
+        _write_text(junit, render_gate_junit(report))
     if as_json or output is GateFormat.json:
         typer.echo(json.dumps(shown.model_dump(mode="json"), indent=2, sort_keys=True))
     elif output is GateFormat.markdown:
@@ -463,6 +476,16 @@ def gate_command(
         typer.echo(render_gate_text(report))
     if not report.passed:
         raise typer.Exit(EXIT_GATE_CLOSED)
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all; OSFailure naming it."""
+    partial = path.with_name(f".{path.name}.tmp")
+    try:
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(path)
+    except OSError as exc:
+        raise OSFailure(f"{path}: cannot write it ({exc})") from exc
 
 
 def _change_line(change: ChangeAnalysis) -> str:

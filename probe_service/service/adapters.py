@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         RecheckReport,
         batches_under_way,
     )
+    from ..claims.gate_junit import render_gate_junit
     from ..claims.gate_render import render_gate_markdown, render_gate_text
     from ..claims.recheck_records import RecheckEntry
     from ..plans import ProbeRunResult
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
         summarize_receipt,
         summary_json,
     )
+    from ..policies import turn_posture
     from ..queue import RunStatus, RunSummary
     from ..sandbox.policy_check import PolicyReport
     from ..store import Event
@@ -66,10 +68,12 @@ __all__ = [
     "phase_seconds",
     "read_public_key",
     "receipt_schema",
+    "render_gate_junit",
     "render_gate_markdown",
     "render_gate_text",
     "summarize_receipt",
     "summary_json",
+    "turn_posture",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -29,11 +29,12 @@ from probe_service.service.rows.plans import PlanCreated, StoredPlan
 from probe_service.service.rows.receipts import ReceiptVerified
 from probe_service.service.rows.runs import BatchResumed, BatchStatus, BatchSubmitted, RunCancelled
 from probe_service.service.rows.snapshots import Materialized, SnapshotFile
-from probe_service.service.rows.turns import TurnCurrent, TurnList
+from probe_service.service.rows.turns import LeaseReleased, TurnCurrent, TurnList
 from probe_service.snapshot.capture import CaptureResult
 from probe_service.snapshot.manifest import Snapshot
 from probe_service.toolchains.digest import ToolchainDigest
 from probe_service.turns.boundary import SymbolRef
+from probe_service.turns.lease import Lease
 from probe_service.turns.models import DispatchDecision, TurnBegun, TurnEnded
 from probe_service.typescript.models import BoundaryResult
 
@@ -58,6 +59,7 @@ class OperationMethods:
         *,
         root: str,
         ref: str | None = ...,
+        turn: str | None = ...,
     ) -> CaptureResult:
         """Capture a content-addressed snapshot of a working tree, or of a git ref's tree. It is
         stabilized and immutable; with ref the tree a commit, tag or branch names is read from
@@ -66,9 +68,9 @@ class OperationMethods:
         id; a submodule is recorded as a gitlink (path and commit). Refuses unreadable roots,
         names a materialization would refuse, trees over the file or size limits, a ref that
         does not exist or names a blob, and a repository whose .git file, objects or alternates
-        lie outside the capture roots; a work tree that keeps changing is retried, then refused.
-        On the host and MCP faces the root must lie inside the administrator's capture roots,
-        and a relative root is taken from the face's --root."""
+        lie outside the capture roots; a work tree that keeps changing is retried, then refused,
+        and so is one another turn leases. On the host and MCP faces the root must lie inside
+        the administrator's capture roots, and a relative root is taken from the face's --root."""
 
     def snapshot_get(
         self,
@@ -434,14 +436,22 @@ class OperationMethods:
         self,
         *,
         kind: Literal[
-            "snapshot", "plan", "receipt", "receipt_sha256", "run", "claim", "obligation", "batch"
+            "snapshot",
+            "plan",
+            "receipt",
+            "receipt_sha256",
+            "run",
+            "claim",
+            "obligation",
+            "batch",
+            "turn",
         ],
         value: str,
     ) -> ResolvedId:
         """The full stored id of a kind that a unique prefix (8 or more hex characters, after
-        clm_/obl_ for claims and obligations) stands for; a full id comes back when stored.
-        Refuses an id or prefix that matches nothing (not_found) and an ambiguous prefix,
-        listing its candidates. Every operation resolves its own id fields the same way."""
+        clm_/obl_/trn_ for claims, obligations and turns) stands for; a full id comes back when
+        stored. Refuses an id or prefix that matches nothing (not_found) and an ambiguous
+        prefix, listing its candidates. Every operation resolves its own id fields the same way."""
 
     def key_create(
         self,
@@ -654,13 +664,18 @@ class OperationMethods:
         tool: str,
         arguments: dict[str, Any] = ...,
         root: str | None = ...,
+        lease: bool = ...,
+        lease_seconds: int = ...,
     ) -> DispatchDecision:
         """Call immediately before dispatching a tool from a claim- or compiler-grounded plan:
         rechecks the working tree against the claims the turn's plan rests on and answers allow,
         warn or block (the administrator's posture decides) with the reasons: the claim, what
         moved and the command that clears it. A block stands across turns until a later turn's
-        stable answer (turn_end) clears it. Every decision is recorded. Refuses an unknown or
-        expired turn and a root that is not the turn's."""
+        stable answer (turn_end) clears it. Every decision is recorded. With lease, first takes
+        an exclusive lease on the workspace so no cooperating capture or turn moves it before
+        the tool runs (a writer that ignores leases still can). Refuses an unknown or expired
+        turn, a root that is not the turn's and a workspace another turn leases (lease_held,
+        naming the holder)."""
 
     def turn_list(
         self,
@@ -680,3 +695,22 @@ class OperationMethods:
         """The newest unexpired turn a client session began under a root, and the posture the
         administrator set for that root and scope (what a hook answers when it fails), with the
         plans still blocked there. Read-only."""
+
+    def lease_renew(
+        self,
+        *,
+        turn: str,
+        lease_seconds: int = ...,
+    ) -> Lease:
+        """The heartbeat of a workspace lease dispatch_check took with lease: extends it from now.
+        Refuses a turn that holds no unexpired lease (not_found) and a workspace another turn
+        leases (lease_held, naming the holder)."""
+
+    def lease_release(
+        self,
+        *,
+        turn: str,
+    ) -> LeaseReleased:
+        """Release the workspace lease a turn took with dispatch_check (turn_end releases it too).
+        Releasing twice is harmless (released false). Refuses a workspace another turn leases
+        (lease_held): only its own turn releases a lease."""

@@ -70,4 +70,6 @@ INDEX: dict[str, str] = {
     "dispatch_check": "turns",
     "turn_list": "turns",
     "turn_current": "turns",
+    "lease_renew": "turns",
+    "lease_release": "turns",
 }

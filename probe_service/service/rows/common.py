@@ -25,6 +25,7 @@ __all__ = [
     "ReceiptSha256",
     "RunId",
     "SnapshotId",
+    "TurnId",
 ]
 
 HEX64 = r"^[0-9a-f]{64}$"
@@ -52,6 +53,8 @@ ClaimId = Annotated[str, _id("claim", "A claim id: clm_ and 32 hex"), IdRef("cla
 ObligationId = Annotated[
     str, _id("obligation", "An obligation id: obl_ and 32 hex"), IdRef("obligation")
 ]
+#: The id ``turn_begin`` returned (``trn_`` and 32 hex), or a unique prefix of it.
+TurnId = Annotated[str, _id("turn", "A turn id: trn_ and 32 hex"), IdRef("turn")]
 
 
 class Frozen(BaseModel):
