@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         KnowledgeHit,
         Obligation,
         RecheckReport,
+        ReviewRequest,
         batches_under_way,
     )
     from ..claims.gate_render import render_gate_markdown, render_gate_text
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
         summarize_receipt,
         summary_json,
     )
+    from ..policies.clearing import CLEARED, ClearingRule
     from ..queue import RunStatus, RunSummary
     from ..sandbox.policy_check import PolicyReport
     from ..store import Event
@@ -41,10 +43,12 @@ if TYPE_CHECKING:
     from ..typescript.models import BoundaryResult
 
 __all__ = [
+    "CLEARED",
     "RESOLUTIONS",
     "BoundaryResult",
     "ChangeAnalysis",
     "ClaimCheck",
+    "ClearingRule",
     "CommittedConfirmation",
     "ConfirmationSummary",
     "Event",
@@ -57,6 +61,7 @@ __all__ = [
     "ReceiptSummary",
     "RecheckEntry",
     "RecheckReport",
+    "ReviewRequest",
     "RunStatus",
     "RunSummary",
     "ToolchainDigest",

@@ -53,7 +53,15 @@ MAX_CANDIDATES = 10
 _CHUNK = 500
 
 IdKind = Literal[
-    "snapshot", "plan", "receipt", "receipt_sha256", "run", "claim", "obligation", "batch"
+    "snapshot",
+    "plan",
+    "receipt",
+    "receipt_sha256",
+    "run",
+    "claim",
+    "obligation",
+    "batch",
+    "review",
 ]
 
 #: Each kind's literal prefix and its full hex length(s): claims and obligations are
@@ -68,6 +76,7 @@ _SHAPES: dict[IdKind, tuple[str, int]] = {
     "claim": ("clm_", 32),
     "obligation": ("obl_", 32),
     "batch": ("", 32),
+    "review": ("rev_", 32),
 }
 
 
@@ -89,10 +98,14 @@ _SHAPE_RES = {kind: re.compile(id_pattern(kind)) for kind in _SHAPES}
 
 def _columns(kind: IdKind) -> list[Column[str]]:
     # Imported here: a command resolving plan ids never imports the claims or queue tables.
-    if kind in ("claim", "obligation"):
-        from ..claims.tables import claims, obligations
+    if kind in ("claim", "obligation", "review"):
+        from ..claims.tables import claims, obligations, review_requests
 
-        return [claims.c.claim_id] if kind == "claim" else [obligations.c.obligation_id]
+        return {
+            "claim": [claims.c.claim_id],
+            "obligation": [obligations.c.obligation_id],
+            "review": [review_requests.c.review_id],
+        }[kind]
     from ..plans.tables import plans, receipts
 
     if kind in ("run", "batch"):

@@ -23,6 +23,7 @@ __all__ = [
     "PlanId",
     "ReceiptId",
     "ReceiptSha256",
+    "ReviewId",
     "RunId",
     "SnapshotId",
 ]
@@ -52,6 +53,7 @@ ClaimId = Annotated[str, _id("claim", "A claim id: clm_ and 32 hex"), IdRef("cla
 ObligationId = Annotated[
     str, _id("obligation", "An obligation id: obl_ and 32 hex"), IdRef("obligation")
 ]
+ReviewId = Annotated[str, _id("review", "A review request id: rev_ and 32 hex"), IdRef("review")]
 
 
 class Frozen(BaseModel):
