@@ -449,3 +449,28 @@ def test_an_agent_s_accepted_risk_is_refused_over_the_real_mcp_face(tmp_path: Pa
         assert [o.obligation_id for o in svc.obligation_list(state="open").obligations] == [
             obligation
         ]
+
+
+def test_the_reviews_page_lists_requests_and_the_claim_page_names_actors(
+    tree: WorkTree, rules: Path
+) -> None:
+    """``/reviews`` lists a pending request with its requester, a hostile rationale as inert
+    text; the claim's audit on ``/claims/ID`` shows who made each write."""
+    from probe_service.settings import read_settings
+
+    from ..web.conftest import serving
+    from ..web.test_guard import fetch
+
+    claim, obligation, _ = open_obligation(tree)
+    session(tree.store, rules).obligation_resolve(
+        obligation_id=obligation, resolution="accepted_risk", rationale="<script>x</script>"
+    )
+    web = ProbeService(tree.store, interface="web", settings=read_settings({}))
+    with serving(web) as url:
+        status, _, body = fetch(f"{url}/reviews")
+        _, _, claim_page = fetch(f"{url}/claims/{claim}")
+    assert status == 200
+    assert f"{ME} (person, cli)" in body
+    assert "<script>x" not in body
+    assert "&lt;script&gt;x&lt;/script&gt;" in body
+    assert f'<td class="actor">{ME} (person)</td>' in claim_page
