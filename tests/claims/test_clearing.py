@@ -474,3 +474,12 @@ def test_the_reviews_page_lists_requests_and_the_claim_page_names_actors(
     assert "<script>x" not in body
     assert "&lt;script&gt;x&lt;/script&gt;" in body
     assert f'<td class="actor">{ME} (person)</td>' in claim_page
+
+
+def test_a_turn_records_the_os_actor(tree: WorkTree, rules: Path) -> None:
+    """A turn begun on the CLI face lists its OS user as its actor."""
+    tree.write("src/parse.py", PARSE_PY)
+    svc = session(tree.store, rules, face="cli")
+    svc.call("turn_begin", {"root": str(tree.root), "scope": "payments"})
+    (turn,) = ProbeService(tree.store).turn_list().turns
+    assert turn.actor == ME

@@ -2,6 +2,7 @@
 
 - ``claim_audit`` gains ``actor`` and ``actor_kind``: who made each audited write, from the
   operating system (an entry written before this migration has neither);
+- ``turns`` gains ``actor``: who began the turn;
 - ``review_requests``: a resolution a clearing rule sends to a second party, insert-only;
 - ``review_decisions``: its approval or rejection, at most one per request (the primary key).
 
@@ -22,6 +23,7 @@ def upgrade() -> None:
     # Plain ADD COLUMN (never a batch copy): the table keeps its append-only triggers.
     op.add_column("claim_audit", sa.Column("actor", sa.String(200), nullable=True))
     op.add_column("claim_audit", sa.Column("actor_kind", sa.String(16), nullable=True))
+    op.add_column("turns", sa.Column("actor", sa.String(200), nullable=True))
     op.create_table(
         "review_requests",
         sa.Column("review_id", sa.String(40), primary_key=True),
@@ -60,5 +62,6 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("review_decisions")
     op.drop_table("review_requests")
+    op.drop_column("turns", "actor")
     op.drop_column("claim_audit", "actor_kind")
     op.drop_column("claim_audit", "actor")
