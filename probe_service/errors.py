@@ -37,6 +37,7 @@ against the classes, so it cannot go stale)::
     │   ├── NotFound                       not_found
     │   │   └── BlobMissing                blob_missing (claims/views.py)
     │   ├── AmbiguousId                    ambiguous_id
+    │   ├── NotPermitted                   not_permitted: the clearing rules refuse this actor
     │   └── Conflict                       conflict: contradicts stored, immutable state
     │       ├── TurnConflict                   turn_conflict: the turn already ended
     │       └── LeaseHeld                      lease_held: another owner leases the workspace
@@ -93,6 +94,7 @@ __all__ = [
     "LimitExceeded",
     "LinkEscapes",
     "NotFound",
+    "NotPermitted",
     "NotRerunnable",
     "OSFailure",
     "PolicyError",
@@ -249,6 +251,14 @@ class AmbiguousId(InvalidInput):
         )
         self.kind, self.prefix, self.matches = kind, prefix, matches
         self.field, self.candidates = field, tuple(candidates)
+
+
+class NotPermitted(InvalidInput):
+    """The actor may not do this: a clearing rule of the policy file (docs/ARCHITECTURE.md,
+    "Principals and clearing") or the rule that agents never accept a risk refuses it."""
+
+    code = "not_permitted"
+    status = 403
 
 
 class Conflict(InvalidInput):

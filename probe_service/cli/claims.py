@@ -17,7 +17,6 @@ Mount in the main app::
 from __future__ import annotations
 
 import enum
-import getpass
 import json
 import re
 from collections.abc import Sequence
@@ -27,13 +26,14 @@ from typing import Annotated
 import typer
 from pydantic import BaseModel
 
-from probe_service.errors import InvalidClaim, InvalidInput, OSFailure
+from probe_service.errors import InvalidClaim, InvalidInput, OSFailure, UsageError
 from probe_service.safe_text import safe_text
 from probe_service.service.adapters import (
     RESOLUTIONS,
     ChangeAnalysis,
     ClaimCheck,
     Obligation,
+    ReviewRequest,
     render_gate_junit,
     render_gate_markdown,
     render_gate_text,
@@ -256,13 +256,13 @@ def obligations_resolve_command(
     rationale: Annotated[str, typer.Option("--rationale", help="Why; kept forever.")],
     receipt: Annotated[str | None, typer.Option("--receipt", help="For rechecked.")] = None,
     successor: Annotated[str | None, typer.Option("--successor", help="For superseded.")] = None,
-    resolved_by: Annotated[
-        str | None, typer.Option("--by", help="Who resolves it (default: the OS user).")
-    ] = None,
     as_json: JsonOpt = False,
     root: RootOpt = Path("."),
 ) -> None:
-    """Resolve an obligation with a retained rationale.
+    """Resolve an obligation with a retained rationale, as the OS user running it.
+
+    Where the policy file's clearing rules ask a second person, this records a review
+    request instead (see "obligations review"); the obligation stays open until then.
 
     Example: byte-probe obligations resolve obl_01... --resolution accepted_risk
     --rationale "doc-only change"
@@ -275,17 +275,61 @@ def obligations_resolve_command(
             rationale=rationale,
             receipt=receipt,
             successor_claim_id=successor,
-            resolved_by=resolved_by or os_user(),
         )
-        _emit(done, as_json, _obligation_line(done))
+        text = _obligation_line(done)
+        if done.review is not None:
+            text = (
+                f"review requested: {done.review.review_id} ({done.review.resolution} by "
+                f"{done.review.requested_by}); obligation {done.obligation_id} stays open "
+                "until a listed reviewer approves it: byte-probe obligations review "
+                f"{done.review.review_id} --approve --rationale ..."
+            )
+        _emit(done, as_json, text)
 
 
-def os_user() -> str | None:
-    """The OS user's name, or None when this uid has none."""
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError):  # no name for this uid (e.g. a bare container user)
-        return None
+@obligations_app.command("review")
+def obligations_review_command(
+    review_id: Annotated[
+        str | None, typer.Argument(help="A review request to decide (omit to list).")
+    ] = None,
+    approve: Annotated[bool, typer.Option("--approve", help="Approve it.")] = False,
+    reject: Annotated[bool, typer.Option("--reject", help="Reject it.")] = False,
+    rationale: Annotated[str | None, typer.Option("--rationale", help="Why; kept forever.")] = None,
+    scope: Annotated[str | None, typer.Option("--scope", help="Only this scope.")] = None,
+    every: Annotated[bool, typer.Option("--all", help="List decided requests too.")] = False,
+    as_json: JsonOpt = False,
+    root: RootOpt = Path("."),
+) -> None:
+    """List pending review requests, or approve or reject one as the OS user running it
+    (a reviewer the clearing rule lists, never the requester).
+
+    Example: byte-probe obligations review rev_0123... --approve --rationale "checked the docs"
+    """
+    with session(root) as svc:
+        if review_id is None:
+            if approve or reject or rationale:
+                raise UsageError("--approve, --reject and --rationale name a review id")
+            found = svc.review_list(state=None if every else "pending", scope=scope).reviews
+            _emit(found, as_json, "\n".join(_review_line(r) for r in found))
+            return
+        if approve == reject or not rationale:
+            raise UsageError("review: give --approve or --reject, and --rationale")
+        decided = svc.review_decide(
+            review_id=review_id,
+            decision="approve" if approve else "reject",
+            rationale=rationale,
+        )
+        _emit(decided, as_json, _review_line(decided))
+
+
+def _review_line(r: ReviewRequest) -> str:
+    line = (
+        f"{r.review_id} {r.state} {r.resolution} obligation={r.obligation_id} [{r.scope}] "
+        f"requested by {r.requested_by} ({r.requested_kind}, {r.interface}): {r.rationale}"
+    )
+    if r.decided_by is not None:
+        line += f"; {r.state} by {r.decided_by}: {r.decision_rationale}"
+    return line
 
 
 @knowledge_app.command("query")

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         KnowledgeHit,
         Obligation,
         RecheckReport,
+        ReviewRequest,
         batches_under_way,
     )
     from ..claims.gate_junit import render_gate_junit
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
         summary_json,
     )
     from ..policies import turn_posture
+    from ..policies.clearing import CLEARED, ClearingRule
     from ..queue import RunStatus, RunSummary
     from ..sandbox.policy_check import PolicyReport
     from ..store import Event
@@ -43,10 +45,12 @@ if TYPE_CHECKING:
     from ..typescript.models import BoundaryResult
 
 __all__ = [
+    "CLEARED",
     "RESOLUTIONS",
     "BoundaryResult",
     "ChangeAnalysis",
     "ClaimCheck",
+    "ClearingRule",
     "CommittedConfirmation",
     "ConfirmationSummary",
     "Event",
@@ -59,6 +63,7 @@ __all__ = [
     "ReceiptSummary",
     "RecheckEntry",
     "RecheckReport",
+    "ReviewRequest",
     "RunStatus",
     "RunSummary",
     "ToolchainDigest",

@@ -53,7 +53,16 @@ MAX_CANDIDATES = 10
 _CHUNK = 500
 
 IdKind = Literal[
-    "snapshot", "plan", "receipt", "receipt_sha256", "run", "claim", "obligation", "batch", "turn"
+    "snapshot",
+    "plan",
+    "receipt",
+    "receipt_sha256",
+    "run",
+    "claim",
+    "obligation",
+    "batch",
+    "turn",
+    "review",
 ]
 
 #: Each kind's literal prefix and its full hex length(s): claims, obligations and turns are
@@ -69,6 +78,7 @@ _SHAPES: dict[IdKind, tuple[str, int]] = {
     "obligation": ("obl_", 32),
     "batch": ("", 32),
     "turn": ("trn_", 32),
+    "review": ("rev_", 32),
 }
 
 
@@ -94,10 +104,14 @@ def _columns(kind: IdKind) -> list[Column[str]]:
         from ..turns.tables import turns
 
         return [turns.c.turn_id]
-    if kind in ("claim", "obligation"):
-        from ..claims.tables import claims, obligations
+    if kind in ("claim", "obligation", "review"):
+        from ..claims.tables import claims, obligations, review_requests
 
-        return [claims.c.claim_id] if kind == "claim" else [obligations.c.obligation_id]
+        return {
+            "claim": [claims.c.claim_id],
+            "obligation": [obligations.c.obligation_id],
+            "review": [review_requests.c.review_id],
+        }[kind]
     from ..plans.tables import plans, receipts
 
     if kind in ("run", "batch"):
@@ -158,7 +172,7 @@ def resolve_id(store: Store, kind: IdKind, value: str, field: str | None = None)
                 if conn.execute(statement, {"value": value}).first() is not None:
                     return value
         if _digits(kind, value) < _SHAPES[kind][1]:
-            # The value is hex (or clm_/obl_/trn_ and hex): no LIKE wildcard to escape.
+            # The value is hex (or clm_/obl_/trn_/rev_ and hex): no LIKE wildcard to escape.
             pattern = {"pattern": value + "%"}
             for statement in _prefixed(kind):
                 found += [str(row[0]) for row in conn.execute(statement, pattern)]

@@ -10,7 +10,13 @@ from probe_service.claims.gate_report import GateReport
 from probe_service.claims.history import ClaimHistory, GatePreview
 from probe_service.claims.models import AnswerRequest, ClaimRequest, SpanRef
 from probe_service.claims.recheck_records import RecheckReport
-from probe_service.claims.records import ChangeAnalysis, ClaimRecord, Obligation, Tombstone
+from probe_service.claims.records import (
+    ChangeAnalysis,
+    ClaimRecord,
+    Resolved,
+    ReviewRequest,
+    Tombstone,
+)
 from probe_service.plans.models import Plan
 from probe_service.plans.run import ProbeRunResult
 from probe_service.policies.describe import PolicyDescription
@@ -20,7 +26,7 @@ from probe_service.queue.listing import RunPage
 from probe_service.queue.status import RunStatus
 from probe_service.queue.submit import SubmitResult
 from probe_service.service.rows.admin import KeyCreated, PolicyChecked, PolicyList
-from probe_service.service.rows.claims import ClaimChecks, KnowledgeHits, Obligations
+from probe_service.service.rows.claims import ClaimChecks, KnowledgeHits, Obligations, Reviews
 from probe_service.service.rows.events import Events
 from probe_service.service.rows.gates import GateChange
 from probe_service.service.rows.ids import ResolvedId
@@ -218,7 +224,8 @@ class OperationMethods:
         file: str | None = ...,
     ) -> PolicyChecked:
         """Validate a policy file (administrators only: it takes a path), verify every pin and
-        toolchain on disk, and list each policy's id and digest with theirs."""
+        toolchain on disk, and list each policy's id and digest with theirs, and the file's
+        principal kinds and clearing rules in force."""
 
     def toolchain_create(
         self,
@@ -366,11 +373,36 @@ class OperationMethods:
         receipt: str | None = ...,
         successor_claim_id: str | None = ...,
         scope: str | None = ...,
-        resolved_by: str | None = ...,
-    ) -> Obligation:
+    ) -> Resolved:
         """Resolve an open obligation with a retained rationale: rechecked (a receipt that ran the
         claim's plan on the obligation's snapshot and agrees), superseded (a successor claim) or
-        withdrawn. Refuses evidence from another plan or snapshot."""
+        withdrawn. Refuses evidence from another plan or snapshot. Who resolves is the caller's
+        operating-system identity, never a field; the policy file's clearing rules may refuse it
+        (not_permitted) or turn it into a review request a second person decides on the CLI (the
+        answer's review; the obligation stays open until then). An agent never accepts a risk:
+        on the MCP and host faces accepted_risk is refused."""
+
+    def review_list(
+        self,
+        *,
+        state: Literal["pending", "approved", "rejected"] | None = ...,
+        scope: str | None = ...,
+        limit: int = ...,
+    ) -> Reviews:
+        """List review requests: resolutions a clearing rule sent to a second person, with who
+        requested them and, once decided, who approved or rejected them. The gate counts an
+        obligation with a pending request as open."""
+
+    def review_decide(
+        self,
+        *,
+        review_id: str,
+        decision: Literal["approve", "reject"],
+        rationale: str,
+    ) -> ReviewRequest:
+        """Approve or reject a pending review request as the calling person, who must be a reviewer
+        the clearing rule lists and not the requester; an approval records the requested
+        resolution in the same transaction. CLI and Python only: no agent face offers it."""
 
     def obligation_recheck(
         self,
@@ -379,7 +411,6 @@ class OperationMethods:
         scope: str | None = ...,
         obligation_ids: tuple[str, ...] = ...,
         reuse: bool = ...,
-        requested_by: str | None = ...,
     ) -> RecheckReport:
         """Rerun, for each open obligation on a snapshot (in a scope, or those named), the evidence
         its claim rests on: the same plans with only snapshot_id changed, under the same policy
@@ -445,13 +476,15 @@ class OperationMethods:
             "obligation",
             "batch",
             "turn",
+            "review",
         ],
         value: str,
     ) -> ResolvedId:
         """The full stored id of a kind that a unique prefix (8 or more hex characters, after
-        clm_/obl_/trn_ for claims, obligations and turns) stands for; a full id comes back when
-        stored. Refuses an id or prefix that matches nothing (not_found) and an ambiguous
-        prefix, listing its candidates. Every operation resolves its own id fields the same way."""
+        clm_/obl_/trn_/rev_ for claims, obligations, turns and review requests) stands for; a
+        full id comes back when stored. Refuses an id or prefix that matches nothing (not_found)
+        and an ambiguous prefix, listing its candidates. Every operation resolves its own id
+        fields the same way."""
 
     def key_create(
         self,

@@ -32,6 +32,7 @@ from ..claims import (
 from ..claims.models import SpanRef
 from ..errors import LeaseHeld, TurnConflict
 from ..policies.postures import Posture
+from ..principals import current_actor
 from ..safe_text import safe_line
 from ..store import Store, append_event
 from .boundary import SymbolRef, answer_dependencies
@@ -146,6 +147,7 @@ def turn_begin(
                 snapshot_id=snapshot_id,
                 rests_on=json.dumps(list(rests_on)),
                 interface=caller.face,
+                actor=current_actor().name,
                 session=session,
                 began_at=now.isoformat(timespec="microseconds"),
                 expires_at=expires.isoformat(timespec="microseconds"),

@@ -120,3 +120,6 @@ class TurnSummary(_Frozen):
     claim_id: str | None
     stable: bool | None
     decisions: tuple[DispatchDecision, ...]
+    #: Who began it, from the operating system (docs/ARCHITECTURE.md, "Principals and
+    #: clearing"); None for a turn recorded before that.
+    actor: str | None = None

@@ -43,6 +43,8 @@ class StoredTurn:
     expires_at: str
     claim_id: str | None
     stable: bool | None
+    #: Who began it (None for turns older than migration ``0015_principals``).
+    actor: str | None = None
 
 
 def _turn(row: object, answer: object | None) -> StoredTurn:
@@ -61,6 +63,7 @@ def _turn(row: object, answer: object | None) -> StoredTurn:
         expires_at=r["expires_at"],
         claim_id=None if a is None else a["claim_id"],
         stable=None if a is None else bool(a["stable"]),
+        actor=r["actor"],
     )
 
 

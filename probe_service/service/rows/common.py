@@ -23,6 +23,7 @@ __all__ = [
     "PlanId",
     "ReceiptId",
     "ReceiptSha256",
+    "ReviewId",
     "RunId",
     "SnapshotId",
     "TurnId",
@@ -55,6 +56,7 @@ ObligationId = Annotated[
 ]
 #: The id ``turn_begin`` returned (``trn_`` and 32 hex), or a unique prefix of it.
 TurnId = Annotated[str, _id("turn", "A turn id: trn_ and 32 hex"), IdRef("turn")]
+ReviewId = Annotated[str, _id("review", "A review request id: rev_ and 32 hex"), IdRef("review")]
 
 
 class Frozen(BaseModel):
