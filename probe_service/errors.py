@@ -37,7 +37,10 @@ against the classes, so it cannot go stale)::
     │   ├── NotFound                       not_found
     │   │   └── BlobMissing                blob_missing (claims/views.py)
     │   ├── AmbiguousId                    ambiguous_id
+    │   ├── NotPermitted                   not_permitted: the clearing rules refuse this actor
     │   └── Conflict                       conflict: contradicts stored, immutable state
+    │       ├── TurnConflict                   turn_conflict: the turn already ended
+    │       ├── LeaseHeld                      lease_held: another owner leases the workspace
     │       ├── CursorExpired                  cursor_expired: events below the gc floor are gone
     │       └── GcLocked                       gc_locked: another gc holds the store's gc lock
     ├── OSFailure                          os_error: the CLI's form of an OSError
@@ -91,9 +94,11 @@ __all__ = [
     "InvalidPlan",
     "JunitReportInvalid",
     "KeyFileError",
+    "LeaseHeld",
     "LimitExceeded",
     "LinkEscapes",
     "NotFound",
+    "NotPermitted",
     "NotRerunnable",
     "OSFailure",
     "PolicyError",
@@ -102,6 +107,7 @@ __all__ = [
     "SandboxUnavailable",
     "SettingsError",
     "StoreUnavailable",
+    "TurnConflict",
     "UnsafePath",
     "UnstableWorkingTree",
     "UsageError",
@@ -251,10 +257,31 @@ class AmbiguousId(InvalidInput):
         self.field, self.candidates = field, tuple(candidates)
 
 
+class NotPermitted(InvalidInput):
+    """The actor may not do this: a clearing rule of the policy file (docs/ARCHITECTURE.md,
+    "Principals and clearing") or the rule that agents never accept a risk refuses it."""
+
+    code = "not_permitted"
+    status = 403
+
+
 class Conflict(InvalidInput):
     """The request contradicts immutable state already stored."""
 
     code = "conflict"
+
+
+class TurnConflict(Conflict):
+    """A turn's answer was already recorded, by this call's twin or an earlier one: of two
+    concurrent ``turn_end`` calls exactly one wins."""
+
+    code = "turn_conflict"
+
+
+class LeaseHeld(Conflict):
+    """The workspace is leased by another owner (the message names it and the expiry)."""
+
+    code = "lease_held"
 
 
 class CursorExpired(Conflict):

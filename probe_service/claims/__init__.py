@@ -58,7 +58,7 @@ if TYPE_CHECKING:
         QuerySpec,
         SpanRef,
     )
-    from .obligations import RESOLUTIONS, obligation_list, obligation_resolve
+    from .obligations import RESOLUTIONS, obligation_list, obligation_resolve, review_decide
     from .queries import ANALYZER_VERSION, evaluate_query
     from .receipts import ReceiptLookup, no_receipts, store_receipts
     from .recheck import batches_under_way, obligation_recheck, queued_run_ids
@@ -70,8 +70,11 @@ if TYPE_CHECKING:
         KnowledgeHit,
         Obligation,
         QueryResult,
+        Resolved,
+        ReviewRequest,
         Tombstone,
     )
+    from .reviews import review_list
     from .scopes import require_some_live_claim
     from .search import knowledge_query
     from .service import claim_show
@@ -106,6 +109,8 @@ __all__ = [
     "QuerySpec",
     "ReceiptLookup",
     "RecheckReport",
+    "Resolved",
+    "ReviewRequest",
     "SnapshotSource",
     "SpanRef",
     "Tombstone",
@@ -132,6 +137,8 @@ __all__ = [
     "read_audit",
     "recheck_batch_of_run",
     "require_some_live_claim",
+    "review_decide",
+    "review_list",
     "settle_recheck",
     "store_receipts",
     "supersession_chain",

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Connection, Row, insert, select
 
+from ..principals import current_actor
 from ..store import utc_now
 from .tables import claim_audit
 
@@ -32,6 +33,10 @@ class AuditEntry(BaseModel):
     subject_ids: tuple[str, ...]
     before_digest: str | None
     after_digest: str | None
+    #: Who made the write (the OS user), and its kind; None for entries older than
+    #: migration ``0015_principals``.
+    actor: str | None = None
+    actor_kind: str | None = None
 
 
 def append_audit(
@@ -44,7 +49,9 @@ def append_audit(
     before: str | None,
     after: str | None,
 ) -> None:
-    """Append one audit entry inside the caller's transaction."""
+    """Append one audit entry inside the caller's transaction, with the actor of the
+    operation in progress (docs/ARCHITECTURE.md, "Principals and clearing")."""
+    actor = current_actor()
     # One INSERT with its values as parameters: a ``.values(...)`` statement is a new
     # statement to key and look up on every call.
     conn.execute(
@@ -57,6 +64,8 @@ def append_audit(
             "subject_ids": json.dumps(list(subject_ids)),
             "before_digest": before,
             "after_digest": after,
+            "actor": actor.name,
+            "actor_kind": actor.kind,
         },
     )
 
@@ -80,4 +89,6 @@ def audit_entry(row: Row[Any]) -> AuditEntry:
         subject_ids=tuple(json.loads(row.subject_ids)),
         before_digest=row.before_digest,
         after_digest=row.after_digest,
+        actor=row.actor,
+        actor_kind=row.actor_kind,
     )

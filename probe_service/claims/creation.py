@@ -18,6 +18,8 @@ from sqlalchemy import Connection, insert, select
 from ..errors import Conflict, EvidenceMismatch, InvalidClaim, NotFound
 from ..plans import load_plan
 from ..plans.tables import receipts
+from ..policies.clearing import ClearingRule
+from ..principals import current_actor
 from ..store import Store, append_event, utc_now
 from ..store.referents import gc_removed, hold_referents
 from ..store.schema import snapshots
@@ -28,6 +30,7 @@ from .digests import digest_json
 from .models import AnswerRequest, ClaimRequest, Dependency, parse_request
 from .receipts import ReceiptLookup, outcome_from_receipts
 from .records import Baseline, ClaimRecord, EvidenceRecord, Outcome
+from .reviews import authorize_direct
 from .rows import insert_claim, load_claim, load_claims
 from .sources import SnapshotSource
 from .tables import claim_supersessions, claim_tombstones, claims
@@ -89,12 +92,14 @@ def claim_supersede(
     allow_tombstoned: bool = False,
     allow_incomplete: bool = False,
     source: SnapshotSource | None = None,
+    clearing: Sequence[ClearingRule] = (),
 ) -> ClaimRecord:
     """Record a successor claim and link it to ``predecessor_id`` in one transaction.
 
     Raises NotFound (predecessor not in the successor's scope), Conflict (predecessor
-    already superseded or withdrawn), InvalidClaim (missing rationale, bad successor);
-    on any refusal the predecessor is untouched and no successor exists.
+    already superseded or withdrawn), InvalidClaim (missing rationale, bad successor),
+    NotPermitted (the ``clearing`` rule of its scope); on any refusal the predecessor is
+    untouched and no successor exists.
     """
     if not rationale.strip():
         raise InvalidClaim("rationale: required")
@@ -102,6 +107,7 @@ def claim_supersede(
     record = build_claim(
         req, receipts, source or snapshots_for(store, caller), allow_incomplete=allow_incomplete
     )
+    authorize_direct(clearing, current_actor(), record.scope, "superseded", "claim_supersede")
     with store.transaction() as conn:
         link_supersession(
             conn, predecessor_id, record.claim_id, record.scope, rationale, check_successor=False

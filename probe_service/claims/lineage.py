@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Connection, insert, select
 
 from ..errors import Conflict, InvalidClaim
+from ..policies.clearing import ClearingRule
+from ..principals import current_actor
 from ..store import Store, append_event, utc_now
 from .audit import append_audit
 from .callers import PYTHON_CALLER, Caller
@@ -14,6 +17,7 @@ from .creation import link_supersession
 from .digests import digest_json
 from .records import Tombstone
 from .resolutions import list_in, resolve_in
+from .reviews import authorize_direct
 from .rows import load_claim
 from .tables import claim_supersessions, claim_tombstones
 
@@ -30,14 +34,17 @@ def claim_withdraw(
     *,
     scope: str | None = None,
     caller: Caller = PYTHON_CALLER,
+    clearing: Sequence[ClearingRule] = (),
 ) -> Tombstone:
     """Withdraw a claim, leaving a tombstone for its statement and boundary; its open
     obligations are resolved as ``withdrawn`` with the same rationale.
 
     Raises NotFound (no such claim in scope), Conflict (already withdrawn),
-    InvalidClaim (empty rationale).
+    InvalidClaim (empty rationale), NotPermitted (the ``clearing`` rule of its scope).
     """
     with store.transaction() as conn:
+        claim = load_claim(conn, claim_id, scope)
+        authorize_direct(clearing, current_actor(), claim.scope, "withdrawn", "claim_withdraw")
         return withdraw_in(conn, claim_id, rationale, scope=scope, interface=caller.face)
 
 

@@ -20,6 +20,8 @@ from sqlalchemy import Connection, Insert, select
 
 from ..errors import Conflict, EvidenceMismatch, InvalidClaim, NotFound
 from ..plans.tables import plans
+from ..policies.clearing import ClearingRule
+from ..principals import current_actor
 from ..store import Store, append_events, insert_on_conflict, utc_now
 from ..store.origins import imported_from
 from .audit import append_audit
@@ -27,8 +29,15 @@ from .callers import PYTHON_CALLER, Caller
 from .digests import digest_json
 from .lineage import record_supersession, withdraw_in
 from .receipts import AGREES, ReceiptFacts, ReceiptLookup, no_receipts, plan_shape
-from .records import ClaimCheck, ClaimRecord, Obligation
+from .records import ClaimCheck, ClaimRecord, Obligation, Resolved
 from .resolutions import MAX_LIST, list_in, obligation_from_row, resolve_in
+from .reviews import (
+    ReviewRequest,
+    authorize,
+    load_review,
+    record_review_request,
+    review_decision_in,
+)
 from .rows import load_claim, reasons_json
 from .tables import obligations
 
@@ -40,6 +49,7 @@ __all__ = [
     "obligation_list",
     "obligation_resolve",
     "open_obligations",
+    "review_decide",
 ]
 
 Resolution = Literal["rechecked", "accepted_risk", "superseded", "withdrawn", "current_again"]
@@ -151,9 +161,15 @@ def obligation_resolve(
     receipts: ReceiptLookup = no_receipts,
     scope: str | None = None,
     caller: Caller = PYTHON_CALLER,
-    resolved_by: str | None = None,
-) -> Obligation:
+    clearing: Sequence[ClearingRule] = (),
+) -> Resolved:
     """Resolve an open obligation; the rationale, interface and actor are kept.
+
+    The actor is the operation's (``principals.current_actor``), never a parameter; the
+    ``clearing`` rules decide whether it may (NotPermitted naming the rule) and whether
+    the resolution is only a review request for a second person (then the obligation
+    stays open and the answer carries the request: docs/ARCHITECTURE.md, "Principals and
+    clearing").
 
     ``rechecked`` names a receipt that ran the claim's plan on the obligation's snapshot and
     agrees with the claim's outcome; ``superseded`` names the successor claim (linked now if
@@ -170,6 +186,21 @@ def obligation_resolve(
         before = found[0]
         if before.state == "resolved":
             raise Conflict(f"obligation {obligation_id} is already resolved ({before.resolution})")
+        actor = current_actor()
+        permission = authorize(clearing, actor, before.scope, resolution)
+        if permission is not None and permission.reviewers:
+            if successor_claim_id is not None:
+                load_claim(conn, successor_claim_id)  # refused now, not at approval
+            request = record_review_request(
+                conn,
+                obligation_id=before.obligation_id,
+                scope=before.scope,
+                resolution=resolution,
+                rationale=rationale,
+                successor_claim_id=successor_claim_id,
+                actor=actor,
+            )
+            return Resolved(**before.model_dump(), review=request)
         signer = None
         if resolution == "rechecked" and receipt is not None:
             _refuse_imported(conn, receipt)
@@ -182,13 +213,62 @@ def obligation_resolve(
             resolution,
             rationale,
             interface=caller.face,
-            resolved_by=resolved_by,
+            resolved_by=actor.name,
             receipt=receipt,
             successor_claim_id=successor_claim_id,
             receipt_signer=signer,
         )
         _apply_side_effect(conn, before, resolution, rationale, successor_claim_id, caller.face)
-    return after
+    return Resolved(**after.model_dump())
+
+
+def review_decide(
+    store: Store,
+    review_id: str,
+    decision: Literal["approve", "reject"],
+    rationale: str,
+    *,
+    clearing: Sequence[ClearingRule],
+    caller: Caller = PYTHON_CALLER,
+) -> ReviewRequest:
+    """Approve or reject a pending review request as the operation's actor; an approval
+    records the requested resolution (as the requester's) in the same transaction.
+
+    Raises NotFound, NotPermitted (not a listed reviewer, a self-review, no reviewer
+    listed now), Conflict (already decided, or the obligation was resolved meanwhile).
+    """
+    actor = current_actor()
+    with store.transaction() as conn:
+        request = load_review(conn, review_id)
+        decided = review_decision_in(
+            conn, request, decision, rationale, rules=clearing, actor=actor
+        )
+        if decision == "approve":
+            found = list_in(conn, obligation_id=request.obligation_id)
+            before = found[0]
+            if before.state == "resolved":
+                raise Conflict(
+                    f"obligation {before.obligation_id} was resolved meanwhile "
+                    f"({before.resolution}); review {review_id} cannot approve it"
+                )
+            resolve_in(
+                conn,
+                [before],
+                request.resolution,
+                request.rationale,
+                interface=request.interface,
+                resolved_by=request.requested_by,
+                successor_claim_id=request.successor_claim_id,
+            )
+            _apply_side_effect(
+                conn,
+                before,
+                request.resolution,
+                request.rationale,
+                request.successor_claim_id,
+                caller.face,
+            )
+    return decided
 
 
 def _refuse_imported(conn: Connection, receipt: str) -> None:

@@ -23,6 +23,8 @@ __all__ = [
     "QueryBaseline",
     "QueryMatch",
     "QueryResult",
+    "Resolved",
+    "ReviewRequest",
     "Tombstone",
 ]
 
@@ -205,6 +207,36 @@ class Obligation(_Frozen):
     #: Which interface resolved it, and who (``byte-probe`` for automatic resolutions).
     interface: str | None = None
     resolved_by: str | None = None
+
+
+ReviewState = Literal["pending", "approved", "rejected"]
+
+
+class ReviewRequest(_Frozen):
+    """A resolution waiting for, or decided by, a second party."""
+
+    review_id: str
+    obligation_id: str
+    scope: str
+    resolution: str
+    rationale: str
+    successor_claim_id: str | None
+    requested_by: str
+    requested_kind: str
+    interface: str
+    requested_at: str
+    state: ReviewState
+    decided_by: str | None = None
+    decision_rationale: str | None = None
+    decided_at: str | None = None
+
+
+class Resolved(Obligation):
+    """What ``obligation_resolve`` answers: the obligation after it, and the review
+    request it became when a clearing rule asks a second person (the obligation is then
+    still open)."""
+
+    review: ReviewRequest | None = None
 
 
 class Tombstone(_Frozen):

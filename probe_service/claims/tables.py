@@ -37,6 +37,8 @@ __all__ = [
     "recheck_items",
     "recheck_settlements",
     "rechecks",
+    "review_decisions",
+    "review_requests",
 ]
 
 _ID = 40
@@ -195,7 +197,45 @@ claim_audit = Table(
     Column("subject_ids", Text, nullable=False),
     Column("before_digest", String(_SHA), nullable=True),
     Column("after_digest", String(_SHA), nullable=True),
+    # added by 0015_principals: who made the write, from the operating system
+    Column("actor", String(200), nullable=True),
+    Column("actor_kind", String(16), nullable=True),
     sqlite_autoincrement=True,
+)
+
+#: A resolution a clearing rule sends to a second party (docs/ARCHITECTURE.md, "Principals
+#: and clearing"); insert-only, pending until its ``review_decisions`` row exists.
+review_requests = Table(
+    "review_requests",
+    metadata,
+    Column("review_id", String(_ID), primary_key=True),
+    Column(
+        "obligation_id",
+        String(_ID),
+        ForeignKey("obligations.obligation_id"),
+        nullable=False,
+        index=True,
+    ),
+    Column("scope", String(128), nullable=False, index=True),
+    Column("resolution", String(16), nullable=False),
+    Column("rationale", Text, nullable=False),
+    Column("successor_claim_id", String(_ID), nullable=True),
+    Column("requested_by", String(200), nullable=False),
+    Column("requested_kind", String(16), nullable=False),
+    Column("interface", String(32), nullable=False),
+    Column("requested_at", String(_TIME), nullable=False),
+)
+
+#: The one decision on a review request: its primary key makes a second one a conflict.
+review_decisions = Table(
+    "review_decisions",
+    metadata,
+    Column("review_id", String(_ID), ForeignKey("review_requests.review_id"), primary_key=True),
+    Column("decision", String(16), nullable=False),
+    Column("rationale", Text, nullable=False),
+    Column("decided_by", String(200), nullable=False),
+    Column("interface", String(32), nullable=False),
+    Column("decided_at", String(_TIME), nullable=False),
 )
 
 

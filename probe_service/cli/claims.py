@@ -17,7 +17,6 @@ Mount in the main app::
 from __future__ import annotations
 
 import enum
-import getpass
 import json
 import re
 from collections.abc import Sequence
@@ -27,13 +26,15 @@ from typing import Annotated
 import typer
 from pydantic import BaseModel
 
-from probe_service.errors import InvalidClaim, InvalidInput
+from probe_service.errors import InvalidClaim, InvalidInput, OSFailure, UsageError
 from probe_service.safe_text import safe_text
 from probe_service.service.adapters import (
     RESOLUTIONS,
     ChangeAnalysis,
     ClaimCheck,
     Obligation,
+    ReviewRequest,
+    render_gate_junit,
     render_gate_markdown,
     render_gate_text,
 )
@@ -255,13 +256,13 @@ def obligations_resolve_command(
     rationale: Annotated[str, typer.Option("--rationale", help="Why; kept forever.")],
     receipt: Annotated[str | None, typer.Option("--receipt", help="For rechecked.")] = None,
     successor: Annotated[str | None, typer.Option("--successor", help="For superseded.")] = None,
-    resolved_by: Annotated[
-        str | None, typer.Option("--by", help="Who resolves it (default: the OS user).")
-    ] = None,
     as_json: JsonOpt = False,
     root: RootOpt = Path("."),
 ) -> None:
-    """Resolve an obligation with a retained rationale.
+    """Resolve an obligation with a retained rationale, as the OS user running it.
+
+    Where the policy file's clearing rules ask a second person, this records a review
+    request instead (see "obligations review"); the obligation stays open until then.
 
     Example: byte-probe obligations resolve obl_01... --resolution accepted_risk
     --rationale "doc-only change"
@@ -274,17 +275,61 @@ def obligations_resolve_command(
             rationale=rationale,
             receipt=receipt,
             successor_claim_id=successor,
-            resolved_by=resolved_by or os_user(),
         )
-        _emit(done, as_json, _obligation_line(done))
+        text = _obligation_line(done)
+        if done.review is not None:
+            text = (
+                f"review requested: {done.review.review_id} ({done.review.resolution} by "
+                f"{done.review.requested_by}); obligation {done.obligation_id} stays open "
+                "until a listed reviewer approves it: byte-probe obligations review "
+                f"{done.review.review_id} --approve --rationale ..."
+            )
+        _emit(done, as_json, text)
 
 
-def os_user() -> str | None:
-    """The OS user's name, or None when this uid has none."""
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError):  # no name for this uid (e.g. a bare container user)
-        return None
+@obligations_app.command("review")
+def obligations_review_command(
+    review_id: Annotated[
+        str | None, typer.Argument(help="A review request to decide (omit to list).")
+    ] = None,
+    approve: Annotated[bool, typer.Option("--approve", help="Approve it.")] = False,
+    reject: Annotated[bool, typer.Option("--reject", help="Reject it.")] = False,
+    rationale: Annotated[str | None, typer.Option("--rationale", help="Why; kept forever.")] = None,
+    scope: Annotated[str | None, typer.Option("--scope", help="Only this scope.")] = None,
+    every: Annotated[bool, typer.Option("--all", help="List decided requests too.")] = False,
+    as_json: JsonOpt = False,
+    root: RootOpt = Path("."),
+) -> None:
+    """List pending review requests, or approve or reject one as the OS user running it
+    (a reviewer the clearing rule lists, never the requester).
+
+    Example: byte-probe obligations review rev_0123... --approve --rationale "checked the docs"
+    """
+    with session(root) as svc:
+        if review_id is None:
+            if approve or reject or rationale:
+                raise UsageError("--approve, --reject and --rationale name a review id")
+            found = svc.review_list(state=None if every else "pending", scope=scope).reviews
+            _emit(found, as_json, "\n".join(_review_line(r) for r in found))
+            return
+        if approve == reject or not rationale:
+            raise UsageError("review: give --approve or --reject, and --rationale")
+        decided = svc.review_decide(
+            review_id=review_id,
+            decision="approve" if approve else "reject",
+            rationale=rationale,
+        )
+        _emit(decided, as_json, _review_line(decided))
+
+
+def _review_line(r: ReviewRequest) -> str:
+    line = (
+        f"{r.review_id} {r.state} {r.resolution} obligation={r.obligation_id} [{r.scope}] "
+        f"requested by {r.requested_by} ({r.requested_kind}, {r.interface}): {r.rationale}"
+    )
+    if r.decided_by is not None:
+        line += f"; {r.state} by {r.decided_by}: {r.decision_rationale}"
+    return line
 
 
 @knowledge_app.command("query")
@@ -380,7 +425,9 @@ def gate_command(
     ] = None,
     head: Annotated[
         str | None,
-        typer.Option("--head", help="Git ref of the change's head: the one gated."),
+        typer.Option(
+            "--head", help="Git ref of the change's head: the one gated (alone: its tree)."
+        ),
     ] = None,
     repo: RepoOpt | None = None,
     scope: ScopeOpt = None,
@@ -407,6 +454,10 @@ def gate_command(
             help="text, json, or markdown (a CI job summary: >> $GITHUB_STEP_SUMMARY).",
         ),
     ] = GateFormat.text,
+    junit: Annotated[
+        Path | None,
+        typer.Option("--junit", help="Also write the report as JUnit XML to this file."),
+    ] = None,
     as_json: JsonOpt = False,
     root: RootOpt = Path("."),
 ) -> None:
@@ -422,18 +473,22 @@ def gate_command(
 
     With --base REF --head REF (a CI job's one command) both refs' trees are captured
     from git objects of --repo (no checkout), change analysis between them opens the
-    obligations the change causes, and the head is gated: the same exit codes.
+    obligations the change causes, and the head is gated: the same exit codes. With
+    --head REF alone (a new branch: no base) its tree is captured and gated.
+    --junit FILE writes the report as JUnit XML too (a CI test report).
 
     Example: byte-probe gate --snapshot 3fa4... --scope payments --format markdown
 
     Example: byte-probe gate --base origin/main --head HEAD --format markdown
     """
     keys = tuple(_accepted_key(item) for item in require_signed or [])
-    if (snapshot is None) == (base is None or head is None) or (base is None) != (head is None):
-        raise InvalidInput("gate: give --snapshot, or both --base and --head")
+    if (snapshot is None) == (head is None) or (base is not None and head is None):
+        raise InvalidInput("gate: give --snapshot, or --head (with or without --base)")
     shown: BaseModel
     change: ChangeAnalysis | None = None
     with session(root) as svc:
+        if head is not None and base is None:
+            snapshot = svc.snapshot_capture(root=str(repo or root), ref=head).snapshot_id
         if snapshot is not None:
             report = shown = svc.gate(
                 snapshot_id=snapshot,
@@ -453,6 +508,8 @@ def gate_command(
                 fail_on_refuted=fail_on_refuted,
             )
             report, change = gated.report, gated.change
+    if junit is not None:
+        _write_text(junit, render_gate_junit(report))
     if as_json or output is GateFormat.json:
         typer.echo(json.dumps(shown.model_dump(mode="json"), indent=2, sort_keys=True))
     elif output is GateFormat.markdown:
@@ -463,6 +520,16 @@ def gate_command(
         typer.echo(render_gate_text(report))
     if not report.passed:
         raise typer.Exit(EXIT_GATE_CLOSED)
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all; OSFailure naming it."""
+    partial = path.with_name(f".{path.name}.tmp")
+    try:
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(path)
+    except OSError as exc:
+        raise OSFailure(f"{path}: cannot write it ({exc})") from exc
 
 
 def _change_line(change: ChangeAnalysis) -> str:

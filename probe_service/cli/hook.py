@@ -17,6 +17,8 @@ from probe_service.faces.claude_code import (
     run_hook,
     settings_snippet,
 )
+from probe_service.faces.git_hooks import STAGES, hook_script, install_git_hooks, run_git_hook
+from probe_service.settings import read_settings
 
 hook_app = typer.Typer(help="Answer an agent's hook events, or print their settings.")
 
@@ -46,13 +48,39 @@ def claude_code(
     raise typer.Exit(run_hook(sys.stdin.buffer, sys.stdout, scope, default_opener, project))
 
 
-@hook_app.command("install")
-def install(
-    agent: Annotated[str, typer.Argument(help="The agent: claude-code.")],
+@hook_app.command("git")
+def git(
+    stage: Annotated[str, typer.Argument(help="The git hook: pre-commit or pre-push.")],
     scope: ScopeOption,
-    command: Annotated[
-        str, typer.Option("--command", help="How the hook runs byte-probe.")
-    ] = "byte-probe",
+    arguments: Annotated[
+        list[str] | None, typer.Argument(help="What git passes (pre-push: remote, URL).")
+    ] = None,
+) -> None:
+    """Gate what a git hook commits (the working tree) or pushes (each pushed ref's
+    commit, from git objects; pre-push reads git's ref lines on stdin) under the posture
+    the administrator set for the repository and scope: block exits 1 on a failing gate,
+    warn prints the report and exits 0, report records only. Run from the repository's
+    top level, as git runs its hooks.
+
+    Example: byte-probe hook git pre-commit --scope web
+    """
+    if stage not in STAGES:
+        raise UsageError(f"stage: {stage!r} is not one of {', '.join(STAGES)}")
+    del arguments  # the remote's name and URL: the gate reads what is pushed, not where
+    code = run_git_hook(stage, scope, ".", sys.stdin, sys.stderr, default_opener)
+    raise typer.Exit(code)
+
+
+install_app = typer.Typer(help="Print or write the settings or scripts installing the hooks.")
+hook_app.add_typer(install_app, name="install")
+
+CommandOption = Annotated[str, typer.Option("--command", help="How the hook runs byte-probe.")]
+
+
+@install_app.command("claude-code")
+def install_claude_code(
+    scope: ScopeOption,
+    command: CommandOption = "byte-probe",
     write: Annotated[
         Path | None,
         typer.Option("--write", help="Merge the hooks into this settings file instead."),
@@ -63,8 +91,6 @@ def install(
 
     Example: byte-probe hook install claude-code --scope web --write .claude/settings.json
     """
-    if agent != "claude-code":
-        raise UsageError(f"agent: {agent!r} is not supported (claude-code)")
     snippet = settings_snippet(command, scope)
     if write is None:
         sys.stdout.write(json.dumps(snippet, indent=2) + "\n")
@@ -79,3 +105,29 @@ def install(
     partial.write_text(json.dumps(merged, indent=2) + "\n", encoding="utf-8")
     partial.replace(write)
     sys.stdout.write(f"wrote {write}\n")
+
+
+@install_app.command("git")
+def install_git(
+    scope: ScopeOption,
+    command: CommandOption = "byte-probe",
+    write: Annotated[
+        bool, typer.Option("--write", help="Write the scripts into the repository's hooks.")
+    ] = False,
+    repo: Annotated[
+        Path, typer.Option("--repo", help="The repository whose hooks are installed.")
+    ] = Path("."),
+) -> None:
+    """Print the pre-commit and pre-push scripts, or write them into the repository's
+    hooks directory with --write (core.hooksPath honoured). Running it again changes
+    nothing; a script it installed is replaced, a hook of another origin is refused,
+    naming the file, and nothing is written (chain it: call the printed command from it).
+
+    Example: byte-probe hook install git --scope web --write --repo .
+    """
+    if not write:
+        for stage in STAGES:
+            sys.stdout.write(f"# .git/hooks/{stage}\n{hook_script(stage, command, scope)}\n")
+        return
+    for done in install_git_hooks(repo, command, scope, read_settings().environment):
+        sys.stdout.write(f"{done.action} {done.path}\n")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -24,7 +25,7 @@ from .common import session
 from .tables import print_table
 
 if TYPE_CHECKING:  # the adapters import every part; `--help` needs none of them
-    from probe_service.service.adapters import PolicyReport
+    from probe_service.service.adapters import ClearingRule, PolicyReport
 
 __all__ = ["app"]
 
@@ -64,9 +65,47 @@ def check(
             sys.stderr.write(f"warning: policy {safe_line(report.id)}: {safe_line(warning)}\n")
     if as_json:
         rows = [report.model_dump(mode="json") for report in checked.policies]
-        sys.stdout.write(json.dumps({"file": checked.file, "policies": rows}) + "\n")
+        document = {
+            "file": checked.file,
+            "policies": rows,
+            "principals": checked.principals,
+            "clearing": [rule.model_dump(mode="json") for rule in checked.clearing],
+        }
+        sys.stdout.write(json.dumps(document) + "\n")
         return
     _print_reports(Path(checked.file), list(checked.policies))
+    for line in clearing_lines(checked.clearing, checked.principals):
+        typer.echo(line)
+
+
+def clearing_lines(rules: Sequence[ClearingRule], principals: Mapping[str, str]) -> list[str]:
+    """The clearing rules in force, one line per scope and resolution (docs/ARCHITECTURE.md,
+    "Principals and clearing")."""
+    from probe_service.service.adapters import CLEARED
+
+    lines = ["clearing (who may resolve; rechecked: anyone whose evidence agrees):"]
+    if not rules:
+        lines.append(
+            "  no rules: every person resolves directly (the single-user workflow); "
+            "agents never accept a risk"
+        )
+    for rule in rules:
+        for resolution in CLEARED:
+            perm = rule.permission(resolution)
+            if perm is None:
+                lines.append(f"  {safe_line(rule.scope)} {resolution}: no one")
+                continue
+            who = ", ".join([*perm.users, *(f"any {k}" for k in perm.kinds)]) or "no one"
+            review = (
+                f"; a second person approves ({', '.join(perm.reviewers)})"
+                if perm.reviewers
+                else ", directly"
+            )
+            lines.append(f"  {safe_line(rule.scope)} {resolution}: {safe_line(who)}{review}")
+    if principals:
+        kinds = ", ".join(f"{name}={kind}" for name, kind in sorted(principals.items()))
+        lines.append(f"principals: {safe_line(kinds)}; any other user is a person on the CLI")
+    return lines
 
 
 @app.command("describe")

@@ -20,7 +20,6 @@ import typer
 from probe_service.safe_text import safe_line
 from probe_service.service.adapters import batches_under_way
 
-from .claims import os_user
 from .common import EXIT_INFRASTRUCTURE, JsonOption, RootOption, session
 from .waiting import NoticeOption, NoWorkerNotice, TimeoutOption
 
@@ -76,7 +75,6 @@ def recheck(
             scope=scope,
             obligation_ids=tuple(obligation or ()),
             reuse=not no_reuse,
-            requested_by=os_user(),
         )
         report = _wait(svc, started, timeout, notice_after)
     if as_json:

@@ -186,7 +186,9 @@ class _Hook:
         turn = self.current()
         if turn is None:
             return {}
-        now = self.svc.call("snapshot_capture", {"root": self.root})["snapshot_id"]
+        # As the turn: a workspace lease the turn holds does not refuse its own check.
+        capture = {"root": self.root, "turn": turn["turn_id"]}
+        now = self.svc.call("snapshot_capture", capture)["snapshot_id"]
         notes = []
         if now != turn["snapshot_id"]:
             notes.append(

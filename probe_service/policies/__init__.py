@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     )
     from probe_service.policies.loader import (
         check_policy_file,
+        clearing_of,
         find_policy,
         load_policy_file,
         revoked_signing_keys,
@@ -43,6 +44,7 @@ __all__ = [
     "canonical_json",
     "capture_identity",
     "check_policy_file",
+    "clearing_of",
     "find_policy",
     "load_policy_file",
     "passed_environment",

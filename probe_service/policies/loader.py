@@ -16,13 +16,16 @@ from typing import Any
 from pydantic import ValidationError
 
 from probe_service.errors import PolicyError, validation_message
+from probe_service.policies.clearing import ClearingRule
 from probe_service.policies.model import RESERVED_POLICY_PREFIX, Policy, PolicyFile
 from probe_service.policies.postures import DEFAULT_POSTURE, Posture, posture_for
 from probe_service.policies.toolchain_roots import check_toolchain_pins, check_toolchain_root
+from probe_service.principals import Kind
 
 __all__ = [
     "MAX_POLICY_FILE_BYTES",
     "check_policy_file",
+    "clearing_of",
     "find_policy",
     "load_policy_file",
     "revoked_signing_keys",
@@ -134,3 +137,15 @@ def turn_posture(path: Path, root: str, scope: str) -> Posture:
     if not path.exists():
         return DEFAULT_POSTURE
     return posture_for(load_policy_file(path).turn_postures, root, scope)
+
+
+def clearing_of(path: Path) -> tuple[tuple[ClearingRule, ...], dict[str, Kind]]:
+    """The clearing rules and principal kinds of the policy file at ``path``; none when
+    there is no file (docs/ARCHITECTURE.md, "Principals and clearing").
+
+    Raises PolicyError when the file exists but is unsafe or malformed.
+    """
+    if not path.exists():
+        return (), {}
+    loaded = load_policy_file(path)
+    return loaded.clearing, dict(loaded.principals)

@@ -37,7 +37,9 @@ from pydantic import (
 )
 
 from ..envnames import ENV_NAME_PATTERN, MAX_ENV_VALUE_BYTES, reserved_name
+from ..principals import Kind
 from ..search_paths import unsafe_search_path
+from .clearing import ClearingRule, check_rules
 from .postures import TurnPosture
 from .retention import Retention
 
@@ -398,6 +400,21 @@ class PolicyFile(BaseModel):
         description="Posture (block, warn, report) of agent turns per root and scope "
         "(schema 3); a root and scope no entry names get block.",
     )
+    #: OS user names and their kinds, and who may clear what per scope (schema 3;
+    #: docs/ARCHITECTURE.md, "Principals and clearing"). File-level keys: no policy's
+    #: digest changes.
+    principals: dict[str, Kind] = Field(
+        default_factory=dict,
+        max_length=10_000,
+        description="OS user name to kind (person, agent, service) (schema 3); a user it "
+        "does not name is a person on the CLI.",
+    )
+    clearing: tuple[ClearingRule, ...] = Field(
+        default=(),
+        max_length=1000,
+        description="Per scope, who may accept a risk, supersede or withdraw, and who "
+        "reviews (schema 3); a scope without a rule keeps the single-user workflow.",
+    )
     #: How long the store keeps runs, receipts, envelopes, plans, snapshots, blobs and
     #: events (schema 3; docs/ARCHITECTURE.md, "Retention and gc"). Per store, so a
     #: file-level key: in no policy's body, so no policy digest changes.
@@ -429,10 +446,12 @@ class PolicyFile(BaseModel):
     def _older_schemas_name_no_new_keys(self) -> PolicyFile:
         if self.schema_version == 1 and self.revoked_signing_keys:
             raise ValueError("revoked_signing_keys needs schema 2")
-        if self.schema_version < 3 and self.turn_postures:
-            raise ValueError("turn_postures needs schema 3")
+        for key in ("turn_postures", "principals", "clearing"):
+            if self.schema_version < 3 and getattr(self, key):
+                raise ValueError(f"{key} needs schema 3")
         if self.schema_version < 3 and self.retention is not None:
             raise ValueError("retention needs schema 3")
+        check_rules(self.clearing, self.principals)
         for version, keys in ((2, SCHEMA_2_KEYS), (3, SCHEMA_3_KEYS)):
             if self.schema_version >= version:
                 continue

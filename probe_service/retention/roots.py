@@ -2,9 +2,9 @@
 "Retention and gc").
 
 ``floor_roots`` is the one function listing roots; each source adds what one part of the
-store holds on to. A new part that must hold objects (issue 32's review queue: a pending
-review keeps the receipts, plans and snapshots it asks about) adds its source to
-``ROOT_SOURCES``; nothing else in gc changes.
+store holds on to. A new part that must hold objects adds its source to
+``ROOT_SOURCES``, as the review queue did (a pending review keeps what it asks about);
+nothing else in gc changes.
 """
 
 from __future__ import annotations
@@ -65,8 +65,17 @@ def open_obligation_roots(conn: Connection, roots: Roots) -> None:
 
 
 def pending_review_roots(conn: Connection, roots: Roots) -> None:
-    """A pending review keeps what it asks about. There is no review queue yet (issue
-    32): its table adds its receipts, plans and snapshots here."""
+    """A pending review (a request without its decision) keeps its obligation's
+    snapshots and its claim's evidence, even once the obligation is no longer open."""
+    pending = (
+        "obligation_id IN (SELECT obligation_id FROM review_requests WHERE review_id NOT IN "
+        "(SELECT review_id FROM review_decisions))"
+    )
+    for column in ("snapshot_id", "from_snapshot_id"):
+        roots.snapshots |= _ids(conn, f"SELECT {column} FROM obligations WHERE {pending}")  # noqa: S608
+    claims = f"claim_id IN (SELECT claim_id FROM obligations WHERE {pending})"  # noqa: S608
+    roots.receipt_shas |= _ids(conn, f"SELECT receipt FROM claim_evidence WHERE {claims}")  # noqa: S608
+    roots.plans |= _ids(conn, f"SELECT plan_id FROM claim_evidence WHERE {claims}")  # noqa: S608
 
 
 def turn_roots(conn: Connection, roots: Roots) -> None:

@@ -209,18 +209,25 @@ def delete_snapshots(snapshots: Candidates) -> BatchDelete:
     """Snapshots no plan, receipt, claim, obligation or turn names (re-checked here)."""
 
     def delete(conn: Connection, batch: list[str]) -> list[Removed]:
+        open_ = (
+            "x.obligation_id NOT IN (SELECT obligation_id FROM obligation_resolutions) OR "
+            "x.obligation_id IN (SELECT obligation_id FROM review_requests WHERE review_id "
+            "NOT IN (SELECT review_id FROM review_decisions))"
+        )
+        live = "x.claim_id NOT IN (SELECT claim_id FROM claim_tombstones)"
+        # The floors of roots.py, re-read: what a writer committed since the mark holds.
         named = " ".join(
-            # Constants of this module only: no input reaches these statements.
-            f"AND NOT EXISTS (SELECT 1 FROM {table} x WHERE x.{column} = s.snapshot_id)"  # noqa: S608
-            for table, column in (
-                ("plan_keys", "snapshot_id"),
-                ("inprocess_runs", "snapshot_id"),
-                ("claims", "snapshot_id"),
-                ("obligations", "snapshot_id"),
-                ("obligations", "from_snapshot_id"),
-                ("turns", "snapshot_id"),
-                ("turn_blocks", "snapshot_id"),
-                ("turn_answers", "end_snapshot_id"),
+            "AND NOT EXISTS (SELECT 1 FROM "  # noqa: S608 - constants of this module only
+            f"{table} x WHERE x.{column} = s.snapshot_id AND ({where}))"
+            for table, column, where in (
+                ("plan_keys", "snapshot_id", "1 = 1"),
+                ("inprocess_runs", "snapshot_id", "1 = 1"),
+                ("claims", "snapshot_id", live),
+                ("obligations", "snapshot_id", open_),
+                ("obligations", "from_snapshot_id", open_),
+                ("turns", "snapshot_id", "1 = 1"),
+                ("turn_blocks", "snapshot_id", "1 = 1"),
+                ("turn_answers", "end_snapshot_id", "1 = 1"),
             )
         )
         _lock(conn, "snapshots", "snapshot_id", batch)

@@ -17,8 +17,10 @@ if TYPE_CHECKING:
         KnowledgeHit,
         Obligation,
         RecheckReport,
+        ReviewRequest,
         batches_under_way,
     )
+    from ..claims.gate_junit import render_gate_junit
     from ..claims.gate_render import render_gate_markdown, render_gate_text
     from ..claims.recheck_records import RecheckEntry
     from ..plans import ProbeRunResult
@@ -34,6 +36,8 @@ if TYPE_CHECKING:
         summarize_receipt,
         summary_json,
     )
+    from ..policies import turn_posture
+    from ..policies.clearing import CLEARED, ClearingRule
     from ..queue import RunStatus, RunSummary
     from ..sandbox.policy_check import PolicyReport
     from ..store import Event
@@ -41,10 +45,12 @@ if TYPE_CHECKING:
     from ..typescript.models import BoundaryResult
 
 __all__ = [
+    "CLEARED",
     "RESOLUTIONS",
     "BoundaryResult",
     "ChangeAnalysis",
     "ClaimCheck",
+    "ClearingRule",
     "CommittedConfirmation",
     "ConfirmationSummary",
     "Event",
@@ -57,6 +63,7 @@ __all__ = [
     "ReceiptSummary",
     "RecheckEntry",
     "RecheckReport",
+    "ReviewRequest",
     "RunStatus",
     "RunSummary",
     "ToolchainDigest",
@@ -66,10 +73,12 @@ __all__ = [
     "phase_seconds",
     "read_public_key",
     "receipt_schema",
+    "render_gate_junit",
     "render_gate_markdown",
     "render_gate_text",
     "summarize_receipt",
     "summary_json",
+    "turn_posture",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..claims import BoundaryAnalyzer
+from ..principals import Actor
 from ..settings import Settings
 from ..typescript.analyzer import TYPESCRIPT_BOUNDARY
 from .registry import Face
@@ -30,3 +31,6 @@ class CallContext:
     capture_roots: tuple[str, ...] | None = None
     #: Runs the TypeScript boundary queries of the claims part's snapshot views.
     boundary: BoundaryAnalyzer | None = TYPESCRIPT_BOUNDARY
+    #: Who calls, from the operating system (docs/ARCHITECTURE.md, "Principals and
+    #: clearing"): the process's user, or a local service's peer; never a request field.
+    actor: Actor | None = None

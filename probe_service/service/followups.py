@@ -16,6 +16,7 @@ import logging
 
 from ..claims import recheck_batch_of_run, settle_recheck, store_receipts
 from ..errors import ProbeServiceError
+from ..principals import acting_as, service_actor
 from ..queue import batch_results
 from ..store import Store
 
@@ -25,7 +26,15 @@ log = logging.getLogger(__name__)
 
 
 def after_run(store: Store, run_id: str, settled_by: str) -> None:
-    """Settle the recheck whose rerun ``run_id`` is, if it is one and its batch is done."""
+    """Settle the recheck whose rerun ``run_id`` is, if it is one and its batch is done.
+
+    The worker writes as the service (docs/ARCHITECTURE.md, "Principals and clearing"),
+    under the name it settles by, whoever queued the run."""
+    with acting_as(service_actor(settled_by)):
+        _settle(store, run_id, settled_by)
+
+
+def _settle(store: Store, run_id: str, settled_by: str) -> None:
     try:
         batch_id = recheck_batch_of_run(store, run_id)
         if batch_id is None:

@@ -2,8 +2,8 @@
 
 A request field whose type carries an ``IdRef`` (``rows/common.py``: ``SnapshotId``,
 ``PlanId``, ``ClaimId`` …) holds an id of that kind: the full id, or a unique prefix of at
-least 8 hex characters (after ``clm_``/``obl_`` for claims and obligations). The session
-resolves them after the request model accepted the request and before its handler runs
+least 8 hex characters (after ``clm_``/``obl_``/``trn_`` for claims, obligations and turns).
+The session resolves them after the request model accepted the request and before its handler runs
 (``resolve_request``), so a refused id writes nothing (docs/ARCHITECTURE.md, "Ids"):
 
 - a full id or a prefix the store holds no id for is ``NotFound`` naming the field;
@@ -53,11 +53,20 @@ MAX_CANDIDATES = 10
 _CHUNK = 500
 
 IdKind = Literal[
-    "snapshot", "plan", "receipt", "receipt_sha256", "run", "claim", "obligation", "batch"
+    "snapshot",
+    "plan",
+    "receipt",
+    "receipt_sha256",
+    "run",
+    "claim",
+    "obligation",
+    "batch",
+    "turn",
+    "review",
 ]
 
-#: Each kind's literal prefix and its full hex length(s): claims and obligations are
-#: ``clm_``/``obl_`` and 32 hex, batches and runs 32 hex (a run id may also be a receipt's
+#: Each kind's literal prefix and its full hex length(s): claims, obligations and turns are
+#: ``clm_``/``obl_``/``trn_`` and 32 hex, batches and runs 32 hex (a run id may also be a receipt's
 #: key), the rest SHA-256 digests. ``receipt`` is a receipt's SHA-256 or its run's id.
 _SHAPES: dict[IdKind, tuple[str, int]] = {
     "snapshot": ("", 64),
@@ -68,6 +77,8 @@ _SHAPES: dict[IdKind, tuple[str, int]] = {
     "claim": ("clm_", 32),
     "obligation": ("obl_", 32),
     "batch": ("", 32),
+    "turn": ("trn_", 32),
+    "review": ("rev_", 32),
 }
 
 
@@ -89,10 +100,18 @@ _SHAPE_RES = {kind: re.compile(id_pattern(kind)) for kind in _SHAPES}
 
 def _columns(kind: IdKind) -> list[Column[str]]:
     # Imported here: a command resolving plan ids never imports the claims or queue tables.
-    if kind in ("claim", "obligation"):
-        from ..claims.tables import claims, obligations
+    if kind == "turn":
+        from ..turns.tables import turns
 
-        return [claims.c.claim_id] if kind == "claim" else [obligations.c.obligation_id]
+        return [turns.c.turn_id]
+    if kind in ("claim", "obligation", "review"):
+        from ..claims.tables import claims, obligations, review_requests
+
+        return {
+            "claim": [claims.c.claim_id],
+            "obligation": [obligations.c.obligation_id],
+            "review": [review_requests.c.review_id],
+        }[kind]
     from ..plans.tables import plans, receipts
 
     if kind in ("run", "batch"):
@@ -153,7 +172,7 @@ def resolve_id(store: Store, kind: IdKind, value: str, field: str | None = None)
                 if conn.execute(statement, {"value": value}).first() is not None:
                     return value
         if _digits(kind, value) < _SHAPES[kind][1]:
-            # The value is hex (or clm_/obl_ and hex): no LIKE wildcard to escape.
+            # The value is hex (or clm_/obl_/trn_/rev_ and hex): no LIKE wildcard to escape.
             pattern = {"pattern": value + "%"}
             for statement in _prefixed(kind):
                 found += [str(row[0]) for row in conn.execute(statement, pattern)]

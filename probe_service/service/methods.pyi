@@ -10,7 +10,13 @@ from probe_service.claims.gate_report import GateReport
 from probe_service.claims.history import ClaimHistory, GatePreview
 from probe_service.claims.models import AnswerRequest, ClaimRequest, SpanRef
 from probe_service.claims.recheck_records import RecheckReport
-from probe_service.claims.records import ChangeAnalysis, ClaimRecord, Obligation, Tombstone
+from probe_service.claims.records import (
+    ChangeAnalysis,
+    ClaimRecord,
+    Resolved,
+    ReviewRequest,
+    Tombstone,
+)
 from probe_service.plans.models import Plan
 from probe_service.plans.run import ProbeRunResult
 from probe_service.policies.describe import PolicyDescription
@@ -21,7 +27,7 @@ from probe_service.queue.status import RunStatus
 from probe_service.queue.submit import SubmitResult
 from probe_service.retention.collect import GcReport
 from probe_service.service.rows.admin import KeyCreated, PolicyChecked, PolicyList
-from probe_service.service.rows.claims import ClaimChecks, KnowledgeHits, Obligations
+from probe_service.service.rows.claims import ClaimChecks, KnowledgeHits, Obligations, Reviews
 from probe_service.service.rows.events import Events
 from probe_service.service.rows.gates import GateChange
 from probe_service.service.rows.ids import ResolvedId
@@ -30,11 +36,12 @@ from probe_service.service.rows.plans import PlanCreated, StoredPlan
 from probe_service.service.rows.receipts import ReceiptVerified
 from probe_service.service.rows.runs import BatchResumed, BatchStatus, BatchSubmitted, RunCancelled
 from probe_service.service.rows.snapshots import Materialized, SnapshotFile
-from probe_service.service.rows.turns import TurnCurrent, TurnList
+from probe_service.service.rows.turns import LeaseReleased, TurnCurrent, TurnList
 from probe_service.snapshot.capture import CaptureResult
 from probe_service.snapshot.manifest import Snapshot
 from probe_service.toolchains.digest import ToolchainDigest
 from probe_service.turns.boundary import SymbolRef
+from probe_service.turns.lease import Lease
 from probe_service.turns.models import DispatchDecision, TurnBegun, TurnEnded
 from probe_service.typescript.models import BoundaryResult
 
@@ -59,6 +66,7 @@ class OperationMethods:
         *,
         root: str,
         ref: str | None = ...,
+        turn: str | None = ...,
     ) -> CaptureResult:
         """Capture a content-addressed snapshot of a working tree, or of a git ref's tree. It is
         stabilized and immutable; with ref the tree a commit, tag or branch names is read from
@@ -67,9 +75,9 @@ class OperationMethods:
         id; a submodule is recorded as a gitlink (path and commit). Refuses unreadable roots,
         names a materialization would refuse, trees over the file or size limits, a ref that
         does not exist or names a blob, and a repository whose .git file, objects or alternates
-        lie outside the capture roots; a work tree that keeps changing is retried, then refused.
-        On the host and MCP faces the root must lie inside the administrator's capture roots,
-        and a relative root is taken from the face's --root."""
+        lie outside the capture roots; a work tree that keeps changing is retried, then refused,
+        and so is one another turn leases. On the host and MCP faces the root must lie inside
+        the administrator's capture roots, and a relative root is taken from the face's --root."""
 
     def snapshot_get(
         self,
@@ -217,7 +225,8 @@ class OperationMethods:
         file: str | None = ...,
     ) -> PolicyChecked:
         """Validate a policy file (administrators only: it takes a path), verify every pin and
-        toolchain on disk, and list each policy's id and digest with theirs."""
+        toolchain on disk, and list each policy's id and digest with theirs, and the file's
+        principal kinds and clearing rules in force."""
 
     def toolchain_create(
         self,
@@ -365,11 +374,36 @@ class OperationMethods:
         receipt: str | None = ...,
         successor_claim_id: str | None = ...,
         scope: str | None = ...,
-        resolved_by: str | None = ...,
-    ) -> Obligation:
+    ) -> Resolved:
         """Resolve an open obligation with a retained rationale: rechecked (a receipt that ran the
         claim's plan on the obligation's snapshot and agrees), superseded (a successor claim) or
-        withdrawn. Refuses evidence from another plan or snapshot."""
+        withdrawn. Refuses evidence from another plan or snapshot. Who resolves is the caller's
+        operating-system identity, never a field; the policy file's clearing rules may refuse it
+        (not_permitted) or turn it into a review request a second person decides on the CLI (the
+        answer's review; the obligation stays open until then). An agent never accepts a risk:
+        on the MCP and host faces accepted_risk is refused."""
+
+    def review_list(
+        self,
+        *,
+        state: Literal["pending", "approved", "rejected"] | None = ...,
+        scope: str | None = ...,
+        limit: int = ...,
+    ) -> Reviews:
+        """List review requests: resolutions a clearing rule sent to a second person, with who
+        requested them and, once decided, who approved or rejected them. The gate counts an
+        obligation with a pending request as open."""
+
+    def review_decide(
+        self,
+        *,
+        review_id: str,
+        decision: Literal["approve", "reject"],
+        rationale: str,
+    ) -> ReviewRequest:
+        """Approve or reject a pending review request as the calling person, who must be a reviewer
+        the clearing rule lists and not the requester; an approval records the requested
+        resolution in the same transaction. CLI and Python only: no agent face offers it."""
 
     def obligation_recheck(
         self,
@@ -378,7 +412,6 @@ class OperationMethods:
         scope: str | None = ...,
         obligation_ids: tuple[str, ...] = ...,
         reuse: bool = ...,
-        requested_by: str | None = ...,
     ) -> RecheckReport:
         """Rerun, for each open obligation on a snapshot (in a scope, or those named), the evidence
         its claim rests on: the same plans with only snapshot_id changed, under the same policy
@@ -435,14 +468,24 @@ class OperationMethods:
         self,
         *,
         kind: Literal[
-            "snapshot", "plan", "receipt", "receipt_sha256", "run", "claim", "obligation", "batch"
+            "snapshot",
+            "plan",
+            "receipt",
+            "receipt_sha256",
+            "run",
+            "claim",
+            "obligation",
+            "batch",
+            "turn",
+            "review",
         ],
         value: str,
     ) -> ResolvedId:
         """The full stored id of a kind that a unique prefix (8 or more hex characters, after
-        clm_/obl_ for claims and obligations) stands for; a full id comes back when stored.
-        Refuses an id or prefix that matches nothing (not_found) and an ambiguous prefix,
-        listing its candidates. Every operation resolves its own id fields the same way."""
+        clm_/obl_/trn_/rev_ for claims, obligations, turns and review requests) stands for; a
+        full id comes back when stored. Refuses an id or prefix that matches nothing (not_found)
+        and an ambiguous prefix, listing its candidates. Every operation resolves its own id
+        fields the same way."""
 
     def key_create(
         self,
@@ -655,13 +698,18 @@ class OperationMethods:
         tool: str,
         arguments: dict[str, Any] = ...,
         root: str | None = ...,
+        lease: bool = ...,
+        lease_seconds: int = ...,
     ) -> DispatchDecision:
         """Call immediately before dispatching a tool from a claim- or compiler-grounded plan:
         rechecks the working tree against the claims the turn's plan rests on and answers allow,
         warn or block (the administrator's posture decides) with the reasons: the claim, what
         moved and the command that clears it. A block stands across turns until a later turn's
-        stable answer (turn_end) clears it. Every decision is recorded. Refuses an unknown or
-        expired turn and a root that is not the turn's."""
+        stable answer (turn_end) clears it. Every decision is recorded. With lease, first takes
+        an exclusive lease on the workspace so no cooperating capture or turn moves it before
+        the tool runs (a writer that ignores leases still can). Refuses an unknown or expired
+        turn, a root that is not the turn's and a workspace another turn leases (lease_held,
+        naming the holder)."""
 
     def turn_list(
         self,
@@ -681,6 +729,25 @@ class OperationMethods:
         """The newest unexpired turn a client session began under a root, and the posture the
         administrator set for that root and scope (what a hook answers when it fails), with the
         plans still blocked there. Read-only."""
+
+    def lease_renew(
+        self,
+        *,
+        turn: str,
+        lease_seconds: int = ...,
+    ) -> Lease:
+        """The heartbeat of a workspace lease dispatch_check took with lease: extends it from now.
+        Refuses a turn that holds no unexpired lease (not_found) and a workspace another turn
+        leases (lease_held, naming the holder)."""
+
+    def lease_release(
+        self,
+        *,
+        turn: str,
+    ) -> LeaseReleased:
+        """Release the workspace lease a turn took with dispatch_check (turn_end releases it too).
+        Releasing twice is harmless (released false). Refuses a workspace another turn leases
+        (lease_held): only its own turn releases a lease."""
 
     def store_gc(
         self,

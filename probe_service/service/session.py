@@ -21,6 +21,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ProbeServiceError
+from ..principals import Actor, Kind, acting_as, os_actor
 from ..settings import Settings, read_settings
 from ..store import Store, open_store
 from .capture_roots import allowed_capture_roots
@@ -56,11 +58,14 @@ class ProbeService(OperationMethods):
         capture_roots: tuple[str, ...] | None = None,
         root: Path | None = None,
         backend: SandboxBackend | None = None,
+        actor: Actor | None = None,
     ) -> None:
         """``settings`` default to the environment's, read now; ``policy_file`` replaces
         theirs for every operation of the session. Runs in this process execute through
         ``backend``, the real sandbox unless a test passes another (docs/ARCHITECTURE.md,
-        "Seams"). Raises SettingsError (a bad setting)."""
+        "Seams"). ``actor`` is who calls (a local service's peer); by default the
+        process's OS user on ``interface`` (docs/ARCHITECTURE.md, "Principals and
+        clearing"). Raises SettingsError (a bad setting)."""
         if store is None and open_store is None:
             raise TypeError("ProbeService needs a store or a way to open one")
         settings = settings or read_settings()
@@ -88,7 +93,9 @@ class ProbeService(OperationMethods):
             capture_roots = allowed_capture_roots(settings.capture_roots, self.root)
         #: What every row hands the parts it calls (docs/ARCHITECTURE.md, "The operation
         #: table"): the face label, the settings, the capture roots, the boundary analyzer.
-        self.context = CallContext(face=interface, settings=settings, capture_roots=capture_roots)
+        self.context = CallContext(
+            face=interface, settings=settings, capture_roots=capture_roots, actor=actor
+        )
 
     @classmethod
     def open(
@@ -102,6 +109,7 @@ class ProbeService(OperationMethods):
         interface: Face = "python",
         lazy: bool = False,
         backend: SandboxBackend | None = None,
+        actor: Actor | None = None,
     ) -> ProbeService:
         """Open the store under ``root`` (or the settings' ``PROBE_DATABASE_URL``) and, when
         they name ``PROBE_REDIS_URL``, the queue on first use. ``database_url``,
@@ -129,6 +137,7 @@ class ProbeService(OperationMethods):
             "capture_roots": roots,
             "root": Path(os.path.abspath(path)),
             "backend": backend,
+            "actor": actor,
         }
         if lazy:
             return cls(open_store=opener, **options)
@@ -210,6 +219,25 @@ class ProbeService(OperationMethods):
                 self._embedded = InlineQueue(self.settings, self.backend, after_run)
             return self._embedded
 
+    @property
+    def actor(self) -> Actor:
+        """Who calls: the context's actor, else this process's OS user on the session's
+        face, its kind from the policy file's ``principals`` (a person when the file names
+        none or cannot be read here; the operations that decide on it read the file
+        strictly)."""
+        if self.context.actor is not None:
+            return self.context.actor
+        actor: Actor = self.cached("actor", lambda: os_actor(self.interface, self._kinds()))
+        return actor
+
+    def _kinds(self) -> dict[str, Kind]:
+        from ..policies import clearing_of
+
+        try:
+            return clearing_of(self.policy_file)[1]
+        except ProbeServiceError:
+            return {}
+
     def cached(self, key: str, compute: Callable[[], Any]) -> Any:
         """A value computed once per session (sandbox readiness, for example)."""
         if key not in self._cache:
@@ -231,7 +259,8 @@ class ProbeService(OperationMethods):
         before its handler runs.
         """
         op = self.operation(name)
-        return op.dump(op.handler(self, self._request(op, params)))
+        with acting_as(self.actor):
+            return op.dump(op.handler(self, self._request(op, params)))
 
     def invoke(self, name: str, /, **params: Any) -> Any:
         """Run operation ``name`` with keyword parameters and return its Python response.
@@ -239,7 +268,8 @@ class ProbeService(OperationMethods):
         ``name`` is positional-only: a request may have a field called ``name`` itself
         (``toolchain_create``)."""
         op = self.operation(name)
-        return op.handler(self, self._request(op, params))
+        with acting_as(self.actor):
+            return op.handler(self, self._request(op, params))
 
     def _request(self, op: Operation, params: object) -> Request:
         """``params`` as ``op``'s request, with every id field resolved to the stored id

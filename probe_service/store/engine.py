@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy import exc as sa_exc
 
-from ..errors import Conflict, InvalidInput, StoreUnavailable
+from ..errors import Conflict, InvalidInput, NotPermitted, StoreUnavailable
 
 __all__ = ["connection_dropped", "create_store_engine", "map_store_errors"]
 
@@ -112,6 +112,14 @@ def map_store_errors(what: str) -> Iterator[None]:
         raise InvalidInput(f"{what}: the store refused a value ({exc.orig})") from exc
     except (sa_exc.OperationalError, sa_exc.InterfaceError) as exc:
         raise StoreUnavailable(f"{what}: store unavailable ({exc.orig})") from exc
+    except sa_exc.ProgrammingError as exc:
+        # SQLSTATE 42501: the database role may not write this (its grants or a row-level
+        # security policy: docs/ARCHITECTURE.md, "Principals and clearing").
+        if getattr(exc.orig, "sqlstate", None) == "42501":
+            raise NotPermitted(
+                f"{what}: the store's grants refuse this write ({exc.orig})"
+            ) from exc
+        raise
     except sa_exc.DBAPIError as exc:
         if exc.connection_invalidated:
             raise StoreUnavailable(f"{what}: store connection lost ({exc.orig})") from exc

@@ -42,7 +42,7 @@ blobs = Table(
     Column("size", BigInteger, nullable=False),
     Column("data", LargeBinary, nullable=False),
     #: When a writer last stored the blob or found it stored (ms since the epoch; NULL:
-    #: before ``0015_gc``). gc's grace period counts from here (docs/ARCHITECTURE.md,
+    #: before ``0016_gc``). gc's grace period counts from here (docs/ARCHITECTURE.md,
     #: "Retention and gc", touches).
     Column("touched_ms", BigInteger, nullable=True),
 )
@@ -101,7 +101,7 @@ event_consumers = Table(
     Column("acknowledged_at", String(32), nullable=False),
 )
 
-#: One row per gc batch, in the batch's transaction (migration ``0015_gc``; insert-only).
+#: One row per gc batch, in the batch's transaction (migration ``0016_gc``; insert-only).
 #: ``floor`` is, for an events batch, the highest cursor it removed: a reader resuming
 #: below the highest floor is told ``cursor_expired`` (docs/ARCHITECTURE.md, "Retention
 #: and gc").

@@ -18,7 +18,7 @@ from __future__ import annotations
 import secrets
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..canonical import sha256_of_json
@@ -26,9 +26,10 @@ from ..claims import Caller, ClaimCheck, SnapshotSource, claim_check
 from ..errors import Conflict
 from ..policies.postures import Posture
 from ..store import Store, append_event
+from .lease import Lease, LeaseHolder, current_holder, lease_release, lease_take
 from .lifecycle import Capture
 from .models import BlockedPlan, DispatchDecision, DispatchReason, Verdict
-from .rows import insert_block, insert_decision, load_turn, open_blocks
+from .rows import StoredTurn, insert_block, insert_decision, load_turn, open_blocks
 
 __all__ = ["PostureOf", "clear_command", "dispatch_check", "verdict_under"]
 
@@ -74,14 +75,20 @@ def dispatch_check(
     posture_of: PostureOf,
     root: str | None = None,
     caller: Caller,
+    lease: timedelta | None = None,
+    holder: LeaseHolder | None = None,
     now: datetime | None = None,
 ) -> DispatchDecision:
     """Recheck the turn's plan on the working tree now and decide under the posture
     ``posture_of(root, scope)`` returns; the decision (and any new block) is recorded in
     one transaction.
 
-    Raises NotFound (unknown turn), Conflict (expired turn; ``root`` not the turn's), and
-    what the capture raises.
+    With ``lease`` the turn first takes (or renews) the workspace lease on its root for
+    that long, so no cooperating capture or turn moves the tree between this check and
+    the tool's action; a block verdict gives back a lease this call took.
+
+    Raises NotFound (unknown turn), Conflict (expired turn; ``root`` not the turn's),
+    LeaseHeld (another turn leases the root), and what the capture raises.
     """
     now = now or datetime.now(UTC)
     with store.reading() as conn:
@@ -89,6 +96,34 @@ def dispatch_check(
     if root is not None and root != turn.root:
         raise Conflict(f"root: {root!r} is not the root of turn {turn_id!r} ({turn.root!r})")
     posture: Posture = posture_of(turn.root, turn.scope)
+    if lease is None:
+        return _decide(store, turn, tool, arguments, capture, posture, caller, now, None)
+    held, fresh = lease_take(turn.root, turn_id, holder or current_holder(caller.face), now, lease)
+    try:
+        decision = _decide(store, turn, tool, arguments, capture, posture, caller, now, held)
+    except BaseException:
+        if fresh:
+            lease_release(turn.root, turn_id, now)
+        raise
+    if decision.verdict == "block" and fresh:
+        lease_release(turn.root, turn_id, now)
+        decision = decision.model_copy(update={"lease": None})
+    return decision
+
+
+def _decide(
+    store: Store,
+    turn: StoredTurn,
+    tool: str,
+    arguments: Mapping[str, Any],
+    capture: Capture,
+    posture: Posture,
+    caller: Caller,
+    now: datetime,
+    held: Lease | None,
+) -> DispatchDecision:
+    """The check itself: capture, recheck, record the decision (one transaction)."""
+    turn_id = turn.turn_id
     snapshot_id = capture(turn.root)
     rests_on = list(dict.fromkeys([*turn.rests_on, *([turn.claim_id] if turn.claim_id else [])]))
     checks: list[ClaimCheck] = []
@@ -144,6 +179,7 @@ def dispatch_check(
             checks=tuple(checks),
             message=_message(verdict, posture, reasons),
             decided_at=at,
+            lease=held,
         )
         insert_decision(conn, decision, sha256_of_json(dict(arguments)))
         append_event(

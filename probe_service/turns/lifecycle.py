@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import insert
+from sqlalchemy.exc import IntegrityError
 
 from ..claims import (
     AnswerRequest,
@@ -29,10 +30,13 @@ from ..claims import (
     write_answer,
 )
 from ..claims.models import SpanRef
+from ..errors import LeaseHeld, TurnConflict
 from ..policies.postures import Posture
+from ..principals import current_actor
 from ..safe_text import safe_line
 from ..store import Store, append_event
 from .boundary import SymbolRef, answer_dependencies
+from .lease import lease_release
 from .models import BlockedPlan, TurnBegun, TurnEnded
 from .rows import check_unanswered, clear_blocks, load_turn, open_blocks
 from .tables import turn_answers, turns
@@ -143,6 +147,7 @@ def turn_begin(
                 snapshot_id=snapshot_id,
                 rests_on=json.dumps(list(rests_on)),
                 interface=caller.face,
+                actor=current_actor().name,
                 session=session,
                 began_at=now.isoformat(timespec="microseconds"),
                 expires_at=expires.isoformat(timespec="microseconds"),
@@ -179,8 +184,9 @@ def turn_end(
     """Record the turn's answer with the boundary the service computes, then the
     end-of-turn stability check; a stable answer clears earlier turns' blocks.
 
-    Raises NotFound (unknown turn), Conflict (expired, or already ended), InvalidClaim (a
-    span the snapshot refuses), and what the capture raises.
+    Raises NotFound (unknown turn), Conflict (expired), TurnConflict (already ended, or
+    ended by a concurrent call: exactly one records), InvalidClaim (a span the snapshot
+    refuses), and what the capture raises.
     """
     now = now or datetime.now(UTC)
     with store.reading() as conn:
@@ -208,17 +214,22 @@ def turn_end(
     stable = end_snapshot == turn.snapshot_id
     at = now.isoformat(timespec="microseconds")
     with store.transaction() as conn:
-        check_unanswered(load_turn(conn, turn_id, now))
+        # Of two turn_end calls at once exactly one records: the turn's row is locked and
+        # checked again here, and the answer's key refuses a second row all the same.
+        check_unanswered(load_turn(conn, turn_id, now, lock=True))
         record = write_answer(conn, record, caller.face)
-        conn.execute(
-            insert(turn_answers).values(
-                turn_id=turn_id,
-                claim_id=record.claim_id,
-                end_snapshot_id=end_snapshot,
-                stable=stable,
-                ended_at=at,
+        try:
+            conn.execute(
+                insert(turn_answers).values(
+                    turn_id=turn_id,
+                    claim_id=record.claim_id,
+                    end_snapshot_id=end_snapshot,
+                    stable=stable,
+                    ended_at=at,
+                )
             )
-        )
+        except IntegrityError as exc:
+            raise TurnConflict(f"turn: {turn_id!r} ended concurrently; one answer is kept") from exc
         cleared = clear_blocks(conn, turn, at) if stable else []
         append_event(
             conn,
@@ -226,6 +237,12 @@ def turn_end(
             turn_id,
             {"claim_id": record.claim_id, "stable": stable, "cleared": cleared},
         )
+    # The turn is over: its lease (if any) ends with it, so no tree stays held by a turn
+    # that can dispatch nothing more.
+    try:
+        released = lease_release(turn.root, turn_id, now)
+    except LeaseHeld:
+        released = False
     if stable:
         note = f"answer recorded on a stable snapshot; {len(cleared)} block(s) cleared"
     else:
@@ -244,4 +261,5 @@ def turn_end(
         cleared_blocks=tuple(cleared),
         boundary=tuple(lines),
         note=note,
+        lease_released=released,
     )

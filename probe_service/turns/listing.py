@@ -21,6 +21,7 @@ def _summary(t: StoredTurn, decisions: tuple[DispatchDecision, ...] = ()) -> Tur
         claim_id=t.claim_id,
         stable=t.stable,
         decisions=decisions,
+        actor=t.actor,
     )
 
 

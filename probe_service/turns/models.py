@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..claims.records import ClaimCheck, KnowledgeHit, Obligation
 from ..policies.postures import Posture
+from .lease import Lease
 
 __all__ = [
     "BlockedPlan",
@@ -76,6 +77,8 @@ class TurnEnded(_Frozen):
     #: What the service computed the boundary from, one line per dependency.
     boundary: tuple[str, ...]
     note: str
+    #: Whether the turn's workspace lease was released with its end.
+    lease_released: bool = False
 
 
 class DispatchReason(_Frozen):
@@ -101,6 +104,9 @@ class DispatchDecision(_Frozen):
     checks: tuple[ClaimCheck, ...]
     message: str
     decided_at: str
+    #: The workspace lease this turn holds after the check (``lease`` asked, and the
+    #: verdict not ``block``); None otherwise.
+    lease: Lease | None = None
 
 
 class TurnSummary(_Frozen):
@@ -114,3 +120,6 @@ class TurnSummary(_Frozen):
     claim_id: str | None
     stable: bool | None
     decisions: tuple[DispatchDecision, ...]
+    #: Who began it, from the operating system (docs/ARCHITECTURE.md, "Principals and
+    #: clearing"); None for a turn recorded before that.
+    actor: str | None = None

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select, update
 
-from ..errors import Conflict, NotFound
+from ..errors import Conflict, NotFound, TurnConflict
 from .models import BlockedPlan, DispatchDecision
 from .tables import dispatch_decisions, turn_answers, turn_blocks, turns
 
@@ -43,6 +43,8 @@ class StoredTurn:
     expires_at: str
     claim_id: str | None
     stable: bool | None
+    #: Who began it (None for turns older than migration ``0015_principals``).
+    actor: str | None = None
 
 
 def _turn(row: object, answer: object | None) -> StoredTurn:
@@ -61,6 +63,7 @@ def _turn(row: object, answer: object | None) -> StoredTurn:
         expires_at=r["expires_at"],
         claim_id=None if a is None else a["claim_id"],
         stable=None if a is None else bool(a["stable"]),
+        actor=r["actor"],
     )
 
 
@@ -69,10 +72,15 @@ def _with_answer(conn: Connection, row: Any) -> StoredTurn:
     return _turn(row, answer)
 
 
-def load_turn(conn: Connection, turn_id: str, now: datetime) -> StoredTurn:
+def load_turn(conn: Connection, turn_id: str, now: datetime, *, lock: bool = False) -> StoredTurn:
     """The turn ``turn_id``; NotFound naming ``turn`` when it is unknown, Conflict when it
-    expired (docs/ARCHITECTURE.md, "The agent's turn": a turn lives ``TURN_TTL``)."""
-    row = conn.execute(select(turns).where(turns.c.turn_id == turn_id)).first()
+    expired (docs/ARCHITECTURE.md, "The agent's turn": a turn lives ``TURN_TTL``).
+
+    With ``lock`` (inside a write transaction) the turn's row is locked until the
+    transaction ends, so two writers of one turn take turns: PostgreSQL's ``FOR UPDATE``;
+    SQLite's write transactions are serial already (``BEGIN IMMEDIATE``)."""
+    query = select(turns).where(turns.c.turn_id == turn_id)
+    row = conn.execute(query.with_for_update() if lock else query).first()
     if row is None:
         raise NotFound(f"turn: no turn {turn_id!r} in the store (turn_begin returns one)")
     turn = _with_answer(conn, row)
@@ -211,6 +219,9 @@ def load_decisions(conn: Connection, turn_ids: list[str]) -> dict[str, list[Disp
 
 
 def check_unanswered(turn: StoredTurn) -> None:
-    """Conflict when ``turn`` already recorded its answer."""
+    """TurnConflict when ``turn`` already recorded its answer."""
     if turn.claim_id is not None:
-        raise Conflict(f"turn: {turn.turn_id!r} already ended with answer {turn.claim_id}")
+        raise TurnConflict(
+            f"turn: {turn.turn_id!r} already ended with answer {turn.claim_id}; its answer "
+            "is recorded once (begin a new turn for another)"
+        )

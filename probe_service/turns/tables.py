@@ -33,6 +33,8 @@ turns = Table(
     Column("rests_on", Text, nullable=False),
     Column("interface", String(32), nullable=False),
     Column("session", String(200), nullable=True, index=True),
+    # added by 0015_principals: who began it, from the operating system
+    Column("actor", String(200), nullable=True),
     Column("began_at", String(32), nullable=False),
     Column("expires_at", String(32), nullable=False),
     sqlite_autoincrement=True,

@@ -87,6 +87,7 @@ def create_app(
         Route("/gate/{snapshot_id:str}", pages.gate, name="gate"),
         Route("/claims", pages.claims, name="claims"),
         Route("/turns", pages.turns, name="turns"),
+        Route("/reviews", pages.reviews, name="reviews"),
         Route("/claims/{claim_id:str}", pages.claim, name="claim"),
         Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
     ]

@@ -276,6 +276,22 @@ class Pages:
                 decision["tool"] = safe_line(decision["tool"])
         return self.render(request, "turns.html", turns=found["turns"])
 
+    async def reviews(self, request: Request) -> Response:
+        """Review requests, pending first unless ``?state=`` names another (or ``all``)."""
+        state = request.query_params.get("state") or "pending"
+        found = await self.read(
+            "review_list",
+            state=None if state == "all" else state,
+            scope=request.query_params.get("scope") or None,
+            limit=_int(request.query_params.get("limit"), 200),
+        )
+        for review in found["reviews"]:
+            # A rationale is free text a person or an agent typed: shown as inert text.
+            review["rationale"] = safe_line(review["rationale"])
+            if review["decision_rationale"] is not None:
+                review["decision_rationale"] = safe_line(review["decision_rationale"])
+        return self.render(request, "reviews.html", reviews=found["reviews"])
+
     async def claim(self, request: Request) -> Response:
         """A claim with its dependencies and history."""
         history = await self.read("claim_history", claim_id=request.path_params["claim_id"])

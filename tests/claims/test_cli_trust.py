@@ -4,9 +4,12 @@ rechecks, the gate on one snapshot, incomplete baselines."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from typer.testing import Result
+
+from probe_service.principals import user_name
 
 from .helpers import PARSE_PY, WorkTree, claim_request, stored_receipt
 from .test_cli import cli, root
@@ -84,8 +87,9 @@ def test_accepted_risk_needs_a_rationale_and_is_listed(tree: WorkTree, root: Pat
     oid = obligation["obligation_id"]
     base = ["obligations", "resolve", oid, "--resolution", "accepted_risk"]
     one_line_error(cli(root, *base, "--rationale", " "), "rationale")
-    done = cli(root, *base, "--rationale", "doc-only", "--by", "alice", "--json")
-    assert json.loads(done.stdout)["resolved_by"] == "alice"
+    done = cli(root, *base, "--rationale", "doc-only", "--json")
+    # Who resolves is the OS user running the CLI, never a flag.
+    assert json.loads(done.stdout)["resolved_by"] == user_name(os.getuid())
     assert json.loads(done.stdout)["interface"] == "cli"
     gated = cli(root, "gate", "--snapshot", end, "--scope", "payments")
     assert gated.exit_code == 0

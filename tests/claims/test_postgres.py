@@ -20,6 +20,7 @@ from probe_service.claims import (
 )
 from probe_service.claims.tables import claim_audit, claims
 from probe_service.errors import Conflict, EvidenceMismatch
+from probe_service.principals import Actor, acting_as
 
 from .helpers import PARSE_PY, WorkTree, claim_request, grep, stored_receipt
 
@@ -103,8 +104,9 @@ def test_trust_flow(pg_tree: WorkTree) -> None:
         obligation_resolve(store, opened.obligation_id, "rechecked", "r", receipt=refutes,
                            receipts=lookup)  # fmt: skip
     agrees = stored_receipt(store, "supports", end, run_id="r3")
-    done = obligation_resolve(store, opened.obligation_id, "rechecked", "r", receipt=agrees,
-                              receipts=lookup, caller=MCP, resolved_by="bot")  # fmt: skip
+    with acting_as(Actor(name="bot", kind="agent", face="mcp")):
+        done = obligation_resolve(store, opened.obligation_id, "rechecked", "r",
+                                  receipt=agrees, receipts=lookup, caller=MCP)  # fmt: skip
     assert (done.interface, done.resolved_by) == ("mcp", "bot")
     assert gate(store, pg_tree.write("src/parse.py", "broken\n").capture()).passed is False
     assert gate(store, start).passed

@@ -22,6 +22,7 @@ from probe_service.claims import (
 )
 from probe_service.claims.records import DependencyCheck, Obligation
 from probe_service.errors import EvidenceMismatch, InvalidClaim
+from probe_service.principals import Actor, acting_as
 from probe_service.store import Store
 
 from .. import calls as service
@@ -112,9 +113,10 @@ class TestResolutionsAgree:
         """An agreeing recheck closes it, keeping interface, actor and rationale."""
         opened, end = stale_obligation(tree)
         good = stored_receipt(tree.store, "supports", end, run_id="again")
-        done = obligation_resolve(tree.store, opened.obligation_id, "rechecked", "ran it",
-                                  receipt=good, receipts=store_receipts(tree.store),
-                                  caller=LocalCaller(face="mcp"), resolved_by="alice")  # fmt: skip
+        with acting_as(Actor(name="alice", kind="agent", face="mcp")):
+            done = obligation_resolve(tree.store, opened.obligation_id, "rechecked", "ran it",
+                                      receipt=good, receipts=store_receipts(tree.store),
+                                      caller=LocalCaller(face="mcp"))  # fmt: skip
         assert (done.resolution, done.interface, done.resolved_by, done.rationale) == (
             "rechecked", "mcp", "alice", "ran it",
         )  # fmt: skip

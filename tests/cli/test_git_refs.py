@@ -101,7 +101,7 @@ def test_change_analyze_and_claim_check_take_refs(repo: Path) -> None:
     ("args", "named"),
     [
         (("gate", "--base", "main", "--head", "nope"), "'nope'"),
-        (("gate", "--base", "main"), "--base and --head"),
+        (("gate", "--base", "main"), "--head (with or without --base)"),
         (("snapshot", "capture", "{repo}", "--ref", "HEAD:src"), "HEAD:src"),
         (("change", "analyze", "--base", "nope", "--head", "main"), "'nope'"),
     ],

@@ -36,6 +36,8 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
     "hook.py": {
         # `hook claude-code` answers Claude Code's hook protocol: an adapter over the table.
         "probe_service.faces.claude_code": "the Claude Code hook face",
+        # `hook git` and `hook install git`: the git hooks' face, the same kind of adapter.
+        "probe_service.faces.git_hooks": "the git hooks face",
     },
     "web.py": {
         # `web` starts the read-only web view: an adapter over the table like the CLI.

@@ -206,3 +206,40 @@ def test_gc_sweeps_leftover_run_directories(
     report = gc(sqlite_store)
     assert not leftover.exists()
     assert report.run_dirs_swept >= 1  # type: ignore[attr-defined]
+
+
+def test_a_pending_review_keeps_its_obligations_snapshot(any_store: Store, tmp_path: Path) -> None:
+    """An obligation's snapshot stays while a review request on it awaits its decision,
+    and goes once the review is decided (and the obligation resolved)."""
+    from probe_service.claims import change_analyze, obligation_list, obligation_resolve
+
+    (start,) = build_farm(any_store, tmp_path, 1)
+    claim_create(any_store, claim_request(start.snapshot_id, scope="rv"), receipts=no_receipts)
+    tree = tmp_path / f"tree-{'r0'}"
+    (tree / "src" / "parse.py").write_text("def parse(text):\n    return 'moved'\n")
+    from probe_service.snapshot.capture import snapshot_capture
+
+    end = snapshot_capture(any_store, tree).snapshot_id
+    change_analyze(any_store, start.snapshot_id, end)
+    (opened,) = obligation_list(any_store, state="open", scope="rv")
+    obligation_resolve(any_store, opened.obligation_id, "accepted_risk", "gc test")
+    with any_store.transaction() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO review_requests (review_id, obligation_id, scope, resolution, "
+                "rationale, requested_by, requested_kind, interface, requested_at) VALUES "
+                "('rev_1', :o, 'rv', 'accepted_risk', 'r', 'alice', 'person', 'cli', 'now')"
+            ),
+            {"o": opened.obligation_id},
+        )
+    gc(any_store)
+    assert end in ids(any_store, "SELECT snapshot_id FROM snapshots"), "pending review"
+    with any_store.transaction() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO review_decisions (review_id, decision, rationale, decided_by, "
+                "interface, decided_at) VALUES ('rev_1', 'approved', 'ok', 'bob', 'cli', 'now')"
+            )
+        )
+    gc(any_store)
+    assert end not in ids(any_store, "SELECT snapshot_id FROM snapshots")

@@ -19,13 +19,14 @@ NOT_STORED_IDS = {"policy_id", "consumer"}
 
 def _looks_like_an_id(name: str) -> bool:
     return (
-        name.endswith(("_id", "_ids", "_snapshot")) or name in ("receipt", "plan_ids", "items")
+        name.endswith(("_id", "_ids", "_snapshot"))
+        or name in ("receipt", "plan_ids", "items", "turn")
     ) and name not in NOT_STORED_IDS
 
 
 @pytest.mark.parametrize("op", list(operations()), ids=lambda op: op.name)
 def test_every_id_field_goes_through_the_resolver(op: object) -> None:
-    """A field named like an id (snapshot, plan, receipt, run, claim, obligation, batch)
+    """A field named like an id (snapshot, plan, receipt, run, claim, obligation, batch, turn)
     carries an IdRef, so no operation takes an id the resolver never sees."""
     request = op.request  # type: ignore[attr-defined]
     resolved = {name for name, _, _ in id_fields(request)}

@@ -70,7 +70,7 @@ def test_hook_install_prints_the_settings_snippet(capsys: pytest.CaptureFixture[
 def test_hook_install_refuses_another_agent(capsys: pytest.CaptureFixture[str]) -> None:
     """An agent the hook does not speak to is a usage error naming it."""
     assert main(["hook", "install", "cursor", "--scope", "web"]) != 0
-    assert "agent: 'cursor' is not supported" in capsys.readouterr().err
+    assert "No such command 'cursor'" in capsys.readouterr().err
 
 
 def test_hook_install_write_merges_into_the_settings(

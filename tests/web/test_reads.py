@@ -42,6 +42,7 @@ WEB_ROWS = {
     "receipt_verify",
     "claim_show",
     "obligation_list",
+    "review_list",
     "policy_list",
     "policy_describe",
     "run_status",

@@ -46,6 +46,8 @@ INDEX: dict[str, str] = {
     "change_analyze": "claims",
     "obligation_list": "claims",
     "obligation_resolve": "claims",
+    "review_list": "claims",
+    "review_decide": "claims",
     "obligation_recheck": "rechecks",
     "gate": "claims",
     "knowledge_events": "events",
@@ -70,5 +72,7 @@ INDEX: dict[str, str] = {
     "dispatch_check": "turns",
     "turn_list": "turns",
     "turn_current": "turns",
+    "lease_renew": "turns",
+    "lease_release": "turns",
     "store_gc": "gc",
 }

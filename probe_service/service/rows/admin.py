@@ -10,7 +10,9 @@ from pydantic import Field
 from ... import policies, toolchains
 from ...errors import NotFound, PolicyError
 from ...plans.models import TRUSTED_SOURCES
+from ...policies.clearing import ClearingRule
 from ...policies.describe import PolicyDescription, describe_policy
+from ...policies.loader import clearing_of
 from ...sandbox.policy_check import PolicyReport, verify_policy_file
 from ..registry import ADMIN, AGENT, WEB, Request, operation
 from ..session import ProbeService
@@ -77,14 +79,22 @@ class PolicyCheckRequest(Request):
 class PolicyChecked(Frozen):
     file: str
     policies: list[PolicyReport]
+    #: Who may clear what (schema 3; docs/ARCHITECTURE.md, "Principals and clearing").
+    principals: dict[str, str] = Field(default_factory=dict)
+    clearing: list[ClearingRule] = Field(default_factory=list)
 
 
 @operation("policy_check", faces=ADMIN)
 def policy_check(svc: ProbeService, req: PolicyCheckRequest) -> PolicyChecked:
     """Validate a policy file (administrators only: it takes a path), verify every pin and
-    toolchain on disk, and list each policy's id and digest with theirs."""
+    toolchain on disk, and list each policy's id and digest with theirs, and the file's
+    principal kinds and clearing rules in force."""
     path = Path(req.file) if req.file else svc.policy_file
-    return PolicyChecked(file=str(path), policies=verify_policy_file(path))
+    reports = verify_policy_file(path)
+    rules, kinds = clearing_of(path)
+    return PolicyChecked(
+        file=str(path), policies=reports, principals=dict(kinds), clearing=list(rules)
+    )
 
 
 class ToolchainCreateRequest(Request):

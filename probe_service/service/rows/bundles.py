@@ -3,7 +3,6 @@ import one (administrators) — docs/ARCHITECTURE.md, "Bundles"."""
 
 from __future__ import annotations
 
-import getpass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -136,7 +135,7 @@ def bundle_import(svc: ProbeService, req: BundleImportRequest) -> bundles.Import
         keys,
         allow_unsigned=req.allow_unsigned,
         interface=svc.interface,
-        imported_by=getpass.getuser(),
+        imported_by=svc.actor.name,
         revoked=policies.revoked_signing_keys(svc.policy_file),
     )
 

@@ -13,9 +13,19 @@ from ... import claims
 from ...claims import history
 from ...claims.models import AnswerRequest, ClaimRequest, parse_request
 from ...claims.records import ClaimCheck, KnowledgeHit, Obligation
-from ..registry import AGENT, WEB, Request, operation
+from ...policies import clearing_of
+from ...policies.clearing import ClearingRule
+from ..registry import ADMIN, AGENT, WEB, Request, operation
 from ..session import ProbeService
-from .common import HEX64, ClaimId, Frozen, ObligationId, ReceiptSha256, SnapshotId
+from .common import (
+    HEX64,
+    ClaimId,
+    Frozen,
+    ObligationId,
+    ReceiptSha256,
+    ReviewId,
+    SnapshotId,
+)
 from .snapshots import capture_refs
 
 __all__ = ["GateOptions", "signature_check"]
@@ -81,6 +91,7 @@ def claim_supersede(svc: ProbeService, req: ClaimSupersedeRequest) -> claims.Cla
         caller=svc.context,
         allow_tombstoned=req.allow_tombstoned,
         allow_incomplete=req.allow_incomplete,
+        clearing=clearing_rules(svc),
     )
 
 
@@ -95,7 +106,12 @@ def claim_withdraw(svc: ProbeService, req: ClaimWithdrawRequest) -> claims.Tombs
     """Withdraw a claim, leaving a tombstone for its statement and boundary; its open
     obligations close as withdrawn with the same rationale."""
     return claims.claim_withdraw(
-        svc.store, req.claim_id, req.rationale, scope=req.scope, caller=svc.context
+        svc.store,
+        req.claim_id,
+        req.rationale,
+        scope=req.scope,
+        caller=svc.context,
+        clearing=clearing_rules(svc),
     )
 
 
@@ -327,16 +343,22 @@ class ObligationResolveRequest(Request):
         None, description="For superseded: the claim that replaces it (id or prefix)."
     )
     scope: str | None = Field(None, description="If given, the obligation must belong to it.")
-    resolved_by: str | None = Field(
-        None, max_length=200, description="Who resolves it, as the audit log records."
-    )
+
+
+def clearing_rules(svc: ProbeService) -> tuple[ClearingRule, ...]:
+    """The clearing rules of the session's policy file (none without a file)."""
+    return clearing_of(svc.policy_file)[0]
 
 
 @operation("obligation_resolve")
-def obligation_resolve(svc: ProbeService, req: ObligationResolveRequest) -> claims.Obligation:
+def obligation_resolve(svc: ProbeService, req: ObligationResolveRequest) -> claims.Resolved:
     """Resolve an open obligation with a retained rationale: rechecked (a receipt that
     ran the claim's plan on the obligation's snapshot and agrees), superseded (a successor
-    claim) or withdrawn. Refuses evidence from another plan or snapshot."""
+    claim) or withdrawn. Refuses evidence from another plan or snapshot. Who resolves is
+    the caller's operating-system identity, never a field; the policy file's clearing
+    rules may refuse it (not_permitted) or turn it into a review request a second person
+    decides on the CLI (the answer's review; the obligation stays open until then).
+    An agent never accepts a risk: on the MCP and host faces accepted_risk is refused."""
     return claims.obligation_resolve(
         svc.store,
         req.obligation_id,
@@ -347,7 +369,50 @@ def obligation_resolve(svc: ProbeService, req: ObligationResolveRequest) -> clai
         receipts=svc.receipts,
         scope=req.scope,
         caller=svc.context,
-        resolved_by=req.resolved_by,
+        clearing=clearing_rules(svc),
+    )
+
+
+class ReviewListRequest(Request):
+    state: Literal["pending", "approved", "rejected"] | None = Field(
+        "pending", description="Only this state (default pending; null: every state)."
+    )
+    scope: str | None = Field(None, description=_SCOPE_FILTER)
+    limit: int = Field(1000, ge=1, le=10_000, description=_LIMIT)
+
+
+class Reviews(Frozen):
+    reviews: list[claims.ReviewRequest]
+
+
+@operation("review_list", faces=AGENT | WEB)
+def review_list(svc: ProbeService, req: ReviewListRequest) -> Reviews:
+    """List review requests: resolutions a clearing rule sent to a second person, with who
+    requested them and, once decided, who approved or rejected them. The gate counts an
+    obligation with a pending request as open."""
+    found = claims.review_list(svc.store, state=req.state, scope=req.scope, limit=req.limit)
+    return Reviews(reviews=found)
+
+
+class ReviewDecideRequest(Request):
+    review_id: ReviewId
+    decision: Literal["approve", "reject"]
+    rationale: str = Field(min_length=1, max_length=4000, description="Why, kept with it.")
+
+
+@operation("review_decide", faces=ADMIN)
+def review_decide(svc: ProbeService, req: ReviewDecideRequest) -> claims.ReviewRequest:
+    """Approve or reject a pending review request as the calling person, who must be a
+    reviewer the clearing rule lists and not the requester; an approval records the
+    requested resolution in the same transaction. CLI and Python only: no agent face
+    offers it."""
+    return claims.review_decide(
+        svc.store,
+        req.review_id,
+        req.decision,
+        req.rationale,
+        clearing=clearing_rules(svc),
+        caller=svc.context,
     )
 
 

@@ -23,8 +23,10 @@ __all__ = [
     "PlanId",
     "ReceiptId",
     "ReceiptSha256",
+    "ReviewId",
     "RunId",
     "SnapshotId",
+    "TurnId",
 ]
 
 HEX64 = r"^[0-9a-f]{64}$"
@@ -52,6 +54,9 @@ ClaimId = Annotated[str, _id("claim", "A claim id: clm_ and 32 hex"), IdRef("cla
 ObligationId = Annotated[
     str, _id("obligation", "An obligation id: obl_ and 32 hex"), IdRef("obligation")
 ]
+#: The id ``turn_begin`` returned (``trn_`` and 32 hex), or a unique prefix of it.
+TurnId = Annotated[str, _id("turn", "A turn id: trn_ and 32 hex"), IdRef("turn")]
+ReviewId = Annotated[str, _id("review", "A review request id: rev_ and 32 hex"), IdRef("review")]
 
 
 class Frozen(BaseModel):

@@ -33,7 +33,8 @@ class ResolvedId(Frozen):
 @operation("id_resolve", faces=ADMIN)
 def id_resolve(svc: ProbeService, req: IdResolveRequest) -> ResolvedId:
     """The full stored id of a kind that a unique prefix (8 or more hex characters, after
-    clm_/obl_ for claims and obligations) stands for; a full id comes back when stored.
-    Refuses an id or prefix that matches nothing (not_found) and an ambiguous prefix,
-    listing its candidates. Every operation resolves its own id fields the same way."""
+    clm_/obl_/trn_/rev_ for claims, obligations, turns and review requests) stands for; a
+    full id comes back when stored. Refuses an id or prefix that matches nothing (not_found) and an
+    ambiguous prefix, listing its candidates. Every operation resolves its own id fields
+    the same way."""
     return ResolvedId(id=resolve_id(svc.store, req.kind, req.value, "value"))

@@ -27,9 +27,6 @@ class ObligationRecheckRequest(Request):
         description="Only these open obligations on the snapshot (default: every one in scope).",
     )
     reuse: bool = Field(True, description="Serve a stored receipt of an identical rerun.")
-    requested_by: str | None = Field(
-        None, max_length=200, description="Who asked, recorded with each resolution it makes."
-    )
 
 
 @operation("obligation_recheck")
@@ -54,7 +51,9 @@ def obligation_recheck(svc: ProbeService, req: ObligationRecheckRequest) -> clai
             queues.persist_runs_in, namespace=queue.namespace, reuse=req.reuse
         ),
         interface=svc.interface,
-        requested_by=req.requested_by,
+        # Who asked is the caller's operating-system identity, never a request field
+        # (docs/ARCHITECTURE.md, "Principals and clearing").
+        requested_by=svc.actor.name,
     )
     run_ids = claims.queued_run_ids(report)
     if report.batch_id is not None and run_ids:

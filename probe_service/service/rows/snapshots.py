@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
@@ -10,10 +11,11 @@ from pydantic import Field
 
 from ... import snapshot
 from ...errors import NotFound
+from ...turns import lease_check
 from ..capture_roots import confine_capture_root, git_confinement_roots
 from ..registry import ADMIN, AGENT, HOST, WEB, Request, operation
 from ..session import ProbeService
-from .common import Frozen, SnapshotId
+from .common import Frozen, SnapshotId, TurnId
 
 __all__ = ["capture_refs", "confined_root"]
 
@@ -35,6 +37,11 @@ class SnapshotCaptureRequest(Request):
         "or ^) straight from the repository's objects: no checkout, no index change, no "
         "hook or filter run; blobs as git stores them. Absent: the working tree.",
         examples=["origin/main", "HEAD", "v1.2.0"],
+    )
+    turn: TurnId | None = Field(
+        None,
+        description="Capture as this turn: the turn holding the workspace lease may "
+        "capture under it (every other working-tree capture is refused meanwhile).",
     )
 
 
@@ -65,12 +72,16 @@ def snapshot_capture(svc: ProbeService, req: SnapshotCaptureRequest) -> snapshot
     unreadable roots, names a materialization would refuse, trees over the file or size
     limits, a ref that does not exist or names a blob, and a repository whose .git file,
     objects or alternates lie outside the capture roots; a work tree that keeps changing
-    is retried, then refused. On the host and MCP faces the root must lie inside the
-    administrator's capture roots, and a relative root is taken from the face's --root."""
+    is retried, then refused, and so is one another turn leases. On the host and MCP
+    faces the root must lie inside the administrator's capture roots, and a relative root
+    is taken from the face's --root."""
     path = _confined_path(svc, req.root)
     if req.ref is not None:
         roots = git_confinement_roots(path, svc.capture_roots, svc.settings.capture_roots)
         return snapshot.snapshot_capture_ref(svc.store, path, req.ref, roots)
+    # docs/ARCHITECTURE.md, "The agent's turn": a working tree another turn leases is
+    # not captured (a ref's tree is read from git objects, which no lease covers).
+    lease_check(str(Path(os.path.realpath(path))), req.turn, datetime.now(UTC))
     # On a machine face the checked root has no link in it: read exactly that directory.
     return snapshot.snapshot_capture(svc.store, path, exact_root=svc.capture_roots is not None)
 

@@ -7,6 +7,7 @@ no request names one (an unknown field is refused like any other).
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import Field
@@ -19,21 +20,21 @@ from ...turns.boundary import SymbolRef
 from ...turns.dispatch import PostureOf
 from ..registry import AGENT, HOST, WEB, Request, operation
 from ..session import ProbeService
-from .common import Frozen
+from .common import Frozen, TurnId
 from .snapshots import confined_root
 
 __all__: list[str] = []
 
 _SCOPE = r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$"
-_TURN = Field(
-    pattern=r"^trn_[0-9a-f]{32}$", description="The turn id turn_begin returned (trn_ and 32 hex)."
-)
 
 
-def _capture(svc: ProbeService) -> turns.Capture:
+def _capture(svc: ProbeService, owner: str | None) -> turns.Capture:
     def capture(root: str) -> str:
         # Confined again on every capture: the stored root is checked as a new request.
-        return snapshot_capture(svc.store, confined_root(svc, root), exact_root=True).snapshot_id
+        path = confined_root(svc, root)
+        # docs/ARCHITECTURE.md, "The agent's turn": another turn's lease holds the tree.
+        turns.lease_check(str(path), owner, datetime.now(UTC))
+        return snapshot_capture(svc.store, path, exact_root=True).snapshot_id
 
     return capture
 
@@ -81,7 +82,7 @@ def turn_begin(svc: ProbeService, req: TurnBeginRequest) -> turns.TurnBegun:
         svc.store,
         root,
         req.scope,
-        capture=_capture(svc),
+        capture=_capture(svc, None),
         posture=turn_posture(svc.policy_file, root, req.scope),
         question=req.question,
         symbols=req.symbols,
@@ -91,7 +92,7 @@ def turn_begin(svc: ProbeService, req: TurnBeginRequest) -> turns.TurnBegun:
 
 
 class TurnEndRequest(Request):
-    turn: str = _TURN
+    turn: TurnId
     answer: str = Field(min_length=1, max_length=65_536, description="The answer you gave.")
     spans: tuple[SpanRef, ...] = Field(
         (), max_length=100, description="Byte spans of the turn's snapshot the answer cites."
@@ -114,14 +115,14 @@ def turn_end(svc: ProbeService, req: TurnEndRequest) -> turns.TurnEnded:
         req.turn,
         req.answer,
         req.spans,
-        capture=_capture(svc),
+        capture=_capture(svc, req.turn),
         symbols=req.symbols,
         caller=svc.context,
     )
 
 
 class DispatchCheckRequest(Request):
-    turn: str = _TURN
+    turn: TurnId
     tool: str = Field(min_length=1, max_length=200, description="The tool about to run.")
     arguments: dict[str, Any] = Field(
         default_factory=dict, description="The tool's arguments (kept only as a digest)."
@@ -132,6 +133,18 @@ class DispatchCheckRequest(Request):
         max_length=4096,
         description="The caller's working tree; refused when it is not the turn's root.",
     )
+    lease: bool = Field(
+        False,
+        description="Take (or renew) an exclusive lease on the workspace first, held "
+        "until lease_release, turn_end or its expiry; cooperating captures and other "
+        "turns are refused meanwhile. A block verdict gives back a lease it took.",
+    )
+    lease_seconds: int = Field(
+        int(turns.DEFAULT_LEASE.total_seconds()),
+        ge=1,
+        le=int(turns.MAX_LEASE.total_seconds()),
+        description="How long the lease lasts without a heartbeat (lease_renew).",
+    )
 
 
 @operation("dispatch_check", long_running=True)
@@ -141,17 +154,21 @@ def dispatch_check(svc: ProbeService, req: DispatchCheckRequest) -> turns.Dispat
     answers allow, warn or block (the administrator's posture decides) with the reasons:
     the claim, what moved and the command that clears it. A block stands across turns
     until a later turn's stable answer (turn_end) clears it. Every decision is recorded.
-    Refuses an unknown or expired turn and a root that is not the turn's."""
+    With lease, first takes an exclusive lease on the workspace so no cooperating capture
+    or turn moves it before the tool runs (a writer that ignores leases still can).
+    Refuses an unknown or expired turn, a root that is not the turn's and a workspace
+    another turn leases (lease_held, naming the holder)."""
     root = None if req.root is None else str(confined_root(svc, req.root))
     return turns.dispatch_check(
         svc.store,
         req.turn,
         req.tool,
         req.arguments,
-        capture=_capture(svc),
+        capture=_capture(svc, req.turn),
         posture_of=_posture(svc),
         root=root,
         caller=svc.context,
+        lease=timedelta(seconds=req.lease_seconds) if req.lease else None,
     )
 
 
@@ -196,3 +213,42 @@ def turn_list(svc: ProbeService, req: TurnListRequest) -> TurnList:
     """The newest turns with their answers and every dispatch decision (tool, posture,
     verdict, reasons). Read-only."""
     return TurnList(turns=turns.turn_list(svc.store, req.limit))
+
+
+class LeaseRenewRequest(Request):
+    turn: TurnId
+    lease_seconds: int = Field(
+        int(turns.DEFAULT_LEASE.total_seconds()),
+        ge=1,
+        le=int(turns.MAX_LEASE.total_seconds()),
+        description="How long the lease lasts from now.",
+    )
+
+
+@operation("lease_renew")
+def lease_renew(svc: ProbeService, req: LeaseRenewRequest) -> turns.Lease:
+    """The heartbeat of a workspace lease dispatch_check took with lease: extends it from
+    now. Refuses a turn that holds no unexpired lease (not_found) and a workspace another
+    turn leases (lease_held, naming the holder)."""
+    holder = turns.current_holder(svc.context.face)
+    length = timedelta(seconds=req.lease_seconds)
+    return turns.renew_turn_lease(svc.store, req.turn, holder, length)
+
+
+class LeaseReleaseRequest(Request):
+    turn: TurnId
+
+
+class LeaseReleased(Frozen):
+    root: str
+    #: False when the turn held no lease there (already released, or expired and gone).
+    released: bool
+
+
+@operation("lease_release")
+def lease_release(svc: ProbeService, req: LeaseReleaseRequest) -> LeaseReleased:
+    """Release the workspace lease a turn took with dispatch_check (turn_end releases it
+    too). Releasing twice is harmless (released false). Refuses a workspace another turn
+    leases (lease_held): only its own turn releases a lease."""
+    root, released = turns.release_turn_lease(svc.store, req.turn)
+    return LeaseReleased(root=root, released=released)

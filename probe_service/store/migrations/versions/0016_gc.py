@@ -16,8 +16,8 @@
   capture deduplicating against an old blob touches it, so gc's grace period covers it.
   Rows written before this revision keep NULL (older than any grace period).
 
-Revision ID: 0015_gc
-Revises: 0014_turns
+Revision ID: 0016_gc
+Revises: 0015_principals
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0015_gc"
-down_revision = "0014_turns"
+revision = "0016_gc"
+down_revision = "0015_principals"
 
 #: The insert-only tables whose rows gc may remove, with their 0002/0006/0008 triggers.
 _GUARDED = ("plans", "receipts", "receipt_signatures", "inprocess_runs")
