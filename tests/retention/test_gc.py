@@ -243,3 +243,27 @@ def test_a_pending_review_keeps_its_obligations_snapshot(any_store: Store, tmp_p
         )
     gc(any_store)
     assert end not in ids(any_store, "SELECT snapshot_id FROM snapshots")
+
+
+def test_a_claim_built_while_gc_removed_its_receipt_is_refused(
+    any_store: Store, tmp_path: Path
+) -> None:
+    """A claim whose receipt gc removed between reading it and writing the claim is
+    refused (not_found, naming gc), never stored citing a receipt that is gone."""
+    from probe_service.errors import NotFound
+
+    (old,) = build_farm(any_store, tmp_path, 1)
+    real = store_receipts(any_store)
+
+    def lookup_then_gc(sha: str) -> object:
+        facts = real(sha)
+        gc(any_store)  # the receipt goes after the claim read it
+        return facts
+
+    with pytest.raises(NotFound, match=r"no longer stored \(gc\)"):
+        claim_create(
+            any_store,
+            claim_request(old.snapshot_id, evidence=[{"receipt": old.receipt_sha256}]),
+            receipts=lookup_then_gc,  # type: ignore[arg-type]
+        )
+    assert count(any_store, "claims") == 0
