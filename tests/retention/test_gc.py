@@ -267,3 +267,29 @@ def test_a_claim_built_while_gc_removed_its_receipt_is_refused(
             receipts=lookup_then_gc,  # type: ignore[arg-type]
         )
     assert count(any_store, "claims") == 0
+
+
+def test_a_run_reusing_a_receipt_gc_removed_is_not_finished(
+    any_store: Store, tmp_path: Path
+) -> None:
+    """A run whose reuse lookup read a receipt gc then removed is refused its finish
+    (not_found, naming gc) and stays unfinished, never done naming a receipt that is gone."""
+    from probe_service.errors import NotFound
+    from probe_service.queue.runs import create_runs, finish_run
+    from probe_service.queue.take import take_run
+
+    (old,) = build_farm(any_store, tmp_path, 1)
+    (again,) = create_runs(any_store, "batch-again", [(old.plan_id, "crash-policy")])
+    take_run(any_store, again, "gc-test", 60_000)
+    gc(any_store)  # the old receipt goes after the worker's lookup read it
+    with pytest.raises(NotFound, match=r"no longer stored \(gc\)"):
+        finish_run(
+            any_store,
+            again,
+            outcome="supports",
+            reason="oracle_passed",
+            receipt_sha256=old.receipt_sha256,
+            action_key="k" * 64,
+            reused=True,
+        )
+    assert ids(any_store, f"SELECT state FROM runs WHERE run_id = '{again}'") == {"running"}  # noqa: S608
