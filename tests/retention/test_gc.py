@@ -293,3 +293,17 @@ def test_a_run_reusing_a_receipt_gc_removed_is_not_finished(
             reused=True,
         )
     assert ids(any_store, f"SELECT state FROM runs WHERE run_id = '{again}'") == {"running"}  # noqa: S608
+
+
+def test_a_plan_on_a_snapshot_gc_removed_is_refused(any_store: Store, tmp_path: Path) -> None:
+    """Once gc removed a snapshot, a plan naming it is refused (not_found, naming gc)."""
+    from probe_service.errors import NotFound
+    from probe_service.plans.persist import save_plan
+
+    from ..crash.writer import _plan
+
+    (old,) = build_farm(any_store, tmp_path, 1)
+    gc(any_store)
+    with pytest.raises(NotFound, match=r"no longer stored \(gc\)"):
+        save_plan(any_store, _plan(old.snapshot_id, "late"))
+    assert count(any_store, "plans") == 0
