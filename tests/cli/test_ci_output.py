@@ -66,7 +66,6 @@ class TestTables:
         print_table(Console(file=out, width=80), table)
         assert out.getvalue().splitlines() == plain_lines(table)
 
-
     @pytest.mark.sandbox
     def test_demo_off_a_terminal_is_plain_too(self, real_cli: CliRunner, tmp_path: Path) -> None:
         """`demo` into a pipe prints its receipts table as plain aligned lines, no box
