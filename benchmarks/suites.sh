@@ -7,7 +7,9 @@
 # unpacked sdist as a snapshot and runs its whole suite as a probe with the junit_xml oracle,
 # `byte-probe run` in this process (embedded store, no queue). Then `packaging` once more on a
 # copy with one source line edited (`>=` compares as `>`), so its run shows failing tests.
-# Prints one table row per run and writes the figures as JSON (SUITES_OUT, default
+# Beside each probe, the same pytest on a copy outside the sandbox (as root, same toolchain
+# and environment): the baseline from the same run. Prints one table row per run and writes
+# the figures as JSON (SUITES_OUT, default
 # benchmarks/results/suites.json). Not part of `make test`.
 #
 # Needs `make setup` first, root (probes run as uids 61000+) and pip access to a package
@@ -93,9 +95,26 @@ print(json.dumps({
 PY
 }
 
+baseline() {  # baseline DIR PYTHONPATH -> baseline.json: the same pytest, no sandbox
+    rm -rf baseline-copy && cp -r "$1" baseline-copy
+    (cd baseline-copy && env -i LANG=C.UTF-8 PATH=/usr/bin:/bin HOME="$work" \
+        PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$2" "$toolchain/bin/python" -c '
+import json, resource, subprocess, sys, time
+start = time.monotonic()
+code = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "--junitxml=../baseline-report.xml"], stdout=subprocess.DEVNULL)
+took = time.monotonic() - start
+rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+print(json.dumps({"baseline_seconds": round(took, 2), "baseline_exit_code": code,
+                  "baseline_max_rss_bytes": rss}))' > ../baseline.json)
+    rm -rf baseline-copy baseline-report.xml
+}
+
 measure() {  # measure NAME VERSION DIR PYTHONPATH MODULE [plain] -> a JSON line in runs.jsonl
     local snap plan_id start end code=0
     snap=$("$bp" snapshot capture "$3" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["snapshot_id"])')
+    # The baseline first, on a copy (pytest and hypothesis write beside the tests), as root.
+    baseline "$3" "$4"
     plan "$1" "$snap" "$4" "$5"
     plan_id=$("$bp" plan create plan.json --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["plan_id"])')
     start=$(date +%s.%N)
@@ -134,6 +153,7 @@ print(json.dumps({
     "confirm_execute_seconds": (second.get("phases") or {}).get("execute"),
     "memory_bytes": (run.get("limits_applied") or {}).get("memory_bytes"),
     "detail": run.get("detail") or (run.get("check") or {}).get("detail"),
+    **json.load(open("baseline.json")),
 }))
 PY
     tail -n 1 runs.jsonl
@@ -165,14 +185,17 @@ machine = {"cpus": os.cpu_count(), "load_average_before": sys.argv[4].split(),
            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 json.dump({"machine": machine, "runs": runs}, open(sys.argv[2], "w"), indent=2)
 mib = 1024 * 1024
-print("| suite | version | cases | report | byte-probe run wall | probe execute | memory peak | outcome |")
-print("|---|---|---|---|---|---|---|---|")
+print("| suite | version | cases | report | byte-probe run wall | probe execute | memory peak "
+      "| no sandbox: pytest wall, max RSS | outcome |")
+print("|---|---|---|---|---|---|---|---|---|")
 for r in runs:
     report = f"{r['report_bytes'] / 1e6:.1f} MB" if r["report_bytes"] else "-"
     peak = f"{r['memory_peak_bytes'] / mib:.0f} MiB" if r["memory_peak_bytes"] else "-"
     cases = f"{r['cases']:,}" if r["cases"] is not None else "-"
     print(f"| {r['suite']} | {r['version']} | {cases} | {report} | {r['cli_wall_seconds']:.1f} s "
-          f"| {r['execute_seconds'] or 0:.1f} s | {peak} | {r['outcome']} |")
+          f"| {r['execute_seconds'] or 0:.1f} s | {peak} "
+          f"| {r['baseline_seconds']:.1f} s, {r['baseline_max_rss_bytes'] / mib:.0f} MiB "
+          f"| {r['outcome']} |")
 print(f"load average {machine['load_average_before']} before, "
       f"{machine['load_average_after']} after, on {machine['cpus']} CPUs")
 PY
