@@ -13,6 +13,8 @@ The long-lived faces open one session and serve every request through it
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import functools
 import os
 import threading
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from ..claims import ReceiptLookup
     from ..plans.backend import SandboxBackend
     from ..queue import Queue
+    from .peer import Peer
 
 __all__ = ["MACHINE_FACES", "ProbeService"]
 
@@ -133,6 +136,16 @@ class ProbeService(OperationMethods):
         if lazy:
             return cls(open_store=opener, **options)
         return cls(opener(), **options)
+
+    def for_peer(self, peer: Peer) -> ProbeService:
+        """A view of this session for one connection of the local service: the same store,
+        queue, backend and cache, with ``peer`` on its context (docs/ARCHITECTURE.md,
+        "Local service"). The store and queue are opened now, so that no view opens its
+        own; closing the view is this session's to do, not the view's."""
+        _ = self.store, self.queue
+        view = copy.copy(self)
+        view.context = dataclasses.replace(self.context, peer=peer)
+        return view
 
     @property
     def interface(self) -> Face:

@@ -14,13 +14,12 @@ from pydantic import Field
 from ... import turns
 from ...claims import SpanRef
 from ...policies import Posture, turn_posture
-from ...snapshot import snapshot_capture
 from ...turns.boundary import SymbolRef
 from ...turns.dispatch import PostureOf
 from ..registry import AGENT, HOST, WEB, Request, operation
 from ..session import ProbeService
 from .common import Frozen
-from .snapshots import confined_root
+from .snapshots import capture_tree, confined_root
 
 __all__: list[str] = []
 
@@ -33,7 +32,7 @@ _TURN = Field(
 def _capture(svc: ProbeService) -> turns.Capture:
     def capture(root: str) -> str:
         # Confined again on every capture: the stored root is checked as a new request.
-        return snapshot_capture(svc.store, confined_root(svc, root), exact_root=True).snapshot_id
+        return capture_tree(svc, confined_root(svc, root), exact_root=True).snapshot_id
 
     return capture
 
