@@ -25,7 +25,7 @@ from ..errors import Conflict, LimitExceeded, SettingsError, UnsafePath
 from ..service import ProbeService
 from ..service.peer import Peer
 from .frames import encode_frame, error_frame
-from .host import NdjsonHost
+from .host import SKIP_CHUNK, NdjsonHost
 
 __all__ = [
     "DEFAULT_SOCKET",
@@ -186,6 +186,11 @@ class LocalService:
         busy = LimitExceeded(f"connection: {self._max} connections are already being served")
         with contextlib.suppress(OSError):
             conn.sendall(encode_frame(error_frame(None, busy)))
+            # Closing with a request still unread would reset the connection and lose
+            # the refusal: drain what has arrived, never waiting for more.
+            conn.setblocking(False)
+            while conn.recv(SKIP_CHUNK):
+                pass
         conn.close()
 
     def _serve_connection(self, conn: socket.socket) -> None:

@@ -112,7 +112,10 @@ class ServiceClient:
         request_id = self._next_id
         frame = {"id": request_id, "op": name, "params": to_jsonable_python(params)}
         try:
-            self._sock.sendall(encode_frame(frame))
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                # A service at its connection bound answers limit_exceeded and closes:
+                # that answer is still read.
+                self._sock.sendall(encode_frame(frame))
             line = self._reader.readline()
         except OSError as exc:
             raise ServiceUnavailable(
