@@ -269,13 +269,15 @@ def default_opener(cwd: str) -> ServiceCalls:
     session whose store is under ``cwd`` (an agent request: captures confined to the
     project, as on the host face). Raises SettingsError, ServiceUnavailable, or what
     opening the store raises: the hook answers each under the posture."""
-    from ..service import ProbeService
     from ..settings import read_settings
     from .serve_client import ServiceClient
 
     settings = read_settings()
     if settings.serve_socket is not None:
+        # A thin client: the store, the service and their imports stay in the service.
         return ServiceClient(settings.serve_socket)
+    from ..service import ProbeService
+
     return ProbeService.open(os.path.abspath(cwd), settings=settings, interface="host")
 
 
