@@ -31,7 +31,7 @@ from probe_service.settings import read_settings
 from probe_service.store import Store
 
 from ..conftest import seed_state
-from .drivers import cli_argv
+from .drivers import cli_argv, open_mcp
 
 NOBODY = 65534
 SCOPE = "payments"
@@ -363,6 +363,22 @@ class TestCliThroughTheService:
         assert done.returncode == 3
         assert done.stderr.startswith("byte-probe: error: snapshot_id: no snapshot"), done.stderr
         assert not (cwd / ".zyte").exists()
+
+
+class TestMcpThroughTheService:
+    def test_tools_run_in_the_service_and_only_the_mcp_faces(self, served: Served) -> None:
+        """`byte-probe mcp` with PROBE_SERVE_SOCKET set captures in the service (no store
+        where it runs) and still refuses a tool its face does not offer."""
+        cwd = served.base / "client-home"
+        env = {**served.env(), "PROBE_SERVE_SOCKET": str(served.socket)}
+        with open_mcp(cwd, env) as mcp:
+            captured = mcp.call("snapshot_capture", {"root": str(served.base / "project")})
+            host_only = mcp.call("turn_current", {"root": "/", "scope": SCOPE, "session": "s"})
+        assert captured["files"] == 1, captured
+        assert host_only["error"]["code"] == "invalid_input"
+        assert not (cwd / ".zyte").exists()
+        with ServiceClient(served.socket) as client:
+            assert client.call("snapshot_get", {"snapshot_id": captured["snapshot_id"]})
 
 
 class TestSocket:
