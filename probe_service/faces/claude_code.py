@@ -270,12 +270,12 @@ def default_opener(cwd: str) -> ServiceCalls:
     project, as on the host face). Raises SettingsError, ServiceUnavailable, or what
     opening the store raises: the hook answers each under the posture."""
     from ..settings import read_settings
-    from .serve_client import ServiceClient
+    from .serve_client import HOOK_CALL_SECONDS, ServiceClient
 
     settings = read_settings()
     if settings.serve_socket is not None:
         # A thin client: the store, the service and their imports stay in the service.
-        return ServiceClient(settings.serve_socket)
+        return ServiceClient(settings.serve_socket, timeout=HOOK_CALL_SECONDS)
     from ..service import ProbeService
 
     return ProbeService.open(os.path.abspath(cwd), settings=settings, interface="host")

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ..service.registry import Face
 
 __all__ = [
-    "CALL_TIMEOUT_SECONDS",
+    "HOOK_CALL_SECONDS",
     "PerCallClient",
     "RemoteService",
     "ServiceCalls",
@@ -38,10 +38,11 @@ __all__ = [
     "error_from_frame",
 ]
 
-#: Seconds a client waits for one answer: under the hook's own 30 s timeout, so a service
-#: that hangs is answered by the hook's posture rule, never by Claude Code letting the call
-#: through.
-CALL_TIMEOUT_SECONDS = 25.0
+#: Seconds the hook waits for one answer: under its own 30 s timeout, so a service that
+#: hangs is answered by the hook's posture rule, never by Claude Code letting the call
+#: through. The MCP server and the CLI wait as long as the operation takes (a run waits
+#: up to its own ``wait_seconds``).
+HOOK_CALL_SECONDS = 25.0
 
 
 class ServiceCalls(Protocol):
@@ -88,8 +89,9 @@ def error_from_frame(error: object) -> ProbeServiceError:
 class ServiceClient:
     """One connection to the local service at ``path``."""
 
-    def __init__(self, path: Path, timeout: float | None = CALL_TIMEOUT_SECONDS) -> None:
-        """Connect; raises ServiceUnavailable naming the path and the setting."""
+    def __init__(self, path: Path, timeout: float | None = None) -> None:
+        """Connect (each answer then waits at most ``timeout`` seconds; None: as long as
+        it takes); raises ServiceUnavailable naming the path and the setting."""
         self.path = path
         self._next_id = 0
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
