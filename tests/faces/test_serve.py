@@ -250,12 +250,30 @@ class TestCapturesAsTheCaller:
         assert refused["error"]["code"] == "unsafe_path"
         assert "'src/private.txt' is not readable by uid 65534" in refused["error"]["message"]
 
-    def test_a_capture_from_git_objects_is_refused_to_another_uid(self, served: Served) -> None:
-        """A ref capture (git reads as the service's user) is refused to uid 65534."""
-        capture = request("snapshot_capture", {"root": str(served.base / "project"), "ref": "HEAD"})
+    def test_git_reads_the_objects_as_the_caller(self, served: Served) -> None:
+        """A ref capture runs git as uid 65534: a readable repository's HEAD is captured;
+        once its object directory is root's only, the same capture is refused."""
+        project = served.base / "project"
+        git = ["git", "-C", str(project), "-c", "user.name=t", "-c", "user.email=t@t"]
+        subprocess.run([*git, "init", "-q"], check=True, env={"PATH": os.environ["PATH"]})
+        subprocess.run([*git, "add", "-A"], check=True, env={"PATH": os.environ["PATH"]})
+        subprocess.run([*git, "commit", "-qm", "x"], check=True, env={"PATH": os.environ["PATH"]})
+        capture = request("snapshot_capture", {"root": str(project), "ref": "HEAD"})
+        (allowed,) = as_uid(NOBODY, lambda: exchange(served.socket, capture))
+        assert allowed["ok"], allowed
+        assert allowed["result"]["files"] == 1
+        (project / ".git" / "objects").chmod(0o700)
         (refused,) = as_uid(NOBODY, lambda: exchange(served.socket, capture))
+        assert refused["error"]["code"] == "unsafe_path", refused
+        assert "git stopped" in refused["error"]["message"]
+
+    def test_a_bundle_path_is_refused_to_another_uid(self, served: Served) -> None:
+        """bundle_verify would read a file as root for the caller: refused to uid 65534,
+        naming the field."""
+        verify = request("bundle_verify", {"path": str(served.base / "project" / "b.tar")})
+        (refused,) = as_uid(NOBODY, lambda: exchange(served.socket, verify))
         assert refused["error"]["code"] == "unsafe_path"
-        assert "ref:" in refused["error"]["message"]
+        assert refused["error"]["message"].startswith("path: a bundle file")
 
 
 def _hook_event(project: Path, name: str, **fields: Any) -> bytes:
@@ -434,9 +452,6 @@ class TestLocalService:
                         refused = json.loads(reader.readline())
                         assert reader.readline() == b""  # then closed
                 assert refused["error"]["code"] == "limit_exceeded"
-            # Its slot comes back once the first client leaves.
-            with ServiceClient(tmp_path / "serve.sock") as later:
-                assert later.call("capabilities")["interface"] == "host"
         finally:
             service.stop()
             thread.join()

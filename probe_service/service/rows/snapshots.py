@@ -59,11 +59,17 @@ def refuse_for_peer(svc: ProbeService, field: str, what: str) -> None:
         )
 
 
+def _reader(svc: ProbeService) -> snapshot.Reader | None:
+    """Whom a capture reads for: the local service's caller, unless that is the service's
+    own user (docs/ARCHITECTURE.md, "Local service")."""
+    peer = svc.context.peer
+    return peer.reader() if peer is not None else None
+
+
 def capture_tree(svc: ProbeService, path: Path, *, exact_root: bool) -> snapshot.CaptureResult:
     """Capture the working tree at ``path`` (already confined), as the session's local
     service caller may read it (``snapshot/as_reader.py``) when there is one."""
-    peer = svc.context.peer
-    reader = peer.reader() if peer is not None else None
+    reader = _reader(svc)
     check = reader.check if reader is not None else None
     return snapshot.snapshot_capture(svc.store, path, exact_root=exact_root, check_read=check)
 
@@ -72,10 +78,9 @@ def capture_refs(svc: ProbeService, repository: str, refs: list[str]) -> list[st
     """The snapshot ids of ``refs``' trees, captured from git objects of ``repository``
     (confined as ``snapshot_capture``'s root); every ref resolves before any capture.
     The rows that take refs share it."""
-    refuse_for_peer(svc, "ref", "a capture from git objects")
     path = _confined_path(svc, repository)
     roots = git_confinement_roots(path, svc.capture_roots, svc.settings.capture_roots)
-    found = snapshot.snapshot_capture_refs(svc.store, path, refs, roots)
+    found = snapshot.snapshot_capture_refs(svc.store, path, refs, roots, reader=_reader(svc))
     return [result.snapshot_id for result in found]
 
 
@@ -93,9 +98,8 @@ def snapshot_capture(svc: ProbeService, req: SnapshotCaptureRequest) -> snapshot
     administrator's capture roots, and a relative root is taken from the face's --root."""
     path = _confined_path(svc, req.root)
     if req.ref is not None:
-        refuse_for_peer(svc, "ref", "a capture from git objects")
         roots = git_confinement_roots(path, svc.capture_roots, svc.settings.capture_roots)
-        return snapshot.snapshot_capture_ref(svc.store, path, req.ref, roots)
+        return snapshot.snapshot_capture_ref(svc.store, path, req.ref, roots, reader=_reader(svc))
     # On a machine face the checked root has no link in it: read exactly that directory.
     return capture_tree(svc, path, exact_root=svc.capture_roots is not None)
 
