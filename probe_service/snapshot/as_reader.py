@@ -4,7 +4,8 @@ docs/ARCHITECTURE.md, "Local service": ``byte-probe serve`` runs as root and cap
 trees its callers name, so a capture must hold only what the caller could have read
 itself. After the capture's first scan, a forked child drops to the caller's uid, gid and
 groups and opens, with the kernel's own permission checks (ACLs included), the root and
-every scanned file beneath it following no link, and the directory of every link; each
+every scanned file beneath it following no link (each directory opened once, for
+reading), and the directory of every link; each
 file it opens must be the very inode the scan saw (``stat_key``), and the capture's own
 reads compare the same key, so the file checked is the file read. A refusal names the
 first path the caller may not read.
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from ..errors import UnsafePath, UnstableWorkingTree
-from .reader import FileStat, open_beneath, open_dir_beneath, stat_key
+from .reader import FileStat, open_dir_beneath, stat_key
 
 __all__ = ["ReadCheck", "Reader", "check_readable"]
 
@@ -26,6 +27,8 @@ __all__ = ["ReadCheck", "Reader", "check_readable"]
 ReadCheck = Callable[[str, Mapping[str, FileStat], Iterable[str]], None]
 
 _ROOT_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# As the capture's reads: no link followed, and a FIFO swapped in never blocks the open.
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 #: The child's verdicts (its exit codes).
 _READABLE, _UNREADABLE, _MOVED, _NO_IDENTITY = 0, 1, 2, 3
 #: Most bytes of the child's report read (one path and a reason).
@@ -99,9 +102,33 @@ def _check_as(
         root_fd = os.open(abs_root, _ROOT_FLAGS)
     except OSError as exc:
         return _UNREADABLE, f"{abs_root}\0{exc.strerror}"
+    by_dir: dict[str, list[tuple[str, FileStat]]] = {rel_dir: [] for rel_dir in link_dirs}
     for rel, expected in paths:
+        by_dir.setdefault(rel.rpartition("/")[0], []).append((rel, expected))
+    # Each directory is opened once, beneath the root and following no link (reading it
+    # as the caller: its names are the caller's to list), and its files beneath it.
+    for rel_dir, files in by_dir.items():
         try:
-            fd = open_beneath(root_fd, rel)
+            dir_fd = open_dir_beneath(root_fd, rel_dir)
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+                return _MOVED, rel_dir
+            return _UNREADABLE, f"{rel_dir or '.'}\0{exc.strerror}"
+        try:
+            verdict = _check_files(dir_fd, files)
+        finally:
+            os.close(dir_fd)
+        if verdict is not None:
+            return verdict
+    return _READABLE, ""
+
+
+def _check_files(dir_fd: int, files: list[tuple[str, FileStat]]) -> tuple[int, str] | None:
+    """The first file of ``files`` (all in ``dir_fd``) the caller may not open, or that is
+    not the inode scanned; None when every one is fine."""
+    for rel, expected in files:
+        try:
+            fd = os.open(rel.rpartition("/")[2], _FILE_FLAGS, dir_fd=dir_fd)
         except OSError as exc:
             if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
                 return _MOVED, rel
@@ -111,9 +138,4 @@ def _check_as(
                 return _MOVED, rel
         finally:
             os.close(fd)
-    for rel_dir in link_dirs:
-        try:
-            os.close(open_dir_beneath(root_fd, rel_dir))
-        except OSError as exc:
-            return _UNREADABLE, f"{rel_dir or '.'}\0{exc.strerror}"
-    return _READABLE, ""
+    return None
