@@ -555,9 +555,25 @@ def turn_rows(base: Path, files: int, claims: int, repeat: int) -> list[Row]:
     where = f"({files} files, {claims} claims, unchanged tree)"
     begin, brief = medians["turn_begin"]
     check, rechecked = medians["dispatch_check"]
+    served = "in-process dispatch_check"
     return [
         Row(f"turn_begin {where}", begin, brief, "s", "capture + knowledge_brief", "lower"),
         Row(f"dispatch_check {where}", check, rechecked, "s", "capture + claim_check", "lower"),
+        Row(
+            "dispatch_check via serve (root, open connection)",
+            *medians["serve_connection"],
+            "s",
+            served,
+            "lower",
+        ),
+        Row(
+            "dispatch_check via serve (uid 65534, read check)",
+            *medians["serve_as_nobody"],
+            "s",
+            served,
+            "lower",
+        ),
+        Row("hook process via serve (PreToolUse)", *medians["serve_hook"], "s", served, "lower"),
     ]
 
 

@@ -7,10 +7,12 @@ The issue's goal for ``turn_begin`` is a 150 ms median on a 2,000-file repositor
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
 import claims_bench
+import serve_bench
 
 from probe_service.claims import claim_check, knowledge_brief
 from probe_service.service import ProbeService
@@ -22,12 +24,17 @@ from probe_service.store import open_store
 Paired = Callable[[Callable[[], object], Callable[[], object], int], tuple[float, float]]
 QUESTION = "claim 5"
 SCOPE = "scope1"
+SESSION = "bench-session"
 
 
 def turn_medians(
     base: Path, files: int, claims: int, repeat: int, paired: Paired
 ) -> dict[str, tuple[float, float]]:
-    """``{"turn_begin": (ours, by hand), "dispatch_check": (ours, by hand)}`` in seconds."""
+    """``{"turn_begin": (ours, by hand), "dispatch_check": (ours, by hand)}`` in seconds,
+    and ``serve_*``: ``dispatch_check`` through ``byte-probe serve`` (``serve_bench.py``),
+    each beside the in-process call."""
+    # Every user may traverse to the tree: the service reads it as uid 65534 too.
+    base.chmod(0o755)
     root, state = base / "turns-repo", base / "turns-state"
     root.mkdir()
     state.mkdir()
@@ -60,5 +67,21 @@ def turn_medians(
         "turn_begin": paired(begin, brief_by_hand, repeat),
         "dispatch_check": paired(dispatch, check_by_hand, repeat),
     }
+    in_process = medians["dispatch_check"][0]
+    svc.call("turn_begin", {**params, "session": SESSION})
+    event = {
+        "session_id": SESSION,
+        "cwd": str(root),
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "make"},
+    }
+    home = base / "serve-home"
+    home.mkdir()
+    served = serve_bench.serve_medians(
+        state, home, root, {**check, "root": str(root)}, json.dumps(event).encode(), repeat
+    )
+    for name, median in served.items():
+        medians[f"serve_{name}"] = (median, in_process)
     store.close()
     return medians

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -93,8 +94,13 @@ def write_demo_policy(workdir: Path) -> Path:
     return path
 
 
-def run_demo(workdir: Path, console: Console) -> int:
-    """Run the main job under ``workdir``; return 0 when the three outcomes are as designed."""
+def run_demo(
+    workdir: Path, console: Console, *, show_table: Callable[[Console, Table], None]
+) -> int:
+    """Run the main job under ``workdir``; return 0 when the three outcomes are as designed.
+
+    ``show_table`` prints the receipts table: the CLI's, which is plain when stdout is not a
+    terminal (docs/ARCHITECTURE.md, "CLI output"); a face never imports the CLI itself."""
     workdir = workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     # The demo is the administrator here: its session reads the demo's own policy file.
@@ -106,8 +112,10 @@ def run_demo(workdir: Path, console: Console) -> int:
         workdir, settings=settings, interface="cli", policy_file=policy_file
     ) as svc:
         capture = svc.snapshot_capture(root=str(EXAMPLE_REPO))
+        # One line in a log too: Rich would wrap it at 80 columns off a terminal.
         console.print(
-            untrusted(f"snapshot {capture.snapshot_id} ({capture.files} files) of {EXAMPLE_REPO}")
+            untrusted(f"snapshot {capture.snapshot_id} ({capture.files} files) of {EXAMPLE_REPO}"),
+            soft_wrap=True,
         )
         table = Table(title="probe receipts", show_lines=True)
         table.add_column("hypothesis", ratio=3)
@@ -134,5 +142,5 @@ def run_demo(workdir: Path, console: Console) -> int:
                 str(result.exit_code),
                 result.receipt_sha256[:12] + (" (reused)" if result.reused else ""),
             )
-        console.print(table)
+        show_table(console, table)
     return 0 if outcomes == ["supports", "refutes", "inconclusive"] else 1

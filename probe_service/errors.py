@@ -47,7 +47,8 @@ against the classes, so it cannot go stale)::
     ├── UnstableWorkingTree                unstable_working_tree: capture again later
     ├── InfrastructureError                infrastructure: retry later
     │   ├── StoreUnavailable               store_unavailable
-    │   └── BrokerUnavailable              broker_unavailable
+    │   ├── BrokerUnavailable              broker_unavailable
+    │   └── ServiceUnavailable             service_unavailable: the local service's socket
     ├── SandboxUnavailable                 sandbox_unavailable: fix the host, nothing ran
     │   ├── LauncherUnavailable            launcher_unavailable (sandbox/helper.py)
     │   └── Refused                        launch_refused (sandbox/prepare.py)
@@ -105,6 +106,7 @@ __all__ = [
     "ProbeServiceError",
     "ReceiptInvalid",
     "SandboxUnavailable",
+    "ServiceUnavailable",
     "SettingsError",
     "StoreUnavailable",
     "TurnConflict",
@@ -331,6 +333,12 @@ class BrokerUnavailable(InfrastructureError):
     """The queue broker could not be reached."""
 
     code = "broker_unavailable"
+
+
+class ServiceUnavailable(InfrastructureError):
+    """The local service (``byte-probe serve``) did not answer on its socket."""
+
+    code = "service_unavailable"
 
 
 class SandboxUnavailable(ProbeServiceError):

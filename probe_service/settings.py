@@ -41,6 +41,8 @@ __all__ = [
     "POLICY_FILE_ENV",
     "REDIS_URL_ENV",
     "SANDBOX_DIR_ENV",
+    "SERVE_GROUP_ENV",
+    "SERVE_SOCKET_ENV",
     "SETTINGS",
     "SIGNING_KEY_ENV",
     "TOKEN_ENV",
@@ -63,6 +65,8 @@ SANDBOX_DIR_ENV = "BYTE_PROBE_SANDBOX_DIR"
 WORKER_DIR_ENV = "BYTE_PROBE_TSBOUNDARY_DIR"
 TOKEN_ENV = "BYTE_PROBE_WEB_TOKEN"  # noqa: S105 (the variable's name, not a secret)
 DEBUG_ENV = "BYTE_PROBE_DEBUG"
+SERVE_SOCKET_ENV = "PROBE_SERVE_SOCKET"
+SERVE_GROUP_ENV = "PROBE_SERVE_GROUP"
 
 #: The prefix every setting is also accepted under (docs/ARCHITECTURE.md, "Environment
 #: names kept for compatibility").
@@ -98,6 +102,12 @@ class Settings:
     tsboundary_dir: Path = _PACKAGE_PARENT / "tsboundary"
     web_token: str | None = field(default=None, repr=False)
     debug: bool = False
+    #: The local service's socket (``PROBE_SERVE_SOCKET``): where ``byte-probe serve``
+    #: listens (``/run/byte-probe/serve.sock`` when None), and, when set, what the hook,
+    #: the MCP server and the CLI talk to instead of running in-process.
+    serve_socket: Path | None = None
+    #: The group allowed to connect to the socket (mode 0660); None: every user (0666).
+    serve_group: str | None = None
     #: ``XDG_CACHE_HOME``, else ``home/.cache`` (the CLI's capabilities cache).
     cache_home: Path | None = None
     #: The frozen copy of the environment these settings were read from: the only source
@@ -143,6 +153,12 @@ def _text(name: str, raw: str) -> str:
 
 
 def _path(name: str, raw: str) -> Path:
+    return Path(raw)
+
+
+def _absolute_path(name: str, raw: str) -> Path:
+    if not os.path.isabs(raw):
+        raise SettingsError(f"{name}: {raw!r} is not an absolute path")
     return Path(raw)
 
 
@@ -220,6 +236,19 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(WORKER_DIR_ENV, "tsboundary_dir", _path, "the TypeScript worker (`tsboundary/`)"),
     Setting(TOKEN_ENV, "web_token", _text, "the web view's bearer token"),
     Setting(DEBUG_ENV, "debug", _flag, "print a traceback for an internal error"),
+    Setting(
+        SERVE_SOCKET_ENV,
+        "serve_socket",
+        _absolute_path,
+        "the local service's socket: `serve` listens there (`/run/byte-probe/serve.sock`); "
+        "when set, the hook, MCP server and CLI are its clients",
+    ),
+    Setting(
+        SERVE_GROUP_ENV,
+        "serve_group",
+        _text,
+        "the group that may connect to the local service's socket (every user)",
+    ),
     Setting("XDG_CACHE_HOME", "cache_home", _path, "the CLI's capabilities cache (`~/.cache`)"),
 )
 

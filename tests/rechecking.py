@@ -114,9 +114,11 @@ def claim_on_receipt(driver: Driver, repo: Path) -> tuple[str, str, str]:
 def settled(driver: Driver, batch_id: str) -> dict[str, Any]:
     """Poll ``batch_status`` until the recheck of ``batch_id`` settled; return the status."""
     deadline = time.monotonic() + SETTLE_DEADLINE_S
+    delay = 0.01
     while time.monotonic() < deadline:
         status = ok(driver.call("batch_status", {"batch_id": batch_id}))
         if status["recheck"]["settled"]:
             return dict(status)
-        time.sleep(0.2)
+        time.sleep(delay)
+        delay = min(0.2, delay * 2)
     raise AssertionError(f"recheck {batch_id} not settled within {SETTLE_DEADLINE_S}s")

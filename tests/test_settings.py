@@ -197,6 +197,18 @@ def _sample(name: str) -> str:
     """A valid value for the setting ``name``."""
     if name.endswith(("_MS", "_ATTEMPTS", "_PORT")):
         return "7"
-    if name.endswith(("_FILE", "_KEY", "_DIR", "_ROOTS")):
+    if name.endswith(("_FILE", "_KEY", "_DIR", "_ROOTS", "_SOCKET")):
         return "/srv/x"
     return "value"
+
+
+class TestServeSocket:
+    def test_a_relative_socket_path_is_refused(self) -> None:
+        """PROBE_SERVE_SOCKET must be absolute: a client's working directory must not pick
+        which socket it trusts."""
+        with pytest.raises(SettingsError, match="PROBE_SERVE_SOCKET"):
+            read_settings({"PROBE_SERVE_SOCKET": "serve.sock"})
+
+    def test_unset_means_in_process(self) -> None:
+        """Without the setting no client uses the local service."""
+        assert read_settings({}).serve_socket is None

@@ -20,6 +20,7 @@ from .errors import EXIT_INFRASTRUCTURE, EXIT_INPUT, report_error
 
 if TYPE_CHECKING:
     from probe_service.service import ProbeService
+    from probe_service.service.methods import OperationMethods
     from probe_service.settings import Settings
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "RootOption",
     "console",
     "emit_json",
+    "local_session",
     "read_json_arg",
     "read_public_key",
     "report_error",
@@ -47,7 +49,35 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON documen
 
 
 @contextmanager
-def session(root: Path, settings: Settings | None = None) -> Iterator[ProbeService]:
+def session(root: Path, settings: Settings | None = None) -> Iterator[OperationMethods]:
+    """The operations for one command: through the local service when PROBE_SERVE_SOCKET
+    is set (docs/ARCHITECTURE.md, "Local service": the host face's operations run there,
+    as an agent's request of this user; the others in-process), else ``local_session``.
+    Raises SettingsError for a bad setting, ServiceUnavailable for a socket that does not
+    answer."""
+    from probe_service.settings import read_settings
+
+    settings = settings or read_settings()
+    if settings.serve_socket is None:
+        with local_session(root, settings) as svc:
+            yield svc
+        return
+    from probe_service.faces.serve_client import RemoteService, ServiceClient
+
+    def in_process() -> ProbeService:
+        from probe_service.service import ProbeService
+
+        backend = current_cli_context().backend
+        return ProbeService.open(
+            root, settings=settings, interface="cli", lazy=True, backend=backend
+        )
+
+    with RemoteService(ServiceClient(settings.serve_socket), in_process) as remote:
+        yield remote
+
+
+@contextmanager
+def local_session(root: Path, settings: Settings | None = None) -> Iterator[ProbeService]:
     """One ``ProbeService`` session for one command, labelled ``cli`` in the audit log: the
     store named by PROBE_DATABASE_URL, else the embedded one under ``root``, and the queue
     when PROBE_REDIS_URL is set, all from ``settings`` (read from the environment now when

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from .common import console
+from .tables import print_table
 
 
 def demo(
@@ -20,7 +21,8 @@ def demo(
     Example: byte-probe demo --workdir /tmp/demo
     """
     # The demo module is the package's own walkthrough script (its public entry point):
-    # it drives the table itself, so this command only hands it the console.
+    # it drives the table itself, so this command hands it the console and the CLI's table
+    # printer (plain off a terminal).
     from probe_service.demo import run_demo
 
-    raise typer.Exit(run_demo(workdir, console))
+    raise typer.Exit(run_demo(workdir, console, show_table=print_table))

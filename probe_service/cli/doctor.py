@@ -20,7 +20,7 @@ from probe_service.safe_text import untrusted
 from probe_service.service.diagnostics import Check, check_groups, worker_defaults
 from probe_service.settings import DATABASE_URL_ENV, Settings, read_settings
 
-from .common import JsonOption, RootOption, console, emit_json, session
+from .common import JsonOption, RootOption, console, emit_json, local_session
 
 __all__ = ["doctor"]
 
@@ -31,7 +31,7 @@ MAX_LINES = 40
 def _store(root: Path, settings: Settings) -> list[Check]:
     kind = "postgresql" if settings.database_url else "embedded"
     try:
-        with session(root, settings) as svc:
+        with local_session(root, settings) as svc:
             svc.store  # noqa: B018 (opening the store is the check)
     except ProbeServiceError as exc:
         fix = f"check {DATABASE_URL_ENV} or --root; `byte-probe store migrate`"

@@ -7,7 +7,9 @@ for them (docs/ARCHITECTURE.md, "Faces").
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -16,7 +18,7 @@ import typer
 
 from .common import RootOption
 
-__all__ = ["host", "mcp"]
+__all__ = ["host", "mcp", "serve"]
 
 
 def _log_to_stderr(face: str) -> None:
@@ -67,15 +69,68 @@ def mcp(
     """
     from ..faces import mcp_server
     from ..faces.host import claimed_stdio
+    from ..faces.serve_client import PerCallClient, ServiceCalls
     from ..service import ProbeService
+    from ..settings import read_settings
 
     _log_to_stderr("mcp")
     if http:
         mcp_server.check_bind(bind, allow_remote=allow_remote)
-    with claimed_stdio():  # whatever opening the store prints must not reach the wire
-        svc = ProbeService.open(root, interface="mcp")
+    settings = read_settings()
+    svc: ServiceCalls
+    if settings.serve_socket is not None:
+        # A thin client: every tool call runs in the local service, as this user.
+        svc = PerCallClient(settings.serve_socket, "mcp")
+    else:
+        with claimed_stdio():  # whatever opening the store prints must not reach the wire
+            svc = ProbeService.open(root, settings=settings, interface="mcp")
     with svc:
         if http:
             mcp_server.serve_http(svc, bind, port, allow_remote=allow_remote)
         else:
             mcp_server.serve_stdio(svc)
+
+
+def serve(
+    root: RootOption = Path("."),
+    socket_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--socket",
+            help="Where to listen (default: PROBE_SERVE_SOCKET, else /run/byte-probe/serve.sock).",
+        ),
+    ] = None,
+) -> None:
+    """Serve the host face's operations on a unix socket to every local user, as root.
+
+    The NDJSON host's protocol, one connection per client; the caller is the socket's peer
+    credentials, and captures read only what that user may read. The hook, the MCP server
+    and the CLI use it when PROBE_SERVE_SOCKET is set. Logs go to stderr; SIGTERM stops it.
+
+    Example: sudo byte-probe serve --root /var/lib/byte-probe
+    """
+    import signal
+
+    from ..faces.serve import DEFAULT_SOCKET, LocalService, bind_socket
+    from ..service import ProbeService
+    from ..settings import read_settings
+
+    _log_to_stderr("serve")
+    settings = read_settings()
+    # The caller's own permissions confine a capture here (docs/ARCHITECTURE.md, "Local
+    # service"); the administrator may still narrow where with BYTE_PROBE_CAPTURE_ROOTS.
+    settings = settings.replace(capture_roots=settings.capture_roots or ("/",))
+    path = socket_path or settings.serve_socket or DEFAULT_SOCKET
+    with ProbeService.open(root, settings=settings, interface="host") as svc:
+        listener = bind_socket(path, settings.serve_group)
+        service = LocalService(svc, listener)
+        signal.signal(signal.SIGTERM, lambda signum, frame: service.stop())
+        sys.stderr.write(f"byte-probe serve: listening on {path}\n")
+        sys.stderr.flush()
+        try:
+            service.serve_forever()
+        except KeyboardInterrupt:
+            service.stop()
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(path)

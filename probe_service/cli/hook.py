@@ -17,7 +17,13 @@ from probe_service.faces.claude_code import (
     run_hook,
     settings_snippet,
 )
-from probe_service.faces.git_hooks import STAGES, hook_script, install_git_hooks, run_git_hook
+from probe_service.faces.git_hooks import (
+    STAGES,
+    hook_script,
+    install_git_hooks,
+    local_opener,
+    run_git_hook,
+)
 from probe_service.settings import read_settings
 
 hook_app = typer.Typer(help="Answer an agent's hook events, or print their settings.")
@@ -67,7 +73,7 @@ def git(
     if stage not in STAGES:
         raise UsageError(f"stage: {stage!r} is not one of {', '.join(STAGES)}")
     del arguments  # the remote's name and URL: the gate reads what is pushed, not where
-    code = run_git_hook(stage, scope, ".", sys.stdin, sys.stderr, default_opener)
+    code = run_git_hook(stage, scope, ".", sys.stdin, sys.stderr, local_opener)
     raise typer.Exit(code)
 
 

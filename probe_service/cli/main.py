@@ -139,6 +139,11 @@ COMMANDS: dict[str, LazyCommand] = {
     "mcp": LazyCommand(
         "faces", "mcp", "Serve the agent operations as MCP tools (byte_*), on stdio by default."
     ),
+    "serve": LazyCommand(
+        "faces",
+        "serve",
+        "Serve the host face's operations on a unix socket to every local user, as root.",
+    ),
     "web": LazyCommand(
         "web", "web", "Serve a read-only view of the farm, runs, receipts, snapshots and claims."
     ),

@@ -27,6 +27,7 @@ from .common import (
     RootOption,
     console,
     emit_json,
+    local_session,
     read_json_arg,
     read_public_key,
     session,
@@ -118,7 +119,7 @@ def run(
 
     Example: byte-probe run 9b1c… --policy local-python-no-network --explain-reuse
     """
-    with session(root) as svc:
+    with local_session(root) as svc:
         result = _run(svc, plan_id, policy, not no_reuse, inline, (timeout, notice_after))
     if json_out:
         emit_json({**result.model_dump(exclude={"receipt"}), **output_json(result.receipt)})

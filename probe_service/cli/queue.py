@@ -20,7 +20,7 @@ from probe_service.service import ProbeService
 from probe_service.service.adapters import Receipt, RunSummary, parse_receipt, summary_json
 from probe_service.settings import REDIS_URL_ENV, read_settings
 
-from .common import EXIT_INFRASTRUCTURE, JsonOption, RootOption, console, emit_json, session
+from .common import EXIT_INFRASTRUCTURE, JsonOption, RootOption, console, emit_json, local_session
 from .progress import ProgressLines, summary_line
 from .tables import print_table
 from .waiting import NoticeOption, NoWorkerNotice, TimeoutOption
@@ -98,7 +98,7 @@ def worker(
     settings = read_settings()
     port = settings.metrics_port if metrics_port is None else metrics_port
     # A lazy session: refusing for want of a broker opens no store.
-    with session(root, settings) as svc:
+    with local_session(root, settings) as svc:
         queue = svc.queue.require_broker(_NO_BROKER)
         if store_metrics_port:
             serve_metrics(store_metrics_port, svc.store, queue, host=metrics_host)
@@ -142,7 +142,7 @@ def metrics(
     """
     from probe_service.service.farm import StoreCollector, exposition, serve_metrics
 
-    with session(root) as svc:
+    with local_session(root) as svc:
         queue = None if svc.queue.embedded else svc.queue.require_broker(_NO_BROKER)
         if json_out:
             emit_json({"metrics": _samples(StoreCollector(svc.store, queue))})
@@ -263,7 +263,7 @@ def submit(
 
     Example: byte-probe submit plans.jsonl --policy ci-python --wait --junit probes.xml
     """
-    with session(root) as svc:
+    with local_session(root) as svc:
         _submit(
             svc,
             plans_file,
@@ -418,7 +418,7 @@ def cancel(
 
     Example: byte-probe cancel 3fa85f64
     """
-    with session(root) as svc:
+    with local_session(root) as svc:
         full = svc.run_cancel(run_id=run_id).run_id
     if json_out:
         emit_json({"run_id": full, "cancelled": True})
@@ -438,7 +438,7 @@ def status(
 
     Example: byte-probe status 3fa85f64 --json
     """
-    with session(root) as svc:
+    with local_session(root) as svc:
         found = svc.run_status(run_id=run_id)
     if json_out:
         emit_json(found)

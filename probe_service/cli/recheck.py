@@ -20,7 +20,7 @@ import typer
 from probe_service.safe_text import safe_line
 from probe_service.service.adapters import batches_under_way
 
-from .common import EXIT_INFRASTRUCTURE, JsonOption, RootOption, session
+from .common import EXIT_INFRASTRUCTURE, JsonOption, RootOption, local_session
 from .waiting import NoticeOption, NoWorkerNotice, TimeoutOption
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ def recheck(
 
     Example: byte-probe recheck --snapshot 3fa4c2d1 --scope payments
     """
-    with session(root) as svc:
+    with local_session(root) as svc:
         started = svc.obligation_recheck(
             snapshot_id=snapshot,
             scope=scope,

@@ -104,9 +104,9 @@ def capabilities_document(fresh: bool = False) -> dict[str, Any]:
     path = cache_path(settings)
     document = None if fresh else _read_cache(path)
     if document is None:
-        from .common import session
+        from .common import local_session
 
-        with session(Path("."), settings) as svc:  # the row opens no store
+        with local_session(Path("."), settings) as svc:  # the row opens no store
             document = svc.call("capabilities", {"detail": True})
         _write_cache(path, document)
     return document

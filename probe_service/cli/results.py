@@ -85,6 +85,8 @@ def _rows(summary: ReceiptSummary) -> list[tuple[str, object]]:
         rows.append(("check", f"{held}: {summary.check.detail}"))
     if timings := _timings(summary):
         rows.append(("timings", timings))
+    if (memory := _memory(summary)) is not None:
+        rows.append(("memory", memory))
     if summary.phases:
         rows.append(("phases", ", ".join(f"{p} {s:.3f}s" for p, s in summary.phases.items())))
     if summary.limits_applied:
@@ -95,6 +97,18 @@ def _rows(summary: ReceiptSummary) -> list[tuple[str, object]]:
     rows += [("plan_id", summary.plan_id), ("snapshot_id", summary.snapshot_id)]
     rows += [("policy_id", summary.policy_id), ("receipt", summary.receipt_sha256)]
     return rows + _extra_rows(summary)
+
+
+def _memory(summary: ReceiptSummary) -> str | None:
+    """The probe's memory high-water mark beside the limit it ran under, in MiB, so a
+    policy's ``memory_bytes`` can be sized from a run (docs/ARCHITECTURE.md, "Limits")."""
+    peak = summary.memory_peak_bytes
+    if peak is None:
+        return None
+    mib = 1024 * 1024
+    limit = (summary.limits_applied or {}).get("memory_bytes")
+    of = f" of its {limit / mib:.0f} MiB memory_bytes" if isinstance(limit, int) else ""
+    return f"peak {peak / mib:.1f} MiB{of}"
 
 
 def _print_failed_preflight(console: Console, receipt: Receipt) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from .common import RootOption, console, session
+from .common import RootOption, console, local_session
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -24,6 +24,6 @@ def migrate(root: RootOption = Path(".")) -> None:
 
     Example: PROBE_DATABASE_URL=postgresql+psycopg://probe@db/probe byte-probe store migrate
     """
-    with session(root) as svc:
+    with local_session(root) as svc:
         dialect = svc.store.dialect_name  # opening the store is what migrates it
     console.print(f"store migrated ({dialect})")

@@ -30,7 +30,7 @@ from typing import IO, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import InternalError, InvalidInput, ProbeServiceError, validation_message
-from ..service import ProbeService
+from .serve_client import ServiceCalls
 
 __all__ = [
     "PERMISSION",
@@ -53,7 +53,7 @@ MAX_INPUT_BYTES = 4 * 1024 * 1024
 #: Longest brief handed back as context (Claude Code shows a preview of longer text).
 MAX_CONTEXT_CHARS = 9000
 
-Opener = Callable[[str], ProbeService]
+Opener = Callable[[str], ServiceCalls]
 
 
 class _Common(BaseModel):
@@ -124,7 +124,7 @@ def _context(text: str) -> dict[str, Any]:
 class _Hook:
     """One event against one session; ``posture`` is the administrator's, once read."""
 
-    def __init__(self, svc: ProbeService, event: _Common, scope: str, root: str) -> None:
+    def __init__(self, svc: ServiceCalls, event: _Common, scope: str, root: str) -> None:
         #: The project's root: the turn's root and where its store lives (the event's
         #: ``cwd`` follows the agent's ``cd``; the project directory does not).
         self.svc, self.event, self.scope, self.root = svc, event, scope, root
@@ -265,10 +265,22 @@ def run_hook(
     return 0
 
 
-def default_opener(cwd: str) -> ProbeService:
-    """A machine-face session whose store is under ``cwd`` (an agent request: captures
-    confined to the project, as on the host face)."""
-    return ProbeService.open(os.path.abspath(cwd), interface="host")
+def default_opener(cwd: str) -> ServiceCalls:
+    """With ``PROBE_SERVE_SOCKET`` set, a connection to the local service (which knows
+    the caller from the socket: docs/ARCHITECTURE.md, "Local service"); else a machine-face
+    session whose store is under ``cwd`` (an agent request: captures confined to the
+    project, as on the host face). Raises SettingsError, ServiceUnavailable, or what
+    opening the store raises: the hook answers each under the posture."""
+    from ..settings import read_settings
+    from .serve_client import HOOK_CALL_SECONDS, ServiceClient
+
+    settings = read_settings()
+    if settings.serve_socket is not None:
+        # A thin client: the store, the service and their imports stay in the service.
+        return ServiceClient(settings.serve_socket, timeout=HOOK_CALL_SECONDS)
+    from ..service import ProbeService
+
+    return ProbeService.open(os.path.abspath(cwd), settings=settings, interface="host")
 
 
 #: The events installed, with the matcher of each (PreToolUse: every tool).

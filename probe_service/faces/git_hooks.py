@@ -41,6 +41,7 @@ __all__ = [
     "hook_script",
     "hooks_dir",
     "install_git_hooks",
+    "local_opener",
     "pushed_refs",
     "run_git_hook",
 ]
@@ -54,6 +55,13 @@ MAX_PUSH_INPUT = 1024 * 1024
 _SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 
 Opener = Callable[[str], ProbeService]
+
+
+def local_opener(root: str) -> ProbeService:
+    """A host-face session over the store under ``root``, in this process: a git hook
+    gates the developer's own tree, confined to the repository like the host face's
+    captures (docs/ARCHITECTURE.md, "git hooks and CI")."""
+    return ProbeService.open(os.path.abspath(root), interface="host")
 
 
 def hook_script(stage: Stage, command: str, scope: str) -> str:

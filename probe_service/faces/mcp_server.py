@@ -26,7 +26,8 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from .. import ENGINE_VERSION
 from ..errors import InternalError, InvalidInput, ProbeServiceError
-from ..service import Operation, ProbeService, operations
+from ..service import Operation, operations
+from .serve_client import ServiceCalls
 
 __all__ = [
     "DEFAULT_HTTP_HOST",
@@ -85,7 +86,7 @@ def _error_result(exc: ProbeServiceError) -> types.CallToolResult:
 
 
 def tool_result(
-    svc: ProbeService, tool: str, arguments: dict[str, Any] | None
+    svc: ServiceCalls, tool: str, arguments: dict[str, Any] | None
 ) -> types.CallToolResult:
     """Run one tool call: the one place a ProbeServiceError becomes an MCP tool error
     (``isError`` with the error's code and message); a bug becomes code ``internal``."""
@@ -105,8 +106,9 @@ def tool_result(
     )
 
 
-def build_server(svc: ProbeService) -> Server[Any]:
-    """The low-level MCP server over ``svc`` (an ``interface="mcp"`` session)."""
+def build_server(svc: ServiceCalls) -> Server[Any]:
+    """The low-level MCP server over ``svc`` (an ``interface="mcp"`` session, or the local
+    service's client for that face)."""
     listed = tools()
     table: dict[str, Operation] = {op.mcp_tool: op for op in operations("mcp")}
     long_slots = anyio.CapacityLimiter(MAX_LONG_RUNNING)
@@ -133,7 +135,7 @@ def build_server(svc: ProbeService) -> Server[Any]:
     )
 
 
-def serve_stdio(svc: ProbeService) -> None:
+def serve_stdio(svc: ServiceCalls) -> None:
     """Serve MCP on stdin/stdout until the client closes (the SDK diverts fd 1 to stderr
     while serving, so nothing but protocol messages reaches stdout)."""
     server = build_server(svc)
@@ -183,7 +185,7 @@ def transport_security(host: str, port: int) -> TransportSecuritySettings:
     )
 
 
-def serve_http(svc: ProbeService, host: str, port: int, *, allow_remote: bool = False) -> None:
+def serve_http(svc: ServiceCalls, host: str, port: int, *, allow_remote: bool = False) -> None:
     """Serve MCP over streamable HTTP at ``http://host:port/mcp``, checking every request's
     Host and Origin against the bound address; raises InvalidInput for a bind
     ``check_bind`` refuses."""

@@ -64,6 +64,7 @@ _OPERATIONAL_OF_SECOND = (
     "started_at",
     "finished_at",
     "wall_seconds",
+    "memory_peak_bytes",
     "detail",
     "launcher",
     "phases",

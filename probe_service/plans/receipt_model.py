@@ -143,6 +143,7 @@ class Operational(OperationalPart):
             "confirmation",
             "action_inputs",
             "reuse",
+            "memory_peak_bytes",
         }
     )
 
@@ -151,6 +152,9 @@ class Operational(OperationalPart):
     started_at: Str | None = None
     finished_at: Str | None = None
     wall_seconds: Number | None = None
+    #: The probe group's memory high-water mark (docs/ARCHITECTURE.md, "Limits"): what a
+    #: policy's ``memory_bytes`` is sized from, measured, never committed.
+    memory_peak_bytes: Int | None = None
     detail: Str | None = None
     #: Which launcher wrapped the canary and the probe: ``helper`` or ``cli``.
     launcher: Str | None = None

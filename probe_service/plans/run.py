@@ -487,6 +487,7 @@ class _RunContext:
             started_at=self.started_at,
             finished_at=utc_now(),
             wall_seconds=result.elapsed_seconds,
+            memory_peak_bytes=result.memory_peak_bytes,
             detail=result.detail,
             # Which launcher wrapped the canary and the probe: "helper" or "cli".
             launcher=result.launcher,

@@ -114,6 +114,9 @@ class ReceiptSummary(_Frozen):
     check: CheckSummary | None = None
     elapsed_us: int | None = None
     wall_seconds: float | None = None
+    #: The probe's memory high-water mark in bytes (operational; docs/ARCHITECTURE.md,
+    #: "Limits"), beside the committed ``limits_applied.memory_bytes`` it ran under.
+    memory_peak_bytes: int | None = None
     #: Seconds per phase (docs/ARCHITECTURE.md, "Phase timings").
     phases: dict[str, float] = {}
     #: The limits in force and what enforced each, as committed.
@@ -145,6 +148,7 @@ def summarize_receipt(receipt: Receipt) -> dict[str, Any]:
         check=_check(committed.check),
         elapsed_us=committed.elapsed_us,
         wall_seconds=None if operational.wall_seconds is None else float(operational.wall_seconds),
+        memory_peak_bytes=operational.memory_peak_bytes,
         phases=phase_seconds(receipt),
         limits_applied=None
         if committed.limits_applied is None

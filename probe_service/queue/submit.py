@@ -304,6 +304,11 @@ def resume_batch(store: Store, queue: ProbeQueue, batch_id: str) -> int:
     return queue.send(store, batch_id, queued)
 
 
+#: The first wait between two polls of ``wait_batch``; each later one doubles, up to its
+#: ``poll_s``.
+FIRST_POLL_S = 0.02
+
+
 def wait_batch(
     store: Store,
     batch_id: str,
@@ -312,8 +317,12 @@ def wait_batch(
     poll_s: float = 0.5,
     timeout_s: float | None = None,
 ) -> dict[str, int]:
-    """Poll until every run of the batch is done (or the timeout passes); return counts."""
+    """Poll until every run of the batch is done (or the timeout passes); return counts.
+
+    The first polls come quickly and back off to ``poll_s``: a trivial run finishes in a
+    fraction of a second, and a fixed half-second poll would be most of its wait."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    delay = min(FIRST_POLL_S, poll_s)
     while True:
         counts = batch_counts(store, batch_id)
         on_progress(counts)
@@ -321,7 +330,8 @@ def wait_batch(
             return counts
         if deadline is not None and time.monotonic() > deadline:
             return counts
-        time.sleep(poll_s)
+        time.sleep(delay)
+        delay = min(poll_s, delay * 2)
 
 
 def batch_results(store: Store, batch_id: str) -> list[RunSummary]:

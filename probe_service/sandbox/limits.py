@@ -159,6 +159,21 @@ class RunCgroup:
         """How many probe processes the kernel killed at the memory limit."""
         return _counter(self.probe_dirs[0] / "memory.oom_control", "oom_kill")
 
+    def reset_memory_peak(self) -> None:
+        """Start the probe group's memory high-water mark afresh (cgroup v1 takes a write of
+        0), so the peak a receipt reports is the probe's own, not a preflight command's."""
+        with contextlib.suppress(OSError):
+            _write(self.probe_dirs[0] / "memory.max_usage_in_bytes", "0")
+
+    def memory_peak_bytes(self) -> int | None:
+        """The probe group's memory high-water mark (the kernel's ``max_usage_in_bytes``:
+        page cache and tmpfs pages it charged included), or None when unreadable."""
+        try:
+            text = (self.probe_dirs[0] / "memory.max_usage_in_bytes").read_text("ascii")
+            return int(text)
+        except (OSError, ValueError):
+            return None
+
     def forks_refused(self) -> int:
         """How many forks of the probe the kernel refused at the task limit."""
         return _counter(self.probe_dirs[1] / "pids.events", "max")

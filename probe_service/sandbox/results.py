@@ -142,6 +142,9 @@ class SandboxResult(BaseModel):
     #: Seconds per phase the runner saw (``canary``, ``launch``, ``execute``): operational,
     #: never committed (docs/ARCHITECTURE.md, "Phase timings").
     phases: dict[str, float] = {}
+    #: The probe group's memory high-water mark in bytes over the probe's own command
+    #: (preflight excluded): operational, never committed (docs/ARCHITECTURE.md, "Limits").
+    memory_peak_bytes: int | None = None
     #: ``helper`` (the persistent launcher) or ``cli`` (srt per command) when it launched.
     launcher: str | None = None
     #: The plan's preflight commands that ran, in order (docs/ARCHITECTURE.md, "Preflight").

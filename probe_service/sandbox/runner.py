@@ -432,9 +432,11 @@ def _run_commands(
             base["preflight"] = tuple(ran)
             raise Refused("preflight_failed", describe_failure(ran[-1]))
     base["preflight"] = tuple(ran)
+    res.cgroup.reset_memory_peak()
     outcome = launch_one(prepared.command)
     # Phases time the probe's own command; preflight commands run before it, untimed.
     phases.update(_probe_phases(outcome))
+    base["memory_peak_bytes"] = res.cgroup.memory_peak_bytes()
     base["launcher"] = launch.mode
     return SandboxResult.model_validate({**base, **_finish(outcome, launch, res)})
 

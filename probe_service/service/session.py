@@ -13,6 +13,8 @@ The long-lived faces open one session and serve every request through it
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import functools
 import os
 import threading
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from ..claims import ReceiptLookup
     from ..plans.backend import SandboxBackend
     from ..queue import Queue
+    from .peer import Peer
 
 __all__ = ["MACHINE_FACES", "ProbeService"]
 
@@ -142,6 +145,19 @@ class ProbeService(OperationMethods):
         if lazy:
             return cls(open_store=opener, **options)
         return cls(opener(), **options)
+
+    def for_peer(self, peer: Peer) -> ProbeService:
+        """A view of this session for one connection of the local service: the same store,
+        queue, backend and cache, with ``peer`` on its context (docs/ARCHITECTURE.md,
+        "Local service"). The store and queue are opened now, so that no view opens its
+        own; closing the view is this session's to do, not the view's."""
+        _ = self.store, self.queue
+        view = copy.copy(self)
+        # The peer's actor is set on the view, never cached: the cache is shared by every
+        # connection (docs/ARCHITECTURE.md, "Principals and clearing").
+        actor = os_actor(self.interface, self._kinds(), uid=peer.uid)
+        view.context = dataclasses.replace(self.context, peer=peer, actor=actor)
+        return view
 
     @property
     def interface(self) -> Face:

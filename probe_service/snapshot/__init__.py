@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from .as_reader import Reader
     from .blobs import read_blob
     from .capture import DEFAULT_LIMITS, CaptureLimits, CaptureResult, snapshot_capture
     from .manifest import Entry, Snapshot
@@ -18,6 +19,7 @@ __all__ = [
     "CaptureLimits",
     "CaptureResult",
     "Entry",
+    "Reader",
     "Snapshot",
     "check_manifest_paths",
     "load_snapshot",

@@ -15,6 +15,7 @@ from sqlalchemy import Connection, insert, select
 from ..errors import UnsafePath, UnstableWorkingTree
 from ..store import Store, append_event, utc_now
 from ..store.schema import snapshots
+from .as_reader import ReadCheck
 from .blobwriter import BlobWriter
 from .links import escaping_links
 from .manifest import encode_tree
@@ -107,7 +108,12 @@ _MEMO_LOCK = threading.Lock()
 
 
 def snapshot_capture(
-    store: Store, root: Path, *, limits: CaptureLimits = DEFAULT_LIMITS, exact_root: bool = False
+    store: Store,
+    root: Path,
+    *,
+    limits: CaptureLimits = DEFAULT_LIMITS,
+    exact_root: bool = False,
+    check_read: ReadCheck | None = None,
 ) -> CaptureResult:
     """Capture ``root`` into ``store`` and return the snapshot id with its summary.
 
@@ -116,7 +122,9 @@ def snapshot_capture(
     refuse, in the same words), StoreUnavailable. A refused
     capture writes no snapshot row and no event. With ``exact_root`` (a machine face's
     checked, link-free root) the directory read must still be exactly ``root``: one
-    swapped for a link after the check is refused (UnsafePath).
+    swapped for a link after the check is refused (UnsafePath). With ``check_read`` (the
+    local service's caller: ``as_reader.py``) every scanned path must pass it before a
+    byte is read or a cached digest used.
     """
     abs_root = os.path.abspath(root)
     if not os.path.isdir(abs_root):
@@ -124,7 +132,7 @@ def snapshot_capture(
     last_error: UnstableWorkingTree | None = None
     for _ in range(limits.attempts):
         try:
-            return _capture_once(store, abs_root, limits, exact_root)
+            return _capture_once(store, abs_root, limits, exact_root, check_read)
         except UnstableWorkingTree as exc:
             last_error = exc
     assert last_error is not None  # noqa: S101 - attempts >= 1
@@ -134,10 +142,18 @@ def snapshot_capture(
 
 
 def _capture_once(
-    store: Store, abs_root: str, limits: CaptureLimits, exact_root: bool
+    store: Store,
+    abs_root: str,
+    limits: CaptureLimits,
+    exact_root: bool,
+    check_read: ReadCheck | None,
 ) -> CaptureResult:
     start_ns = time.time_ns()
     before = first_pass(abs_root, limits.max_file_bytes, limits.max_total_bytes)
+    if check_read is not None:
+        # The scan's stats are what gets read (each read compares them), so the inodes
+        # the caller was allowed to open are the ones captured.
+        check_read(abs_root, before.stats, before.targets)
     key = cache_key_for(abs_root)
     with store.reading() as conn:
         cache = load_stat_cache(conn, key)

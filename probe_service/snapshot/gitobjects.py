@@ -29,10 +29,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, Any
 
 from ..errors import InvalidInput, NotFound, SandboxUnavailable, UnsafePath
 from ..relpaths import MAX_PATH_BYTES, MAX_PATH_DEPTH
+from .as_reader import Reader
 from .enumerate import git_environment, resolve_git, safe_directory
 from .manifest import check_snapshot_path
 
@@ -171,12 +172,22 @@ class TreeItem:
     oid: str
 
 
+def _identity(reader: Reader | None) -> dict[str, Any]:
+    """Popen's arguments that drop git to ``reader`` (none: the service's own user)."""
+    if reader is None:
+        return {}
+    return {"user": reader.uid, "group": reader.gid, "extra_groups": list(reader.groups)}
+
+
 class GitObjects:
     """One ``git cat-file --batch-command`` process over a checked repository; use as a
     context manager. Requests are written on a thread while answers are read, so any
     number can be in flight without the pipes filling."""
 
-    def __init__(self, repo: Repository) -> None:
+    def __init__(self, repo: Repository, reader: Reader | None = None) -> None:
+        """Start git over ``repo``; with ``reader`` (the local service's caller) git runs
+        as that uid, gid and groups, so the kernel lets it read only what the caller may
+        (docs/ARCHITECTURE.md, "Local service"). Raises SandboxUnavailable (no git)."""
         self._repo = repo
         git = resolve_git(Path(repo.path))
         argv = [
@@ -207,6 +218,7 @@ class GitObjects:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self._errors,  # a file: git's warnings can never fill a pipe
+                **_identity(reader),
             )
         except OSError as exc:
             self._errors.close()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..errors import LimitExceeded, UnsafePath
 from ..store import Store
+from .as_reader import Reader
 from .blobwriter import BlobWriter
 from .capture import (
     DEFAULT_LIMITS,
@@ -60,16 +61,18 @@ def snapshot_capture_ref(
     roots: tuple[str, ...],
     *,
     limits: CaptureLimits = DEFAULT_LIMITS,
+    reader: Reader | None = None,
 ) -> CaptureResult:
     """Capture the tree ``ref`` names in ``repository`` (whose git directory, objects and
-    alternates must lie inside ``roots``) without a checkout.
+    alternates must lie inside ``roots``) without a checkout; with ``reader`` (the local
+    service's caller) git reads the objects as that user.
 
     Raises InvalidInput (a ref that is not a plain revision, or names a blob), NotFound
     (no repository, no such ref), UnsafePath (git confinement, a name capture refuses),
     LimitExceeded (file or workspace limit, checked before a blob is read),
     SandboxUnavailable (no git), StoreUnavailable. A refusal writes no snapshot row.
     """
-    return snapshot_capture_refs(store, repository, [ref], roots, limits=limits)[0]
+    return snapshot_capture_refs(store, repository, [ref], roots, limits=limits, reader=reader)[0]
 
 
 def snapshot_capture_refs(
@@ -79,6 +82,7 @@ def snapshot_capture_refs(
     roots: tuple[str, ...],
     *,
     limits: CaptureLimits = DEFAULT_LIMITS,
+    reader: Reader | None = None,
 ) -> list[CaptureResult]:
     """``snapshot_capture_ref`` of several refs over one git process; every ref is
     resolved (or refused) before any tree is captured, so a bad one writes nothing.
@@ -89,7 +93,7 @@ def snapshot_capture_refs(
         check_ref(ref)
     repo = open_repository(repository, roots)
     results: list[CaptureResult] = []
-    with GitObjects(repo) as git:
+    with GitObjects(repo, reader) as git:
         trees = [git.resolve_tree(ref) for ref in refs]
         for ref, tree in zip(refs, trees, strict=True):
             key = tree_cache_key(repo.objects, tree)

@@ -1,5 +1,5 @@
-"""A source store with real, signed evidence: the tinyparse project captured, probed in the
-real sandbox under a signing key, and claimed (docs/ARCHITECTURE.md, "Bundles")."""
+"""A source store with signed evidence: the tinyparse project captured, probed (through the
+stub sandbox) under a signing key, and claimed (docs/ARCHITECTURE.md, "Bundles")."""
 
 from __future__ import annotations
 
@@ -16,10 +16,13 @@ import probe_service.claims.tables
 import probe_service.plans.tables
 import probe_service.queue.tables
 import probe_service.store.origins  # noqa: F401  (with the above: every table on the metadata)
+from probe_service.plans import Plan
 from probe_service.plans.signing import create_key_pair, read_public_key
 from probe_service.service import ProbeService
 from probe_service.store import Store
 from probe_service.store.schema import metadata
+
+from ..stubsandbox import Canned, StubSandbox
 
 REPO = Path(__file__).resolve().parents[2]
 POLICY = {
@@ -48,6 +51,18 @@ PLAN = {
     },
 }
 SCOPE = "tinyparse"
+#: What the stub leaves in scratch for a plan that writes ``report.xml`` (a junit_xml probe):
+#: the report the plan's code would have written.
+REPORT_XML = (
+    b'<testsuite><testcase classname="m" name="a"/><testcase classname="m" name="b">'
+    b'<failure message="boom"/></testcase><testcase classname="m" name="c"/></testsuite>'
+)
+
+
+def _answer(plan: Plan) -> Canned:
+    if plan.args and "report.xml" in plan.args[-1]:
+        return Canned(scratch_files={"report.xml": REPORT_XML})
+    return Canned()
 
 
 @dataclass
@@ -94,7 +109,9 @@ def row_counts(store: Store) -> dict[str, int]:
 
 @pytest.fixture
 def source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Source]:
-    """Capture, plan, run (signed, real sandbox) and claim on a SQLite store."""
+    """Capture, plan, run (signed) and claim on a SQLite store. The run goes through the stub
+    sandbox: these tests are about bundles, not about running a probe (docs/ARCHITECTURE.md,
+    "Seams"); the walkthrough (``test_walkthrough.py``) carries a real run end to end."""
     admin = tmp_path / "admin"
     admin.mkdir()
     policy = admin / "policies.json"
@@ -110,7 +127,7 @@ def source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Source]:
     repo = work / "repo"
     shutil.copytree(REPO / "examples" / "tinyparse", repo)
     (tmp_path / "a").mkdir()
-    svc = ProbeService.open(tmp_path / "a")
+    svc = ProbeService.open(tmp_path / "a", backend=StubSandbox(_answer))
     snapshot_id = svc.snapshot_capture(root=str(repo)).snapshot_id
     plan_id = svc.probe_plan(plan={**PLAN, "snapshot_id": snapshot_id}).plan_id
     run = svc.probe_run(plan_id=plan_id, policy_id="walk-python", via="embedded")

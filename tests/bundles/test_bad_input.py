@@ -18,8 +18,6 @@ from probe_service.service import ProbeService
 
 from .conftest import Source, row_counts
 
-pytestmark = pytest.mark.sandbox
-
 Members = list[tuple[str, bytes]]
 
 

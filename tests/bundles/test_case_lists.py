@@ -14,8 +14,6 @@ from probe_service.service import ProbeService
 from .conftest import PLAN, Source
 from .test_bad_input import read_members, refused, relisted, write_members
 
-pytestmark = pytest.mark.sandbox
-
 #: A probe writing a three-case report (one failure) into scratch.
 WRITE_REPORT = (
     "import os; open(os.environ['BYTE_PROBE_SCRATCH'] + '/report.xml', 'w').write("

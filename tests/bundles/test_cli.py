@@ -12,8 +12,6 @@ from probe_service.cli import main
 
 from .conftest import SCOPE, Source
 
-pytestmark = pytest.mark.sandbox
-
 
 def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     code = main(list(args))

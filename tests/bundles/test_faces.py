@@ -12,8 +12,6 @@ from probe_service.service import ProbeService
 
 from .conftest import SCOPE, Source
 
-pytestmark = pytest.mark.sandbox
-
 
 @pytest.mark.parametrize("face", ["host", "mcp"])
 def test_export_and_verify_stay_inside_the_capture_roots(

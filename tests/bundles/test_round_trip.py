@@ -12,8 +12,6 @@ from probe_service.service import ProbeService
 
 from .conftest import SCOPE, Source, row_counts
 
-pytestmark = pytest.mark.sandbox
-
 BROKEN = "if items and not items[-1]:"
 
 

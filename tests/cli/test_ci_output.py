@@ -66,6 +66,21 @@ class TestTables:
         print_table(Console(file=out, width=80), table)
         assert out.getvalue().splitlines() == plain_lines(table)
 
+    @pytest.mark.sandbox
+    def test_demo_off_a_terminal_is_plain_too(self, real_cli: CliRunner, tmp_path: Path) -> None:
+        """`demo` into a pipe prints its receipts table as plain aligned lines, no box
+        drawing: one line per probe with its outcome, as every other table."""
+        code, out, err = real_cli("demo", "--workdir", str(tmp_path / "demo"), root=False)
+        assert code == 0, err
+        assert not [c for c in out if "\u2500" <= c <= "\u257f"], out
+        lines = out.splitlines()
+        assert "probe receipts" in lines
+        header = lines[lines.index("probe receipts") + 1]
+        assert header.split() == ["hypothesis", "oracle", "outcome", "reason", "exit", "receipt"]
+        at = header.index("outcome")
+        rows = lines[lines.index("probe receipts") + 2 :]
+        assert [row[at:].split()[0] for row in rows] == ["supports", "refutes", "inconclusive"]
+
 
 class TestProgressLines:
     def test_one_line_per_interval_of_the_clock(self) -> None:

@@ -18,6 +18,16 @@ from .conftest import CliRunner
 BYTE_PROBE = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "byte-probe"
 
 
+@pytest.fixture
+def no_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For a test about another line: the sandboxed launch (a real probe launch, the
+    costliest check) answers without launching; the tests about it keep the real one."""
+    from probe_service.service import diagnostics
+
+    line = diagnostics.Check("sandboxed launch", True, "not launched in this test")
+    monkeypatch.setattr(diagnostics, "_launch", lambda _settings: [line])
+
+
 class TestDoctor:
     def test_json_lists_every_check(self, cli: CliRunner) -> None:
         """`doctor --json` names each prerequisite once, with ok, detail and fix."""
@@ -31,6 +41,7 @@ class TestDoctor:
         assert code == (0 if doc["ok"] else 1)
         assert all(c["fix"] for c in doc["checks"] if not c["ok"])
 
+    @pytest.mark.usefixtures("no_launch")
     def test_loose_policy_file_fails_with_its_fix(self, cli: CliRunner, environment: Path) -> None:
         """A group-readable policy file is one failing line naming chmod 600; exit 1."""
         environment.chmod(0o644)
@@ -42,6 +53,7 @@ class TestDoctor:
         assert policy.startswith("FAIL")
         assert "chmod 600" in policy
 
+    @pytest.mark.usefixtures("no_launch")
     def test_signing_key_fingerprint_is_shown(
         self, cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
@@ -68,6 +80,7 @@ class TestDoctor:
         assert checks["cgroups"]["detail"].startswith("cgroup v1")
         assert "slot uid" in checks["sandboxed launch"]["detail"]
 
+    @pytest.mark.usefixtures("no_launch")
     def test_cgroup_v2_is_named_and_fails_plainly(
         self, cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
@@ -83,6 +96,7 @@ class TestDoctor:
         assert line.startswith("FAIL cgroups: cgroup v2 (unified): run limits are not supported")
         assert "systemd.unified_cgroup_hierarchy=0" in line
 
+    @pytest.mark.usefixtures("no_launch")
     def test_worker_size_is_shown_from_the_machine(
         self, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
     ) -> None:

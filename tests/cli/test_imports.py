@@ -32,6 +32,13 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
         # `host` and `mcp` start the long-lived faces: adapters over the table like the CLI.
         "probe_service.faces": "the NDJSON host and the MCP server",
         "probe_service.faces.host": "the NDJSON host and its stdio guard",
+        # `serve` starts the local service; `mcp` is its client when the socket is set.
+        "probe_service.faces.serve": "the local service on its unix socket",
+        "probe_service.faces.serve_client": "the MCP server as the local service's client",
+    },
+    "common.py": {
+        # With PROBE_SERVE_SOCKET a command's operations run in the local service.
+        "probe_service.faces.serve_client": "the local service's client for the CLI",
     },
     "hook.py": {
         # `hook claude-code` answers Claude Code's hook protocol: an adapter over the table.

@@ -32,6 +32,7 @@ SHOWN_AS = {
     "detail": "detail",
     "check": "check",
     "timings": "elapsed_us",
+    "memory": "memory_peak_bytes",
     "phases": "phases",
     "limits_applied": "limits_applied",
     "plan_id": "plan_id",
@@ -70,12 +71,13 @@ def test_an_oracle_errors_cause_is_in_run_json_and_shown(
     assert "report.xml" in doc["check"]["detail"]
     assert {"materialize", "canary", "execute"} <= set(doc["phases"])
     assert doc["limits_applied"]["timeout_seconds"] == 20
+    assert 0 < doc["memory_peak_bytes"] <= doc["limits_applied"]["memory_bytes"]
     assert "detail" in doc
     _, text = _run(real_cli, plan_id)
     # Off a terminal the table is plain: a row is its label, two or more spaces, its value.
     rows = (re.match(r"^ *(\S+(?: \S+)*) {2,}\S", line) for line in text.splitlines())
     shown = {row.group(1) for row in rows if row is not None}
-    assert {"check", "limits_applied"} <= shown
+    assert {"check", "limits_applied", "memory"} <= shown
     assert shown - {""} <= set(SHOWN_AS), shown - set(SHOWN_AS)
     assert {SHOWN_AS[label] for label in shown - {""}} <= set(doc)
 

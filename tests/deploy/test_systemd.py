@@ -32,6 +32,7 @@ from .conftest import (
 from .grants import doctor, restricted, worker_environment
 
 WORKER = UNITS / "byte-probe-worker.service"
+SERVE = UNITS / "byte-probe-serve.service"
 TARGET = UNITS / "byte-probe.target"
 #: Settings the sandbox cannot live with, or that every probe would inherit (the unit's
 #: "Left off on purpose" comment says why for each).
@@ -68,7 +69,7 @@ def _installable_copy(directory: Path) -> list[Path]:
     """The units with the install path of `byte-probe` pointed at this checkout's own
     (verify checks that executables exist); nothing else differs."""
     copies = []
-    for unit in (WORKER, TARGET):
+    for unit in (WORKER, SERVE, TARGET):
         text = unit.read_text()
         copy = directory / unit.name
         copy.write_text(text.replace(INSTALLED_BYTE_PROBE, str(BYTE_PROBE)))
@@ -93,15 +94,15 @@ def _verify(units: list[Path]) -> str:
 
 class TestVerify:
     def test_units_verify_clean(self, tmp_path: Path) -> None:
-        """systemd-analyze verify accepts both units without a single warning."""
+        """systemd-analyze verify accepts every unit without a single warning."""
         assert _verify(_installable_copy(tmp_path)) == ""
 
     def test_verify_has_teeth(self, tmp_path: Path) -> None:
         """A misspelled setting and a bad value are both reported."""
-        worker, target = _installable_copy(tmp_path)
+        worker, serve, target = _installable_copy(tmp_path)
         text = worker.read_text().replace("ProtectSystem=strict", "ProtectSytem=strict")
         worker.write_text(text.replace("OOMPolicy=continue", "OOMPolicy=perhaps"))
-        said = _verify([worker, target])
+        said = _verify([worker, serve, target])
         assert "ProtectSytem" in said
         assert "perhaps" in said
 
@@ -190,10 +191,80 @@ class TestWorkerUnit:
     def test_the_target_holds_the_worker(self) -> None:
         """byte-probe.target wants the worker, which is part of it and installed into it."""
         target, worker = unit_settings(TARGET), unit_settings(WORKER)
-        assert target["Wants"] == ["byte-probe-worker.service"]
+        assert "byte-probe-worker.service" in target["Wants"][0].split()
         assert target["WantedBy"] == ["multi-user.target"]
         assert worker["PartOf"] == ["byte-probe.target"]
         assert worker["WantedBy"] == ["byte-probe.target"]
+
+
+class TestServeUnit:
+    """byte-probe-serve.service keeps every grant the sandbox needs (it runs probes like a
+    worker) and protects the rest, reading homes but never writing them."""
+
+    def test_root_restarted_on_failure_gated_by_doctor(self) -> None:
+        """The service runs as root, comes back when it fails, and starts after doctor."""
+        settings = unit_settings(SERVE)
+        assert settings["User"] == ["root"]
+        assert settings["Restart"] == ["on-failure"]
+        assert "RestartSec" in settings
+        assert settings["ExecStartPre"] == [f"{INSTALLED_BYTE_PROBE} doctor"]
+
+    def test_it_runs_this_checkouts_serve_command(self, cli_root: Group) -> None:
+        """ExecStart is `byte-probe serve` with its own state directory as the store root."""
+        (start,) = unit_settings(SERVE)["ExecStart"]
+        executable, *args = shlex.split(start)
+        assert executable == INSTALLED_BYTE_PROBE
+        assert args == ["serve", "--root", "/var/lib/byte-probe"]
+        resolve_command(cli_root, args)
+
+    def test_state_and_runtime_directories_are_declared(self) -> None:
+        """The socket's /run/byte-probe (kept across restarts: the worker's slot locks live
+        there too) and the store's /var/lib/byte-probe are the unit's."""
+        settings = unit_settings(SERVE)
+        assert settings["StateDirectory"] == ["byte-probe"]
+        assert settings["RuntimeDirectory"] == ["byte-probe"]
+        assert settings["RuntimeDirectoryMode"] == ["0755"]
+        assert settings["RuntimeDirectoryPreserve"] == ["yes"]
+
+    def test_the_sandboxs_needs_are_the_workers(self) -> None:
+        """The capabilities, cgroup delegation and limits are exactly the worker's."""
+        serve, worker = unit_settings(SERVE), unit_settings(WORKER)
+        (bounding,) = serve["CapabilityBoundingSet"]
+        assert sorted(bounding.split()) == sorted(REQUIRED_CAPABILITIES)
+        for key in ("Delegate", "TasksMax", "OOMPolicy", "NoNewPrivileges", "KillMode"):
+            assert serve[key] == worker[key], key
+
+    def test_the_rest_of_the_system_is_protected_and_homes_read_only(self) -> None:
+        """Read-only system and homes (the trees it captures), private /tmp, pseudo
+        devices only, no module loading or kernel log."""
+        settings = unit_settings(SERVE)
+        assert settings["ProtectSystem"] == ["strict"]
+        assert settings["ProtectHome"] == ["read-only"]
+        for key in ("PrivateTmp", "PrivateDevices", "ProtectKernelModules", "ProtectKernelLogs"):
+            assert settings[key] == ["yes"], key
+
+    @pytest.mark.parametrize("key", LEFT_OFF)
+    def test_what_would_break_the_sandbox_is_left_off_with_its_reason(self, key: str) -> None:
+        """Each setting the worker leaves off is off here too, with the reason."""
+        assert key not in unit_settings(SERVE)
+        comments = [line for line in SERVE.read_text().splitlines() if line.startswith("#")]
+        assert any(f"{key}=" in line for line in comments), key
+
+    def test_its_environment_names_are_read_by_the_code(self) -> None:
+        """serve.env.example names only variables the package reads, the socket's first."""
+        example = UNITS / "serve.env.example"
+        lines = example.read_text().splitlines()
+        names = {line.partition("=")[0].lstrip("#") for line in lines if "=" in line}
+        assert {"PROBE_SERVE_SOCKET", "PROBE_SERVE_GROUP", "BYTE_PROBE_POLICY_FILE"} <= names
+        assert names - env_names_read_by_package() == set()
+        assert unit_settings(SERVE)["EnvironmentFile"] == ["/etc/byte-probe/serve.env"]
+
+    def test_the_target_holds_the_service(self) -> None:
+        """byte-probe.target wants the service, which is part of it and installed into it."""
+        target, serve = unit_settings(TARGET), unit_settings(SERVE)
+        assert "byte-probe-serve.service" in target["Wants"][0].split()
+        assert serve["PartOf"] == ["byte-probe.target"]
+        assert serve["WantedBy"] == ["byte-probe.target"]
 
 
 #: The unit's mount protections as systemd sets them up, in a private mount namespace:

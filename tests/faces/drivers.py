@@ -122,12 +122,13 @@ def open_host(root: Path) -> Iterator[HostDriver]:
 
 
 @contextlib.contextmanager
-def open_mcp(root: Path) -> Iterator[McpDriver]:
-    """A ``byte-probe mcp --root ROOT`` session through ``mcp.client.stdio``."""
+def open_mcp(root: Path, env: dict[str, str] | None = None) -> Iterator[McpDriver]:
+    """A ``byte-probe mcp --root ROOT`` session through ``mcp.client.stdio`` (with ``env``,
+    else this process's environment)."""
     params = StdioServerParameters(
         command=sys.executable,
         args=cli_argv("mcp", "--root", str(root))[1:],
-        env=dict(os.environ),
+        env=dict(os.environ) if env is None else env,
     )
     with (
         start_blocking_portal() as portal,

@@ -143,6 +143,7 @@ class TestOperationalFields:
             ("started_at", "2030-01-01T00:00:00+00:00"),
             ("finished_at", "2030-01-01T00:00:09+00:00"),
             ("wall_seconds", 9.5),
+            ("memory_peak_bytes", 123_456_789),
             ("queue_wait_seconds", 3.0),
         ],
     )

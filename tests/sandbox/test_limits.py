@@ -146,6 +146,25 @@ class TestMemory:
         assert b"SURVIVED" not in result.stdout
         assert (result.status, result.reason) == ("inconclusive", "memory_limit")
 
+    def test_memory_peak_is_the_probes_high_water_mark(self, run: Runner) -> None:
+        """The result carries the probe group's peak: at least what the probe touched, at
+        most its limit."""
+        code = "data = b'x' * (96 * 1024 * 1024)\nprint(len(data))"
+        result = run("python3", ["-c", code], policy=make_policy(memory_bytes=512 * 1024**2))
+        assert result.status == "ok"
+        assert result.memory_peak_bytes is not None
+        assert 96 * 1024**2 <= result.memory_peak_bytes <= 512 * 1024**2
+
+    def test_memory_peak_leaves_out_the_preflight(self, run: Runner) -> None:
+        """A preflight command's allocation is not counted as the probe's peak."""
+        hog = ["python3", "-c", "data = b'x' * (256 * 1024 * 1024)"]
+        policy = make_policy(memory_bytes=512 * 1024**2)
+        result = run("python3", ["-c", "print(1)"], policy=policy, preflight=[hog])
+        assert result.status == "ok"
+        assert result.preflight[0].passed
+        assert result.memory_peak_bytes is not None
+        assert result.memory_peak_bytes < 256 * 1024**2
+
 
 class TestScratch:
     def test_scratch_over_its_allowance_is_inconclusive(self, run: Runner, tmp_path: Path) -> None:

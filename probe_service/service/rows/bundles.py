@@ -14,6 +14,7 @@ from ..capture_roots import confine_capture_root
 from ..registry import ADMIN, Request, operation
 from ..session import ProbeService
 from .common import ClaimId, SnapshotId
+from .snapshots import refuse_for_peer
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -70,6 +71,7 @@ def bundle_export(svc: ProbeService, req: BundleExportRequest) -> bundles.Bundle
 def _confined(svc: ProbeService, requested: str) -> Path:
     """``requested`` as given (Python, CLI) or confined to the capture roots (machine
     faces: its directory, resolved, inside one; docs/ARCHITECTURE.md, "Faces")."""
+    refuse_for_peer(svc, "path", "a bundle file")
     path = Path(requested)
     if svc.capture_roots is None:
         return path

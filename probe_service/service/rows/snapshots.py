@@ -10,14 +10,14 @@ from typing import Literal
 from pydantic import Field
 
 from ... import snapshot
-from ...errors import NotFound
+from ...errors import NotFound, UnsafePath
 from ...turns import lease_check
 from ..capture_roots import confine_capture_root, git_confinement_roots
 from ..registry import ADMIN, AGENT, HOST, WEB, Request, operation
 from ..session import ProbeService
 from .common import Frozen, SnapshotId, TurnId
 
-__all__ = ["capture_refs", "confined_root"]
+__all__ = ["capture_refs", "capture_tree", "confined_root", "refuse_for_peer"]
 
 
 class SnapshotCaptureRequest(Request):
@@ -52,13 +52,42 @@ def _confined_path(svc: ProbeService, root: str) -> Path:
     return confine_capture_root(root, svc.capture_roots, protected, svc.settings.home, svc.root)
 
 
+def refuse_for_peer(svc: ProbeService, field: str, what: str) -> None:
+    """Refuse ``what`` (an operation reading or writing a host path as the service's user
+    where no per-path check exists yet) for a local-service caller who is not the
+    service's own user (docs/ARCHITECTURE.md, "Local service"); raises UnsafePath naming
+    ``field``."""
+    peer = svc.context.peer
+    if peer is not None and peer.reader() is not None:
+        raise UnsafePath(
+            f"{field}: {what} reads or writes host files as the service's user; through the "
+            f"local service it is refused for uid {peer.uid} (run it in-process: unset "
+            "PROBE_SERVE_SOCKET)"
+        )
+
+
+def _reader(svc: ProbeService) -> snapshot.Reader | None:
+    """Whom a capture reads for: the local service's caller, unless that is the service's
+    own user (docs/ARCHITECTURE.md, "Local service")."""
+    peer = svc.context.peer
+    return peer.reader() if peer is not None else None
+
+
+def capture_tree(svc: ProbeService, path: Path, *, exact_root: bool) -> snapshot.CaptureResult:
+    """Capture the working tree at ``path`` (already confined), as the session's local
+    service caller may read it (``snapshot/as_reader.py``) when there is one."""
+    reader = _reader(svc)
+    check = reader.check if reader is not None else None
+    return snapshot.snapshot_capture(svc.store, path, exact_root=exact_root, check_read=check)
+
+
 def capture_refs(svc: ProbeService, repository: str, refs: list[str]) -> list[str]:
     """The snapshot ids of ``refs``' trees, captured from git objects of ``repository``
     (confined as ``snapshot_capture``'s root); every ref resolves before any capture.
     The rows that take refs share it."""
     path = _confined_path(svc, repository)
     roots = git_confinement_roots(path, svc.capture_roots, svc.settings.capture_roots)
-    found = snapshot.snapshot_capture_refs(svc.store, path, refs, roots)
+    found = snapshot.snapshot_capture_refs(svc.store, path, refs, roots, reader=_reader(svc))
     return [result.snapshot_id for result in found]
 
 
@@ -78,12 +107,12 @@ def snapshot_capture(svc: ProbeService, req: SnapshotCaptureRequest) -> snapshot
     path = _confined_path(svc, req.root)
     if req.ref is not None:
         roots = git_confinement_roots(path, svc.capture_roots, svc.settings.capture_roots)
-        return snapshot.snapshot_capture_ref(svc.store, path, req.ref, roots)
+        return snapshot.snapshot_capture_ref(svc.store, path, req.ref, roots, reader=_reader(svc))
     # docs/ARCHITECTURE.md, "The agent's turn": a working tree another turn leases is
     # not captured (a ref's tree is read from git objects, which no lease covers).
     lease_check(str(Path(os.path.realpath(path))), req.turn, datetime.now(UTC))
     # On a machine face the checked root has no link in it: read exactly that directory.
-    return snapshot.snapshot_capture(svc.store, path, exact_root=svc.capture_roots is not None)
+    return capture_tree(svc, path, exact_root=svc.capture_roots is not None)
 
 
 def confined_root(svc: ProbeService, requested: str) -> Path:

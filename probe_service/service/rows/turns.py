@@ -15,13 +15,12 @@ from pydantic import Field
 from ... import turns
 from ...claims import SpanRef
 from ...policies import Posture, turn_posture
-from ...snapshot import snapshot_capture
 from ...turns.boundary import SymbolRef
 from ...turns.dispatch import PostureOf
 from ..registry import AGENT, HOST, WEB, Request, operation
 from ..session import ProbeService
 from .common import Frozen, TurnId
-from .snapshots import confined_root
+from .snapshots import capture_tree, confined_root
 
 __all__: list[str] = []
 
@@ -34,7 +33,7 @@ def _capture(svc: ProbeService, owner: str | None) -> turns.Capture:
         path = confined_root(svc, root)
         # docs/ARCHITECTURE.md, "The agent's turn": another turn's lease holds the tree.
         turns.lease_check(str(path), owner, datetime.now(UTC))
-        return snapshot_capture(svc.store, path, exact_root=True).snapshot_id
+        return capture_tree(svc, path, exact_root=True).snapshot_id
 
     return capture
 
