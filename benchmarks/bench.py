@@ -33,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import claims_bench
+import gc_bench
 import queue_bench
 import turns_bench
 from standin import patched_sandbox
@@ -58,7 +59,18 @@ from probe_service.store import Store, open_store
 
 RESULTS = Path(__file__).resolve().parent / "results"
 #: The groups of rows ``--only`` selects from, in table order.
-GROUPS = ("overhead", "bulk", "snapshot", "gitref", "claims", "turns", "cli", "junit", "store")
+GROUPS = (
+    "overhead",
+    "bulk",
+    "snapshot",
+    "gitref",
+    "claims",
+    "turns",
+    "cli",
+    "junit",
+    "store",
+    "gc",
+)
 BWRAP_BASELINE = (
     "--ro-bind",
     "/",
@@ -651,6 +663,46 @@ def median_rates(samples: dict[str, dict[int, list[float]]]) -> dict[str, dict[i
     }
 
 
+def gc_rows(runs: int, database_url: str | None) -> list[Row]:
+    """gc on the web view's store with half its runs aged past retention
+    (``gc_bench.py``): its time beside the time the store took to write what it
+    removes, and the web pages afterwards beside the same pages before."""
+    found = gc_bench.measure(runs, database_url, repeat=5)
+    removed = sum(k["removed"] for k in found["removed"].values())
+    freed = sum(k["stored_bytes"] for k in found["removed"].values())
+    backend = found["backend"]
+    rows = [
+        Row(
+            f"gc {backend}, {runs:,} runs, half aged: {removed:,} rows, {freed / 1e6:.0f} MB",
+            found["gc_s"],
+            found["fill_s"] / 2,
+            "s",
+            "writing the rows it removes",
+            better="lower",
+        ),
+        Row(
+            f"gc --dry-run {backend}, {runs:,} runs",
+            found["dry_run_s"],
+            found["fill_s"] / 2,
+            "s",
+            "writing the rows it would remove",
+            better="lower",
+        ),
+    ]
+    for page, after in found["pages_after_ms"].items():
+        rows.append(
+            Row(
+                f"web {page} after gc ({backend})",
+                after / 1000,
+                found["pages_before_ms"][page] / 1000,
+                "s",
+                "the same page before gc",
+                better="lower",
+            )
+        )
+    return rows
+
+
 def store_rows(rates: dict[str, dict[int, float]]) -> list[Row]:
     """The store path as rows of the one table: seconds per run against the goal rate's
     (ratio = runs/s ÷ 500); the goal applies to PostgreSQL at 8 threads."""
@@ -770,6 +822,11 @@ def main() -> None:
     parser.add_argument("--store-runs", type=int, help="Runs per store-path sample.")
     parser.add_argument("--store-repeat", type=int, help="Samples per store-path row (default 3).")
     parser.add_argument(
+        "--gc-runs",
+        type=int,
+        help="Runs in the gc group's store (default 100,000; quick 20,000).",
+    )
+    parser.add_argument(
         "--only",
         help=f"Comma-separated groups to run ({', '.join(GROUPS)}); writes "
         "results/bench-<groups>.json and no chart.",
@@ -812,6 +869,8 @@ def main() -> None:
             rows.append(cli_row(repeat))
         if "junit" in only:
             rows.append(junit_row(20_000 if quick else 100_000, repeat))
+        if "gc" in only:
+            rows += gc_rows(args.gc_runs or (20_000 if quick else 100_000), None)
         if "store" in only:
             samples = store_rates(base, db_url, store_runs, threads, store_repeat)
             rates = median_rates(samples)

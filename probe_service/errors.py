@@ -40,7 +40,9 @@ against the classes, so it cannot go stale)::
     │   ├── NotPermitted                   not_permitted: the clearing rules refuse this actor
     │   └── Conflict                       conflict: contradicts stored, immutable state
     │       ├── TurnConflict                   turn_conflict: the turn already ended
-    │       └── LeaseHeld                      lease_held: another owner leases the workspace
+    │       ├── LeaseHeld                      lease_held: another owner leases the workspace
+    │       ├── CursorExpired                  cursor_expired: events below the gc floor are gone
+    │       └── GcLocked                       gc_locked: another gc holds the store's gc lock
     ├── OSFailure                          os_error: the CLI's form of an OSError
     ├── UnstableWorkingTree                unstable_working_tree: capture again later
     ├── InfrastructureError                infrastructure: retry later
@@ -83,7 +85,9 @@ __all__ = [
     "BrokerUnavailable",
     "BundleInvalid",
     "Conflict",
+    "CursorExpired",
     "EvidenceMismatch",
+    "GcLocked",
     "InfrastructureError",
     "InternalError",
     "InvalidClaim",
@@ -280,6 +284,21 @@ class LeaseHeld(Conflict):
     """The workspace is leased by another owner (the message names it and the expiry)."""
 
     code = "lease_held"
+
+
+class CursorExpired(Conflict):
+    """An events cursor lies below the floor ``gc`` compacted the log to: the events it
+    would resume after are gone, and the reader is told so rather than skipped forward
+    (docs/ARCHITECTURE.md, "Retention and gc")."""
+
+    code = "cursor_expired"
+
+
+class GcLocked(Conflict):
+    """Another ``gc`` holds the store's gc lock; the message names its holder. Nothing
+    was removed."""
+
+    code = "gc_locked"
 
 
 class OSFailure(ProbeServiceError):

@@ -31,3 +31,7 @@ CREATE POLICY probe_agent_clears_by_evidence ON obligation_resolutions AS RESTRI
     FOR INSERT TO :"agent" WITH CHECK (resolution IN ('rechecked', 'current_again'));
 -- Withdrawal and supersession are a person's too.
 REVOKE INSERT, UPDATE, DELETE ON claim_tombstones, claim_supersessions FROM :"agent";
+-- gc is an administrator's (docs/ARCHITECTURE.md, "Retention and gc"): the agent may not
+-- open a gc batch, forge a tombstone (an events floor would expire readers' cursors) or
+-- name itself the gc lock's holder.
+REVOKE INSERT, UPDATE, DELETE ON gc_token, gc_tombstones, gc_lock FROM :"agent";

@@ -13,6 +13,7 @@ obligations: an imported resolution closes nothing here.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -210,7 +211,8 @@ def _write(
     new = planned.rows
     compressor = zstandard.ZstdCompressor(level=3)
     _insert(conn, blobs, [
-        {"digest": d, "size": len(bundle.blobs[d]), "data": compressor.compress(bundle.blobs[d])}
+        {"digest": d, "size": len(bundle.blobs[d]), "data": compressor.compress(bundle.blobs[d]),
+         "touched_ms": time.time_ns() // 1_000_000}
         for d in new.get("blob", [])
     ])  # fmt: skip
     _insert(conn, snapshots, [_snapshot_row(bundle, s, now) for s in new.get("snapshot", [])])

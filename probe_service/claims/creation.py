@@ -17,9 +17,12 @@ from sqlalchemy import Connection, insert, select
 
 from ..errors import Conflict, EvidenceMismatch, InvalidClaim, NotFound
 from ..plans import load_plan
+from ..plans.tables import receipts
 from ..policies.clearing import ClearingRule
 from ..principals import current_actor
 from ..store import Store, append_event, utc_now
+from ..store.referents import gc_removed, hold_referents
+from ..store.schema import snapshots
 from .audit import append_audit
 from .baselines import boundary_key, compute_baseline, compute_span
 from .callers import PYTHON_CALLER, Caller, snapshots_for
@@ -347,6 +350,23 @@ def _admit(conn: Connection, record: ClaimRecord, allow_tombstoned: bool) -> Cla
     return record.model_copy(update={"flagged": "tombstone"})
 
 
+def _hold_evidence(conn: Connection, record: ClaimRecord) -> None:
+    """Hold the claim's snapshot and receipts until this transaction commits, and refuse
+    the claim when gc removed one after it was read (docs/ARCHITECTURE.md, "Retention and
+    gc"). A store gc never removed that kind from cannot have lost one that way, and the
+    lookup the claim was built with stays the authority there.
+
+    Raises NotFound naming the object.
+    """
+    held = hold_referents(conn, snapshots.c.snapshot_id, [record.snapshot_id])
+    if not held and gc_removed(conn, "snapshots"):
+        raise NotFound(f"snapshot_id: snapshot {record.snapshot_id} is no longer stored (gc)")
+    cited = {e.receipt for e in record.evidence if e.receipt is not None}
+    missing = cited - hold_referents(conn, receipts.c.receipt_sha256, cited)
+    if missing and gc_removed(conn, "receipts"):
+        raise NotFound(f"evidence: receipt {sorted(missing)[0]} is no longer stored (gc)")
+
+
 def _write(
     conn: Connection,
     record: ClaimRecord,
@@ -358,6 +378,7 @@ def _write(
     """Admit ``record`` (``_admit``), insert it, audit it and announce it; the admitted
     record (flagged when it overrides a tombstone)."""
     record = _admit(conn, record, allow_tombstoned)
+    _hold_evidence(conn, record)
     insert_claim(conn, record)
     append_audit(
         conn,

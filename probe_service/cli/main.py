@@ -53,6 +53,12 @@ COMMANDS: dict[str, LazyCommand] = {
     "bundle": LazyCommand("bundle", "app", "Export, verify and import evidence bundles."),
     "toolchain": LazyCommand("toolchain", "app", "Build and digest toolchains (administrator)."),
     "store": LazyCommand("store", "app", "The store itself: migrations."),
+    "gc": LazyCommand(
+        "gc",
+        "gc",
+        "Remove runs, receipts, envelopes, plans, snapshots, blobs and events past the "
+        "policy file's retention that no floor keeps, in audited batches (administrator).",
+    ),
     "ts": LazyCommand("ts", "app", "TypeScript compiler boundaries of stored snapshots."),
     "plan": LazyCommand("plans", "plan_app", "Create and show immutable probe plans."),
     "receipt": LazyCommand("plans", "receipt_app", "Show, export and verify probe receipts."),

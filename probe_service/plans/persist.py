@@ -12,6 +12,8 @@ from sqlalchemy import Column, Connection, Table, select
 from ..canonical import canonical_json
 from ..errors import Conflict, NotFound, ReceiptInvalid
 from ..store import Store, append_event, insert_on_conflict, utc_now
+from ..store.referents import gc_removed, hold_referents
+from ..store.schema import snapshots
 from .confirm import may_answer_later_runs
 from .models import Plan, parse_plan, plan_id_of
 from .receipt_model import Committed, Receipt, parse_receipt_json
@@ -51,11 +53,17 @@ def save_plan(store: Store, plan: Plan) -> tuple[str, bool]:
     """Persist ``plan`` insert-only; return ``(plan_id, created)``.
 
     The same content always yields the same id; an id can never name other content.
-    Raises Conflict if a stored row under this id holds different bytes.
+    Raises Conflict if a stored row under this id holds different bytes, NotFound when gc
+    removed the plan's snapshot.
     """
     row = plan_row(plan)
     plan_id, body = row["plan_id"], row["body"]
     with store.transaction() as conn:
+        # docs/ARCHITECTURE.md, "Retention and gc": hold the snapshot against a concurrent
+        # gc; a store gc never removed a snapshot from keeps accepting any id, as before.
+        held = hold_referents(conn, snapshots.c.snapshot_id, [plan.snapshot_id])
+        if not held and gc_removed(conn, "snapshots"):
+            raise NotFound(f"snapshot_id: snapshot {plan.snapshot_id} is no longer stored (gc)")
         insert = insert_on_conflict(conn, plans).values(**row)
         # RETURNING, not rowcount: psycopg under SQLAlchemy reports -1 for this statement.
         stmt = insert.on_conflict_do_nothing(index_elements=["plan_id"]).returning(plans.c.plan_id)

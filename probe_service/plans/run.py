@@ -75,6 +75,7 @@ from .reuse import (
 )
 from .signing import UNSIGNED, SigningKey, sign_receipt
 from .summary import ReceiptSummary, summarize_receipt
+from .warm import default_snapshot_cache
 
 __all__ = [
     "RUNNER_GENERATED",
@@ -241,6 +242,10 @@ def probe_run(
             f"policy: {policy_id!r} does not equal the plan's policy_id {plan.policy_id!r}"
         )
     policy = find_policy(policy_file, policy_id)
+    if policy_file.retention is not None and policy_file.retention.warm_cache_bytes:
+        # docs/ARCHITECTURE.md, "Retention and gc": the store's retention bounds the
+        # worker's warm cache too (least recently used first, "Warm snapshots").
+        default_snapshot_cache().max_bytes = policy_file.retention.warm_cache_bytes
     run_id = run_id or uuid.uuid4().hex
     context = _RunContext(
         plan_id, plan, policy, run_id, worker or socket.gethostname(), signing_key

@@ -41,6 +41,7 @@ from ..principals import Kind
 from ..search_paths import unsafe_search_path
 from .clearing import ClearingRule, check_rules
 from .postures import TurnPosture
+from .retention import Retention
 
 __all__ = [
     "DEFAULT_ALLOWED_PORTS",
@@ -414,6 +415,12 @@ class PolicyFile(BaseModel):
         description="Per scope, who may accept a risk, supersede or withdraw, and who "
         "reviews (schema 3); a scope without a rule keeps the single-user workflow.",
     )
+    #: How long the store keeps runs, receipts, envelopes, plans, snapshots, blobs and
+    #: events (schema 3; docs/ARCHITECTURE.md, "Retention and gc"). Per store, so a
+    #: file-level key: in no policy's body, so no policy digest changes.
+    retention: Retention | None = Field(
+        None, description="What byte-probe gc may remove, and after how long (schema 3)."
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -442,6 +449,8 @@ class PolicyFile(BaseModel):
         for key in ("turn_postures", "principals", "clearing"):
             if self.schema_version < 3 and getattr(self, key):
                 raise ValueError(f"{key} needs schema 3")
+        if self.schema_version < 3 and self.retention is not None:
+            raise ValueError("retention needs schema 3")
         check_rules(self.clearing, self.principals)
         for version, keys in ((2, SCHEMA_2_KEYS), (3, SCHEMA_3_KEYS)):
             if self.schema_version >= version:

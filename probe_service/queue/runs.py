@@ -14,7 +14,10 @@ from typing import Any
 
 from sqlalchemy import Connection, Update, and_, delete, exists, func, insert, or_, select, update
 
+from ..errors import NotFound
+from ..plans.tables import receipts
 from ..store import Store
+from ..store.referents import gc_removed, hold_referents
 from .tables import DEFAULT_NAMESPACE, pending_confirmations, runs
 
 __all__ = [
@@ -241,7 +244,17 @@ def finish_run_in(
 
     A refutation the run was waiting to confirm goes with it (docs/ARCHITECTURE.md,
     "Confirming a refutation"): whatever finished the run, nothing is left to confirm.
+    Raises NotFound when the run reused a receipt gc removed after the reuse lookup read
+    it (docs/ARCHITECTURE.md, "Retention and gc"): the run stays unfinished, and its next
+    attempt misses and executes.
     """
+    if (
+        reused
+        and receipt_sha256 is not None
+        and not hold_referents(conn, receipts.c.receipt_sha256, [receipt_sha256])
+        and gc_removed(conn, "receipts")
+    ):
+        raise NotFound(f"run {run_id}: reused receipt {receipt_sha256} is no longer stored (gc)")
     finished = (
         conn.execute(
             update(runs)

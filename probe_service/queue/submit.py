@@ -25,6 +25,7 @@ from ..plans.persist import insert_plans, plan_row
 from ..plans.tables import plans
 from ..settings import NAMESPACE_ENV
 from ..store import Store, append_event
+from ..store.referents import hold_referents
 from ..store.schema import snapshots
 from .runs import batch_counts, new_run_rows
 from .tables import runs
@@ -199,24 +200,23 @@ def persist_runs_in(
 
 def _require_known(conn: Connection, chunk: Sequence[Plan | str]) -> dict[str, str]:
     """Every referenced plan id and snapshot must already be stored; raises InvalidPlan.
-    Returns each referenced plan id's policy id (its stored plan's)."""
+    Returns each referenced plan id's policy id (its stored plan's). Both are held until
+    the batch commits, so a concurrent gc keeps them or the batch is refused
+    (docs/ARCHITECTURE.md, "Retention and gc")."""
     by_id = [item for item in chunk if isinstance(item, str)]
     known: dict[str, str] = {}
     if by_id:
-        stored = conn.execute(
-            select(plans.c.plan_id, plans.c.body).where(plans.c.plan_id.in_(by_id))
-        )
+        query = select(plans.c.plan_id, plans.c.body).where(plans.c.plan_id.in_(by_id))
+        if conn.dialect.name == "postgresql":
+            query = query.with_for_update(read=True, key_share=True)
+        stored = conn.execute(query)
         known = {plan_id: str(json.loads(body)["policy_id"]) for plan_id, body in stored}
         missing = [p for p in by_id if p not in known]
         if missing:
             raise InvalidPlan(f"plan {missing[0]}: not stored ({len(missing)} unknown plan ids)")
     wanted = {item.snapshot_id for item in chunk if isinstance(item, Plan)}
     if wanted:
-        found = set(
-            conn.execute(
-                select(snapshots.c.snapshot_id).where(snapshots.c.snapshot_id.in_(wanted))
-            ).scalars()
-        )
+        found = hold_referents(conn, snapshots.c.snapshot_id, wanted)
         if wanted - found:
             raise InvalidPlan(f"snapshot_id: {sorted(wanted - found)[0]} is not stored")
     return known

@@ -25,6 +25,7 @@ from probe_service.queue.farm import FarmStats
 from probe_service.queue.listing import RunPage
 from probe_service.queue.status import RunStatus
 from probe_service.queue.submit import SubmitResult
+from probe_service.retention.collect import GcReport
 from probe_service.service.rows.admin import KeyCreated, PolicyChecked, PolicyList
 from probe_service.service.rows.claims import ClaimChecks, KnowledgeHits, Obligations, Reviews
 from probe_service.service.rows.events import Events
@@ -747,3 +748,14 @@ class OperationMethods:
         """Release the workspace lease a turn took with dispatch_check (turn_end releases it too).
         Releasing twice is harmless (released false). Refuses a workspace another turn leases
         (lease_held): only its own turn releases a lease."""
+
+    def store_gc(
+        self,
+        *,
+        dry_run: bool = ...,
+    ) -> GcReport:
+        """Remove every run, receipt, envelope, plan, snapshot, blob and event older than the
+        policy file's retention that no floor keeps (a live claim, an open obligation, the
+        newest receipt of an action key in use), in batches that each record a tombstone; with
+        dry_run, count them per kind. Administrators only. Refuses a policy file without
+        retention, a store a newer engine wrote, and a second gc while one runs (gc_locked)."""

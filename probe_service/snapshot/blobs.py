@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable, Iterator
 
 import zstandard
@@ -13,18 +14,31 @@ from ..errors import NotFound, UnsafePath
 from ..store import Store, insert_on_conflict
 from ..store.schema import blobs
 
-__all__ = ["decompress_blob", "fetch_compressed", "insert_blobs", "read_blob"]
+__all__ = ["TOUCH_MS", "decompress_blob", "fetch_compressed", "insert_blobs", "read_blob"]
+
+#: A blob stored again within this long of its last touch is not touched again: the
+#: touch rewrites the row, and once per interval is enough for gc's grace period (its
+#: floor, MIN_GRACE_MINUTES, is three intervals).
+TOUCH_MS = 10 * 60 * 1000
 
 #: Digests fetched per query while materializing.
 FETCH_BATCH = 256
 
 
 def insert_blobs(conn: Connection, rows: list[dict[str, object]]) -> None:
-    """Insert ``{digest, size, data}`` rows, ignoring digests already stored."""
+    """Insert ``{digest, size, data}`` rows; a digest already stored is not written again,
+    only touched (docs/ARCHITECTURE.md, "Retention and gc": a writer that deduplicates
+    against a stored blob makes it young again, so gc's grace period covers its capture)."""
     if not rows:
         return
-    stmt = insert_on_conflict(conn, blobs).on_conflict_do_nothing(index_elements=["digest"])
-    conn.execute(stmt, rows)
+    now = time.time_ns() // 1_000_000
+    stmt = insert_on_conflict(conn, blobs)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["digest"],
+        set_={"touched_ms": stmt.excluded.touched_ms},
+        where=blobs.c.touched_ms.is_(None) | (blobs.c.touched_ms < now - TOUCH_MS),
+    )
+    conn.execute(stmt, [{**row, "touched_ms": now} for row in rows])
 
 
 _local = threading.local()

@@ -15,6 +15,7 @@ as the insert itself.
 from __future__ import annotations
 
 import sqlite3
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import Any
@@ -24,15 +25,20 @@ from sqlalchemy import Connection
 from ..errors import StoreUnavailable
 from ..store import Store
 from ..store.engine import map_store_errors
-from .blobs import insert_blobs
+from .blobs import TOUCH_MS, insert_blobs
 
 __all__ = ["BlobWriter"]
 
 #: SQLite's default ``wal_autocheckpoint`` (pages), restored before the connection is
 #: handed back to the pool so no other writer inherits the setting.
 _SQLITE_AUTOCHECKPOINT = 1000
-#: ``insert_blobs`` as SQLite's driver takes it (a digest already stored is skipped).
-_SQLITE_INSERT = "INSERT INTO blobs (digest, size, data) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
+#: ``insert_blobs`` as SQLite's driver takes it (a digest already stored is only touched).
+#: TOUCH_MS is this package's constant: no input reaches the statement.
+_SQLITE_INSERT = (
+    "INSERT INTO blobs (digest, size, data, touched_ms) VALUES (?, ?, ?, ?) "  # noqa: S608
+    "ON CONFLICT (digest) DO UPDATE SET touched_ms = excluded.touched_ms "
+    f"WHERE blobs.touched_ms IS NULL OR blobs.touched_ms < excluded.touched_ms - {TOUCH_MS}"
+)
 
 
 class BlobWriter:
@@ -107,7 +113,8 @@ def _pragma(conn: Connection, sql: str) -> None:
 
 
 def _raw_executemany(driver_connection: Any, rows: list[tuple[str, int, bytes]]) -> None:
-    driver_connection.executemany(_SQLITE_INSERT, rows)
+    now = time.time_ns() // 1_000_000
+    driver_connection.executemany(_SQLITE_INSERT, [(*row, now) for row in rows])
 
 
 def _raw_pragma(driver_connection: Any, sql: str) -> None:

@@ -14,14 +14,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Connection, Table, func, insert, select, text
 
-from ..errors import LimitExceeded
-from .schema import event_outbox, events
+from ..errors import CursorExpired, LimitExceeded
+from .schema import event_outbox, events, gc_tombstones
 
 __all__ = [
     "MAX_EVENTS_PAGE",
     "Event",
     "append_event",
     "append_events",
+    "event_floor",
     "newest_cursor",
     "publish_events",
     "read_events",
@@ -143,13 +144,30 @@ def newest_cursor(conn: Connection) -> int:
     return int(conn.execute(select(func.max(events.c.cursor))).scalar() or 0)
 
 
+def event_floor(conn: Connection) -> int:
+    """The highest cursor ``gc`` removed (0 when it removed none): every event at or
+    below it is gone (docs/ARCHITECTURE.md, "Retention and gc")."""
+    found = conn.execute(
+        select(func.max(gc_tombstones.c.floor)).where(gc_tombstones.c.kind == "events")
+    ).scalar()
+    return int(found or 0)
+
+
 def read_events(conn: Connection, after: int, limit: int) -> list[Event]:
     """Return up to ``limit`` events with a cursor greater than ``after``, oldest first.
 
-    Raises LimitExceeded when ``limit`` is not between 1 and MAX_EVENTS_PAGE.
+    Raises LimitExceeded when ``limit`` is not between 1 and MAX_EVENTS_PAGE,
+    CursorExpired when gc removed events after ``after``: a reader is told, never
+    skipped forward past events it did not see.
     """
     if not 1 <= limit <= MAX_EVENTS_PAGE:
         raise LimitExceeded(f"limit: {limit} is outside 1..{MAX_EVENTS_PAGE}")
+    floor = event_floor(conn)
+    if after < floor:
+        raise CursorExpired(
+            f"after: cursor {after} is below the event floor {floor} (gc removed events "
+            f"up to {floor}); resume after {floor}, knowing the events between are gone"
+        )
     publish_events(conn)
     rows = conn.execute(
         select(events).where(events.c.cursor > after).order_by(events.c.cursor).limit(limit)

@@ -22,6 +22,9 @@ __all__ = [
     "event_consumers",
     "event_outbox",
     "events",
+    "gc_lock",
+    "gc_token",
+    "gc_tombstones",
     "metadata",
     "snapshots",
     "stat_packs",
@@ -38,6 +41,10 @@ blobs = Table(
     Column("digest", String(64), primary_key=True),
     Column("size", BigInteger, nullable=False),
     Column("data", LargeBinary, nullable=False),
+    #: When a writer last stored the blob or found it stored (ms since the epoch; NULL:
+    #: before ``0016_gc``). gc's grace period counts from here (docs/ARCHITECTURE.md,
+    #: "Retention and gc", touches).
+    Column("touched_ms", BigInteger, nullable=True),
 )
 
 snapshots = Table(
@@ -92,4 +99,37 @@ event_consumers = Table(
     Column("consumer", String(128), primary_key=True),
     Column("cursor", BigInteger, nullable=False),
     Column("acknowledged_at", String(32), nullable=False),
+)
+
+#: One row per gc batch, in the batch's transaction (migration ``0016_gc``; insert-only).
+#: ``floor`` is, for an events batch, the highest cursor it removed: a reader resuming
+#: below the highest floor is told ``cursor_expired`` (docs/ARCHITECTURE.md, "Retention
+#: and gc").
+gc_tombstones = Table(
+    "gc_tombstones",
+    metadata,
+    Column("batch_id", CursorInt, primary_key=True, autoincrement=True),
+    Column("at", String(32), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("removed", Integer, nullable=False),
+    Column("logical_bytes", BigInteger, nullable=False),
+    Column("stored_bytes", BigInteger, nullable=False),
+    Column("ids_sha256", String(64), nullable=False),
+    Column("policy_digest", String(64), nullable=False),
+    Column("ran_by", String(255), nullable=False),
+    Column("floor", BigInteger, nullable=True),
+    sqlite_autoincrement=True,
+)
+
+#: Visible only inside a gc batch's own transaction; the append-only triggers let a
+#: DELETE through only while a row is visible.
+gc_token = Table("gc_token", metadata, Column("holder", String(255), primary_key=True))
+
+#: Who holds (or last held) the gc lock, so a refused second gc can name it.
+gc_lock = Table(
+    "gc_lock",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("holder", String(255), nullable=False),
+    Column("since", String(32), nullable=False),
 )

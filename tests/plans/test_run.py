@@ -450,3 +450,20 @@ class TestCleanup:
         plan_id = make_plan(interventions=[{"path": "data.txt/x", "content": "x"}])
         assert run(plan_id).reason == "overlay_failed"
         assert os.listdir(fresh_tmpdir) == []
+
+
+def test_retention_bounds_the_warm_cache(
+    stub_run: Runner, make_plan: PlanMaker, write_policy: PolicyWriter
+) -> None:
+    """A policy file's retention.warm_cache_bytes is the bound of the worker's warm cache
+    (least recently used first) from its next run on."""
+    from probe_service.plans.warm import DEFAULT_CACHE_BYTES, default_snapshot_cache
+
+    path = write_policy()
+    document = json.loads(path.read_text())
+    bound = 32 << 20
+    document.update(schema=3, retention={"runs_days": 30, "warm_cache_bytes": bound})
+    path.write_text(json.dumps(document))
+    assert default_snapshot_cache().max_bytes == DEFAULT_CACHE_BYTES
+    stub_run(make_plan())
+    assert default_snapshot_cache().max_bytes == bound

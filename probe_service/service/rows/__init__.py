@@ -74,4 +74,5 @@ INDEX: dict[str, str] = {
     "turn_current": "turns",
     "lease_renew": "turns",
     "lease_release": "turns",
+    "store_gc": "gc",
 }
