@@ -94,7 +94,7 @@ def scenario(face: Driver, repo: Path) -> list[tuple[str, Any]]:
 
 _TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
 _VOLATILE = re.compile(
-    r"(elapsed|wall_|_at$|^at$|created|duration|timing|_ms$|_us$|_s$|worker|run_id)"
+    r"(elapsed|wall_|_at$|^at$|created|duration|timing|_ms$|_us$|_s$|worker|run_id|memory_peak)"
 )
 
 
