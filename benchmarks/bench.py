@@ -8,6 +8,13 @@ and benchmarks/results/bench.png. Needs root (probes run as slot uids), PostgreS
     PYTHONPATH=$PWD python benchmarks/bench.py            # full (~10,000-file trees)
     PYTHONPATH=$PWD python benchmarks/bench.py --quick    # smaller N, a couple of minutes
     PYTHONPATH=$PWD python benchmarks/bench.py --only snapshot,claims   # some rows only
+    PYTHONPATH=$PWD python benchmarks/bench.py --only bulk,queue --queued 1000  # issue size
+
+The ``bulk`` and ``queue`` groups also measure the one-launch ceiling (the runtime's own
+argv for a run, launched directly: ``where_bench.py``). ``queue`` queues ``--queued``
+trivial probes at once (200 by default, 50 with ``--quick``; the issue's figure is 1,000),
+then submits ``--arrival-rate`` probes/s (10) for ``--steady-seconds`` (20), and prints the
+per-phase medians and the CPU per probe.
 """
 
 from __future__ import annotations
@@ -876,9 +883,10 @@ def draw_chart(
             (("queued", figures.phases), ("steady", figures.steady_phases))
         ):
             bottom = 0.0
-            for name in where_bench.PHASE_NAMES:
+            for i, name in enumerate(where_bench.PHASE_NAMES):
                 value = medians.get(name, 0.0)
-                phases.bar(x, value, bottom=bottom, label=name if x == 0 else None)
+                label = name if x == 0 else None
+                phases.bar(x, value, bottom=bottom, label=label, color=f"C{i}")
                 bottom += value
         phases.set_xticks([0, 1], [f"{figures.probes} queued", f"{figures.steady_rate:g}/s"])
         phases.set_ylabel("median ms per run")
