@@ -8,6 +8,13 @@ and benchmarks/results/bench.png. Needs root (probes run as slot uids), PostgreS
     PYTHONPATH=$PWD python benchmarks/bench.py            # full (~10,000-file trees)
     PYTHONPATH=$PWD python benchmarks/bench.py --quick    # smaller N, a couple of minutes
     PYTHONPATH=$PWD python benchmarks/bench.py --only snapshot,claims   # some rows only
+    PYTHONPATH=$PWD python benchmarks/bench.py --only bulk,queue --queued 1000  # issue size
+
+The ``bulk`` and ``queue`` groups also measure the one-launch ceiling (the runtime's own
+argv for a run, launched directly: ``where_bench.py``). ``queue`` queues ``--queued``
+trivial probes at once (200 by default, 50 with ``--quick``; the issue's figure is 1,000),
+then submits ``--arrival-rate`` probes/s (10) for ``--steady-seconds`` (20), and prints the
+per-phase medians and the CPU per probe.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import claims_bench
 import gc_bench
 import queue_bench
 import turns_bench
+import where_bench
 from standin import patched_sandbox
 
 from probe_service.claims import change_analyze
@@ -62,6 +70,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 GROUPS = (
     "overhead",
     "bulk",
+    "queue",
     "snapshot",
     "gitref",
     "claims",
@@ -106,6 +115,8 @@ class Row:
     #: "lower" for overhead (ours/baseline), else baseline/ours.
     better: str = "higher"
     goal: float | None = None
+    #: A goal on ``ours`` itself (an absolute bound in ``unit``), where the issue states one.
+    goal_ours: float | None = None
 
     @property
     def ratio(self) -> float:
@@ -115,6 +126,8 @@ class Row:
 
     @property
     def met(self) -> str:
+        if self.goal_ours is not None:
+            return "yes" if self.ours <= self.goal_ours else "NO"
         if self.goal is None:
             return ""
         ok = self.ratio <= self.goal if self.better == "lower" else self.ratio >= self.goal
@@ -240,9 +253,16 @@ def write_policy(directory: Path) -> Path:
 
 
 def bulk_rows(
-    runtime: SandboxRuntime, base: Path, probes: int, db_url: str, redis_url: str
+    runtime: SandboxRuntime,
+    base: Path,
+    probes: int,
+    db_url: str,
+    redis_url: str,
+    one_launch: where_bench.Ceiling,
 ) -> list[Row]:
-    """Trivial probes embedded (two lanes) and through Redis (two worker processes)."""
+    """Trivial probes embedded (two lanes) and through Redis (two worker processes), against
+    two bare bubblewrap launches per probe and against one launch per probe of the
+    runtime's own sandbox (``where_bench.one_launch_ceiling``, the same number of probes)."""
     root = base / "bulk"
     (root / "src").mkdir(parents=True)
     (root / "src" / "hello.txt").write_text("hello\n")
@@ -287,9 +307,72 @@ def bulk_rows(
             store.close()
     queue_bench.drop_namespace(redis_url, namespace)
     name = "2 bare bwrap launches/probe, 2 lanes"
+    runtime_name = "1 launch/probe of the runtime's argv"
     return [
         Row(f"bulk embedded, 2 lanes ({probes} probes)", embedded, ceiling, "s", name, goal=0.5),
         Row(f"bulk Redis, 2 worker processes ({probes})", redis_s, ceiling, "s", name, goal=0.5),
+        Row(
+            f"one-launch ceiling, 2 lanes ({one_launch.launches})",
+            one_launch.seconds,
+            ceiling,
+            "s",
+            name,
+        ),
+        Row(
+            f"bulk embedded vs one-launch ceiling ({probes})",
+            embedded,
+            one_launch.seconds,
+            "s",
+            runtime_name,
+            goal=0.5,
+        ),
+        Row(
+            f"bulk Redis vs one-launch ceiling ({probes})",
+            redis_s,
+            one_launch.seconds,
+            "s",
+            runtime_name,
+            goal=0.5,
+        ),
+    ]
+
+
+#: The issue's goals for the queue: probes/s of the queued batch, p95 at a steady arrival.
+QUEUE_GOAL_PER_S = 25.0
+STEADY_GOAL_P95_S = 2.0
+
+
+def queue_rows(figures: where_bench.QueueFigures, one_launch: where_bench.Ceiling) -> list[Row]:
+    """The queued batch as seconds per probe against the one-launch ceiling's (ratio: the
+    share of the ceiling reached), and the steady arrival's latencies against one launch's
+    own wall time (ratio: ours / one launch, lower is better)."""
+    rate = figures.steady_rate
+    return [
+        Row(
+            f"queued {figures.probes}, Redis+PG ({figures.per_s:.1f}/s)",
+            figures.seconds / figures.probes,
+            one_launch.per_probe,
+            "s",
+            "one-launch ceiling, per probe",
+            goal_ours=1 / QUEUE_GOAL_PER_S,
+        ),
+        Row(
+            f"submit-to-receipt p50 at {rate:g}/s",
+            figures.p50,
+            one_launch.single_median,
+            "s",
+            "one launch of the runtime's argv",
+            "lower",
+        ),
+        Row(
+            f"submit-to-receipt p95 at {rate:g}/s",
+            figures.p95,
+            one_launch.single_median,
+            "s",
+            "one launch of the runtime's argv",
+            "lower",
+            goal_ours=STEADY_GOAL_P95_S,
+        ),
     ]
 
 
@@ -751,6 +834,25 @@ def machine() -> str:
     )
 
 
+def print_where(figures: where_bench.QueueFigures | None) -> None:
+    """The per-phase breakdown and the CPU per probe of the queued batch."""
+    if figures is None:
+        return
+    for title, phases in (
+        (f"queued {figures.probes}", figures.phases),
+        (f"steady {figures.steady_rate:g}/s", figures.steady_phases),
+    ):
+        cells = ", ".join(f"{name} {ms:.1f}" for name, ms in phases.items())
+        print(f"phases, median ms per run, {title}: {cells}")
+    per = 1000 / figures.probes
+    cpu = figures.cpu
+    print(
+        f"CPU ms per probe, queued {figures.probes}: our Python {cpu.python * per:.1f}, "
+        f"the launcher {cpu.launcher * per:.1f}, the launch processes {cpu.launches * per:.1f} "
+        f"(of {2 * figures.seconds * per:.1f} ms of the 2 cores' wall time per probe)"
+    )
+
+
 def print_table(rows: list[Row], rates: dict[str, dict[int, float]], note: str) -> None:
     print(f"\nmachine: {note}")
     print("ratio = baseline/ours (higher is better); overhead rows: ours/baseline (lower)")
@@ -765,6 +867,8 @@ def print_table(rows: list[Row], rates: dict[str, dict[int, float]], note: str) 
             if row.goal is None
             else (f"<={row.goal:.2f}" if row.better == "lower" else f">={row.goal:.2f}")
         )
+        if row.goal_ours is not None:
+            goal = f"<={row.goal_ours:.2f}s"
         print(
             f"{row.name:44} {row.ours:8.3f}s {row.baseline:8.3f}s {row.ratio:7.2f} "
             f"{goal:>7} {row.met:>3}  {row.baseline_name}"
@@ -782,13 +886,20 @@ def print_table(rows: list[Row], rates: dict[str, dict[int, float]], note: str) 
         )
 
 
-def draw_chart(rows: list[Row], rates: dict[str, dict[int, float]], target: Path) -> None:
+def draw_chart(
+    rows: list[Row],
+    rates: dict[str, dict[int, float]],
+    target: Path,
+    figures: where_bench.QueueFigures | None = None,
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(14, 6), gridspec_kw={"width_ratios": [3, 2]})
+    fig, (left, right, phases) = plt.subplots(
+        1, 3, figsize=(20, 6), gridspec_kw={"width_ratios": [3, 2, 2]}
+    )
     names = [r.name for r in rows][::-1]
     ratios = [r.ratio for r in rows][::-1]
     colors = [
@@ -809,6 +920,20 @@ def draw_chart(rows: list[Row], rates: dict[str, dict[int, float]], target: Path
     right.set_ylabel("runs/s (stand-in sandbox)")
     right.set_title("store path around the sandbox")
     right.legend()
+    if figures is not None:
+        for x, (_title, medians) in enumerate(
+            (("queued", figures.phases), ("steady", figures.steady_phases))
+        ):
+            bottom = 0.0
+            for i, name in enumerate(where_bench.PHASE_NAMES):
+                value = medians.get(name, 0.0)
+                label = name if x == 0 else None
+                phases.bar(x, value, bottom=bottom, label=label, color=f"C{i}")
+                bottom += value
+        phases.set_xticks([0, 1], [f"{figures.probes} queued", f"{figures.steady_rate:g}/s"])
+        phases.set_ylabel("median ms per run")
+        phases.set_title("where a run's time goes")
+        phases.legend()
     fig.tight_layout()
     fig.savefig(target, dpi=100)
 
@@ -819,6 +944,15 @@ def main() -> None:
     parser.add_argument("--probes", type=int, help="Trivial probes per bulk measurement.")
     parser.add_argument("--files", type=int, help="Files in the snapshot tree.")
     parser.add_argument("--repeat", type=int, help="Repeats per median (default 5, quick 3).")
+    parser.add_argument(
+        "--queued", type=int, help="Probes queued at once (default 200, quick 50; issue: 1000)."
+    )
+    parser.add_argument(
+        "--steady-seconds", type=float, help="Length of the steady arrival (default 20 s)."
+    )
+    parser.add_argument(
+        "--arrival-rate", type=float, default=10.0, help="Steady arrival, probes/s (10)."
+    )
     parser.add_argument("--store-runs", type=int, help="Runs per store-path sample.")
     parser.add_argument("--store-repeat", type=int, help="Samples per store-path row (default 3).")
     parser.add_argument(
@@ -841,6 +975,10 @@ def main() -> None:
     repeat = args.repeat or (3 if quick else 5)
     threads = [1, 2, 4, 8, 16]
     store_runs = args.store_runs or (200 if quick else 1000)
+    queued = args.queued or (50 if quick else 200)
+    steady_seconds = args.steady_seconds or (10.0 if quick else 20.0)
+    figures: where_bench.QueueFigures | None = None
+    one_launch: where_bench.Ceiling | None = None
     store_repeat = args.store_repeat or 3
     db_url = os.environ.get("PROBE_TEST_DATABASE_URL", queue_bench.DEFAULT_DB)
     redis_url = os.environ.get("PROBE_TEST_REDIS_URL", queue_bench.DEFAULT_REDIS)
@@ -851,12 +989,28 @@ def main() -> None:
     samples: dict[str, dict[int, list[float]]] = {}
     load_before = os.getloadavg()
     try:
-        if only & {"overhead", "bulk"}:
+        if only & {"overhead", "bulk", "queue"}:
             runtime = locate_runtime()
+        if only & {"bulk", "queue"}:
+            one_launch = where_bench.one_launch_ceiling(runtime, base, TRUE_POLICY, probes)
         if "overhead" in only:
             rows += overhead_rows(runtime, base, repeat * 2)
         if "bulk" in only:
-            rows += bulk_rows(runtime, base, probes, db_url, redis_url)
+            assert one_launch is not None
+            rows += bulk_rows(runtime, base, probes, db_url, redis_url, one_launch)
+        if "queue" in only:
+            assert one_launch is not None
+            figures = where_bench.queue_figures(
+                base / "queue",
+                db_url,
+                redis_url,
+                queued,
+                args.arrival_rate,
+                steady_seconds,
+                open_store,
+                snapshot_capture,
+            )
+            rows += queue_rows(figures, one_launch)
         if "snapshot" in only:
             rows += snapshot_rows(base, files, repeat)
         if "gitref" in only:
@@ -880,6 +1034,7 @@ def main() -> None:
     load = f"load average {load_before[0]:.2f} at the start, {os.getloadavg()[0]:.2f} at the end"
     note = f"{machine()}; {load}"
     print_table(rows, rates, note)
+    print_where(figures)
     RESULTS.mkdir(exist_ok=True)
     document = {
         "machine": note,
@@ -890,6 +1045,20 @@ def main() -> None:
             "repeat": repeat,
             "store_runs": store_runs,
             "store_repeat": store_repeat,
+            "queued": queued,
+            "steady_seconds": steady_seconds,
+            "arrival_rate": args.arrival_rate,
+        },
+        "one_launch_ceiling": None if one_launch is None else asdict(one_launch),
+        "queue": None
+        if figures is None
+        else {
+            **asdict(figures),
+            "per_s": figures.per_s,
+            "cpu_ms_per_probe": {
+                part: seconds * 1000 / figures.probes
+                for part, seconds in asdict(figures.cpu).items()
+            },
         },
         "rows": [{**asdict(r), "ratio": r.ratio, "met": r.met} for r in rows],
         "store_path_runs_per_s": rates,
@@ -901,7 +1070,7 @@ def main() -> None:
         print(f"wrote {partial}")
         return
     (RESULTS / "bench.json").write_text(json.dumps(document, indent=2) + "\n")
-    draw_chart(rows, rates, RESULTS / "bench.png")
+    draw_chart(rows, rates, RESULTS / "bench.png", figures)
     print(f"wrote {RESULTS / 'bench.json'} and {RESULTS / 'bench.png'}")
 
 
