@@ -37,8 +37,9 @@ test: setup
 	$(PY) -m pytest
 
 # The quick loop: everything but the tests marked `slow` (attacks, farms, state machines, crashes),
-# on two processes (pytest-xdist): every test owns its store, namespace, slot and run directory.
-QUICK_WORKERS ?= 2
+# on three processes (pytest-xdist; a third fills the cores while the others wait on runs and
+# subprocesses): every test owns its store, namespace, slot and run directory.
+QUICK_WORKERS ?= 3
 quick: setup
 	$(PY) -m pytest -m "not slow" -n $(QUICK_WORKERS)
 
