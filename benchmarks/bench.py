@@ -285,13 +285,7 @@ def bulk_rows(
     with queue_bench.fresh_schema(db_url) as pg_url:
         store = open_store(root, pg_url)
         snapshot_id = snapshot_capture(store, root / "src").snapshot_id
-        env = {
-            **os.environ,
-            "PROBE_REDIS_URL": redis_url,
-            "PROBE_REDIS_NAMESPACE": namespace,
-            "PROBE_DATABASE_URL": pg_url,
-            "BYTE_PROBE_POLICY_FILE": str(policy),
-        }
+        env = queue_bench.farm_env(redis_url, namespace, pg_url, policy)
         queue = ProbeQueue(redis_url, namespace=namespace)
         farm, _ = queue_bench.start_workers(env, root)
         try:

@@ -47,6 +47,18 @@ DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 PROCESSES, THREADS = 2, None
 
 
+def farm_env(redis_url: str, namespace: str, pg_url: str, policy: Path) -> dict[str, str]:
+    """The environment the bench's worker processes start with: this one, pointed at the
+    bench's broker namespace, store schema and policy file."""
+    return {
+        **os.environ,
+        "PROBE_REDIS_URL": redis_url,
+        "PROBE_REDIS_NAMESPACE": namespace,
+        "PROBE_DATABASE_URL": pg_url,
+        "BYTE_PROBE_POLICY_FILE": str(policy),
+    }
+
+
 @contextmanager
 def fresh_schema(base_url: str) -> Iterator[str]:
     """A URL whose search_path is a new schema, dropped on exit."""
@@ -228,13 +240,7 @@ def main() -> None:
         (root / "src" / "hello.txt").write_text("hello\n")
         store = open_store(root, pg_url)
         snapshot_id = snapshot_capture(store, root / "src").snapshot_id
-        env = {
-            **os.environ,
-            "PROBE_REDIS_URL": redis_url,
-            "PROBE_REDIS_NAMESPACE": namespace,
-            "PROBE_DATABASE_URL": pg_url,
-            "BYTE_PROBE_POLICY_FILE": str(policy),
-        }
+        env = farm_env(redis_url, namespace, pg_url, policy)
         queue = ProbeQueue(redis_url, namespace=namespace)
         farm, _ = start_workers(env, root)
         try:
