@@ -10,17 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select
 
-import probe_service.claims.tables
-import probe_service.plans.tables
-import probe_service.queue.tables
-import probe_service.store.origins  # noqa: F401  (with the above: every table on the metadata)
 from probe_service.plans import Plan
 from probe_service.plans.signing import create_key_pair, read_public_key
 from probe_service.service import ProbeService
-from probe_service.store import Store
-from probe_service.store.schema import metadata
 
 from ..stubsandbox import Canned, StubSandbox
 
@@ -96,15 +89,6 @@ def claim_doc(snapshot_id: str, receipt: str) -> dict[str, object]:
             },
         ],
     }
-
-
-def row_counts(store: Store) -> dict[str, int]:
-    """Rows in every table of the store: what "nothing written" compares."""
-    with store.reading() as conn:
-        return {
-            name: conn.execute(select(func.count()).select_from(table)).scalar_one()
-            for name, table in metadata.tables.items()
-        }
 
 
 @pytest.fixture

@@ -16,7 +16,8 @@ from probe_service.canonical import canonical_json, sha256_hex
 from probe_service.errors import BundleInvalid, Conflict, LimitExceeded, ProbeServiceError
 from probe_service.service import ProbeService
 
-from .conftest import Source, row_counts
+from ..fuzz.strategies import row_counts
+from .conftest import Source
 
 Members = list[tuple[str, bytes]]
 

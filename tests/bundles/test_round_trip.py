@@ -10,7 +10,8 @@ import pytest
 from probe_service.errors import EvidenceMismatch
 from probe_service.service import ProbeService
 
-from .conftest import SCOPE, Source, row_counts
+from ..fuzz.strategies import row_counts
+from .conftest import SCOPE, Source
 
 BROKEN = "if items and not items[-1]:"
 

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from hypothesis import strategies as st
-from sqlalchemy import MetaData, func, select, table
+from sqlalchemy import func, inspect, literal, select, table, union_all
 
 from probe_service.store import Store
 
@@ -63,14 +63,22 @@ def mutated(draw: st.DrawFn, valid: dict[str, Any]) -> Any:
 
 
 def row_counts(store: Store) -> dict[str, int]:
-    """Rows in every table of ``store``: compared before and after a refused input."""
-    meta = MetaData()
+    """Rows in every table of ``store``: compared before and after a refused input.
+
+    Every table the database lists, counted in one statement (reflecting each table's
+    columns, as ``MetaData.reflect`` does, cost a third of a second per call).
+    """
     with store.reading() as conn:
-        meta.reflect(conn)
-        return {
-            name: int(conn.execute(select(func.count()).select_from(table(name))).scalar_one())
-            for name in sorted(meta.tables)
-        }
+        names = sorted(inspect(conn).get_table_names())
+        if not names:
+            return {}
+        counts = union_all(
+            *(
+                select(literal(i).label("k"), func.count().label("n")).select_from(table(name))
+                for i, name in enumerate(names)
+            )
+        )
+        return {names[k]: int(n) for k, n in conn.execute(counts)}
 
 
 class Tally:
