@@ -21,6 +21,7 @@ import shutil
 import stat
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -168,26 +169,47 @@ def _open_listed(parent_fd: int, entry: _Entry) -> tuple[str, int]:
     return rel, fd
 
 
-def _walk_below(root: str, top: tuple[str, int], found: list[_Entry]) -> None:
-    """Append every entry below the opened directory ``top`` to ``found``; closes it."""
-    pending = [top]
+def _list(root: str, rel: str, fd: int, found: list[_Entry]) -> Iterator[_Entry]:
+    """Append every entry of the opened directory ``rel`` to ``found``; return its
+    subdirectories' entries, to be opened while ``fd`` is."""
     try:
-        while pending:
-            rel, fd = pending[-1]
-            try:
-                with os.scandir(fd) as listing:
-                    for item in listing:
-                        child = f"{rel}/{item.name}"
-                        info = item.stat(follow_symlinks=False)
-                        found.append((child, f"{root}/{child}", info))
-                        if stat.S_ISDIR(info.st_mode):
-                            pending.append(_open_listed(fd, found[-1]))
-            except OSError as exc:
-                raise _unverified(f"{root}/{rel}", exc) from exc
-            pending.remove((rel, fd))
-            os.close(fd)
+        with os.scandir(fd) as listing:
+            entries = [
+                (
+                    f"{rel}/{item.name}",
+                    f"{root}/{rel}/{item.name}",
+                    item.stat(follow_symlinks=False),
+                )
+                for item in listing
+            ]
+    except OSError as exc:
+        raise _unverified(f"{root}/{rel}", exc) from exc
+    found.extend(entries)
+    return iter([entry for entry in entries if stat.S_ISDIR(entry[2].st_mode)])
+
+
+def _walk_below(root: str, top: tuple[str, int], found: list[_Entry]) -> None:
+    """Append every entry below the opened directory ``top`` to ``found``; closes it.
+
+    Iterative and depth-first, holding open only the descriptors of the directory being
+    listed and its ancestors (docs/ARCHITECTURE.md, "Host-side walks")."""
+    rel, fd = top
+    # A descriptor is on the stack before its directory is listed, so the finally closes
+    # it should the listing fail.
+    stack: list[tuple[int, Iterator[_Entry]]] = [(fd, iter(()))]
+    try:
+        stack[0] = (fd, _list(root, rel, fd, found))
+        while stack:
+            fd, subdirectories = stack[-1]
+            entry = next(subdirectories, None)
+            if entry is None:
+                os.close(stack.pop()[0])
+                continue
+            child, child_fd = _open_listed(fd, entry)
+            stack.append((child_fd, iter(())))
+            stack[-1] = (child_fd, _list(root, child, child_fd, found))
     finally:
-        for _, fd in pending:
+        for fd, _ in stack:
             os.close(fd)
 
 

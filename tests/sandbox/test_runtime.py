@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -272,3 +273,22 @@ def test_a_directory_swapped_while_listed_is_refused(
         runtime_module.runtime_tree_digest(copy)
     assert caught.value.reason == "sandbox_unverified"
     assert "replaced while listed" in str(caught.value)
+
+
+def test_a_wide_tree_is_walked_with_few_descriptors(tmp_path: Path) -> None:
+    """Three hundred sibling packages are walked under a descriptor limit barely above what
+    the process holds: only a directory and its ancestors are open at once, so a wide
+    ``node_modules`` never ends in ``EMFILE``, and nothing is left open after the walk."""
+    modules = tmp_path / "install" / "node_modules"
+    for index in range(300):
+        (modules / f"pkg{index:03}" / "lib").mkdir(parents=True)
+        (modules / f"pkg{index:03}" / "lib" / "index.js").write_text("")
+    held = len(os.listdir("/proc/self/fd"))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (held + 16, hard))
+    try:
+        _, prints = runtime_module.runtime_tree_digest(modules.parent, ())
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert len(prints) == 1 + 300 * 3
+    assert len(os.listdir("/proc/self/fd")) == held
