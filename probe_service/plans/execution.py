@@ -77,14 +77,11 @@ class RuntimeSandbox:
                 yield Execution(refused)
                 return
             scratch = workdir / "scratch"
-            # docs/ARCHITECTURE.md, "Pipelined worker": only the launch holds a lane; the
-            # materializing above and the judging after it overlap other runs' launches.
-            with launch_lane(request):
-                # docs/ARCHITECTURE.md, "Trust rules": host-wide tables full while it ran
-                # make a failure no evidence (``host_resource``).
-                tables = cleanup.enter_context(HostTableWatch())
-                result = self._launch(request, workdir, slot)
-                full_tables = tuple(tables.stop())
+            # docs/ARCHITECTURE.md, "Trust rules": host-wide tables full while it ran
+            # make a failure no evidence (``host_resource``).
+            tables = cleanup.enter_context(HostTableWatch())
+            result = self._launch(request, workdir, slot)
+            full_tables = tuple(tables.stop())
             # The oracle reads scratch as the run's namespace shows it.
             yield Execution(result, workdir, slot.view(scratch), full_tables)
 
@@ -105,6 +102,10 @@ class RuntimeSandbox:
             slot=slot,
             environment=request.environ,
             plan_environment=plan.environment,
+            # docs/ARCHITECTURE.md, "Pipelined worker": only each spawn holds a lane; the
+            # materializing before, the run's set-up and wraps, and the judging after it
+            # overlap other runs' launches.
+            lane=lambda: launch_lane(request),
         )
 
 

@@ -24,8 +24,8 @@ import shlex
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -341,26 +341,31 @@ def launch_canaried(
     expected_uid: int | None = None,
     timeout_seconds: float,
     budget: int,
+    hold: Callable[[], AbstractContextManager[object]] | None = None,
 ) -> Canaried:
     """Launch ``executable args`` through ``launch``, its instance's canary first; the
-    command starts only if the canary held (``gate`` opens then). Raises ``OSError``
+    command starts only if the canary held (``gate`` opens then). ``hold`` is entered
+    around the spawn only, after the command was wrapped (the caller's launch lane and its
+    last checks, docs/ARCHITECTURE.md, "Pipelined worker"). Raises ``OSError``
     (``LauncherUnavailable`` when the persistent launcher cannot wrap it)."""
     if launch.gate_path != gate.path:
         raise OSError("the launch's start gate is not the one the canary opens")
     with _open_channel(launch, allowed_roots) as channel:
         hook = _Verdict(channel, launch, expected_uid, gate)
         step = canary_step(channel.secret_path, channel.path, _readlink(), launch.nonce)
-        outcome = run_bounded(
-            launch.argv(executable, args, step),
-            env=launch.runtime_env,
-            cwd=launch.spawn_cwd,
-            timeout_seconds=timeout_seconds,
-            budget=budget,
-            skip_stdout_prefix=len(launch.nonce),
-            cgroup=cgroup,
-            start_marker=launch.nonce.encode("ascii"),
-            on_start=hook,
-        )
+        argv = launch.argv(executable, args, step)
+        with (hold or nullcontext)():
+            outcome = run_bounded(
+                argv,
+                env=launch.runtime_env,
+                cwd=launch.spawn_cwd,
+                timeout_seconds=timeout_seconds,
+                budget=budget,
+                skip_stdout_prefix=len(launch.nonce),
+                cgroup=cgroup,
+                start_marker=launch.nonce.encode("ascii"),
+                on_start=hook,
+            )
     return Canaried(outcome, _verdict(outcome, launch, hook), hook.seconds)
 
 

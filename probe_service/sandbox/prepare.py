@@ -10,7 +10,8 @@ its identity captured. A pin inside a toolchain is launched by its own path
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,6 +88,9 @@ class RunRequest:
     preflight: Sequence[Sequence[str]]
     #: Read-only allow-backs of the service's built-in profiles, never a plan's or policy's.
     extra_reads: tuple[Path, ...] = ()
+    #: Held around each spawn, once its command is wrapped: the caller's launch lane
+    #: (docs/ARCHITECTURE.md, "Pipelined worker"); None holds nothing.
+    lane: Callable[[], AbstractContextManager[object]] | None = None
 
 
 def canonical_dir(path: Path, what: str) -> Path:

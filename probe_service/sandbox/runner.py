@@ -14,8 +14,8 @@ import secrets
 import signal
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -391,9 +391,21 @@ def _run_commands(
     and ``LauncherUnavailable`` (the caller falls back to the CLI path)."""
     prepared, res, gate = run
     allowed = [prepared.paths.snapshot, prepared.paths.scratch, prepared.paths.runtime_tmp]
-    # Immediately before the first launch that may run a repository-chosen command.
-    _recheck_before_launch(prepared, request)
     phases["canary"] = 0.0
+    rechecked = False
+
+    @contextmanager
+    def hold() -> Iterator[None]:
+        # Each launch is wrapped first, then waits for the caller's lane: only the spawn
+        # holds one (docs/ARCHITECTURE.md, "Pipelined worker").
+        nonlocal rechecked
+        with (request.lane or nullcontext)():
+            if not rechecked:
+                # Immediately before the first launch that may run a repository-chosen
+                # command: after the wait for a lane, never before it.
+                _recheck_before_launch(prepared, request)
+                rechecked = True
+            yield
 
     def launch_one(command: Command) -> Bounded:
         canaried = launch_once(command)
@@ -419,6 +431,7 @@ def _run_commands(
             expected_uid=res.identity.uid,
             timeout_seconds=policy.timeout_seconds,
             budget=policy.max_output_bytes,
+            hold=hold,
         )
         phases["canary"] += canaried.canary_seconds
         return canaried
@@ -458,6 +471,7 @@ def run_sandboxed(
     extra_read_paths: Sequence[Path] = (),
     launchers: LauncherPool | None = None,
     slot: RunSlot | None = None,
+    lane: Callable[[], AbstractContextManager[object]] | None = None,
 ) -> SandboxResult:
     """Run ``executable args`` under ``policy`` in the sandbox; never raises for refusals.
 
@@ -477,7 +491,8 @@ def run_sandboxed(
     from ``launchers`` (the process's pool unless given) when one serves the run, else by
     the srt CLI. Everything runs in the run slot's private mount namespace: ``slot`` when
     the caller holds one (its snapshot and scratch mounts are in it), else one taken here
-    (docs/ARCHITECTURE.md, "Mount namespaces").
+    (docs/ARCHITECTURE.md, "Mount namespaces"). ``lane`` is entered around each spawn
+    alone, once its command is wrapped (the caller's launch lane: "Pipelined worker").
     """
     started = time.monotonic()
     phases: dict[str, float] = {}
@@ -496,6 +511,7 @@ def run_sandboxed(
             toolchains,
             preflight,
             tuple(extra_read_paths),
+            lane,
         )
         # Exactly the policy's toolchains, each resolved at its own root: a caller cannot
         # grant a tree the policy does not name (docs/ARCHITECTURE.md, "Toolchains").

@@ -21,6 +21,7 @@ import shutil
 import stat
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,8 +65,9 @@ _OWN_FILES = (NET_GUARD, LAUNCHER, BWRAP_GUARD)
 _EXCLUDED = frozenset({"node_modules/.package-lock.json"})
 # The runtime ships apply-seccomp for these machines (generate-seccomp-filter.js).
 _VENDOR_ARCH = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}
-#: One file of a verified install as it was verified: path, device, inode, size, mtime (ns).
-Fingerprint = tuple[str, int, int, int, int]
+#: One entry of a verified install as it was verified: relative path, file type, device,
+#: inode, then mode, size, mtime and ctime (ns) -- those four zero for a directory.
+Fingerprint = tuple[str, int, int, int, int, int, int, int]
 
 
 @dataclass(frozen=True)
@@ -109,25 +111,125 @@ def find_system_tool(name: str) -> Path | None:
     return None
 
 
-def _walk(install_dir: Path, own_files: tuple[str, ...] = _OWN_FILES) -> list[tuple[str, Path]]:
-    entries = [(name, install_dir / name) for name in own_files]
-    node_modules = install_dir / "node_modules"
-    for dirpath, dirnames, filenames in os.walk(node_modules):
-        dirnames.sort()
-        base = Path(dirpath)
-        for name in dirnames + filenames:
-            full = base / name
-            if full.is_symlink() or not full.is_dir():
-                entries.append((full.relative_to(install_dir).as_posix(), full))
-    entries.sort(key=lambda item: item[0].encode("utf-8"))
-    return [entry for entry in entries if entry[0] not in _EXCLUDED]
+def _unverified(full: str, exc: OSError) -> SandboxUnavailable:
+    return SandboxUnavailable(f"{full}: {exc.strerror}", reason="sandbox_unverified")
 
 
-def _lstat(full: Path) -> os.stat_result:
+#: A directory of the install is opened never through a link, and only as a directory.
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+#: One entry of an install as ``_walk`` found it: relative path, full path, its lstat.
+_Entry = tuple[str, str, os.stat_result]
+
+
+def _walk(install_dir: Path, own_files: tuple[str, ...] = _OWN_FILES) -> list[_Entry]:
+    """Our own files, ``node_modules`` and every entry under it, sorted by relative path.
+
+    Every entry is lstat'ed relative to its directory's descriptor as that directory is
+    listed, never followed: a link (also one to a directory) is an entry of its own, and
+    only real directories are opened (``O_NOFOLLOW``, and the opened one must be the one
+    listed). One listing per directory and one ``fstatat`` per entry, nothing more, for
+    this walk runs before every run (``verify_fingerprints``). A directory that cannot be
+    listed or an entry that vanishes raises ``SandboxUnavailable`` (``sandbox_unverified``).
+    """
+    root = os.fspath(install_dir)
     try:
-        return os.lstat(full)
+        root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
-        raise SandboxUnavailable(f"{full}: {exc.strerror}", reason="sandbox_unverified") from exc
+        raise _unverified(root, exc) from exc
+    found: list[_Entry] = []
+    try:
+        for name in (*own_files, "node_modules"):
+            found.append((name, f"{root}/{name}", _lstat_at(root_fd, name, f"{root}/{name}")))
+        if stat.S_ISDIR(found[-1][2].st_mode):
+            _walk_below(root, _open_listed(root_fd, found[-1]), found)
+    finally:
+        os.close(root_fd)
+    found.sort(key=lambda entry: entry[0].encode("utf-8", "surrogateescape"))
+    return [entry for entry in found if entry[0] not in _EXCLUDED]
+
+
+def _lstat_at(dir_fd: int, name: str, full: str) -> os.stat_result:
+    try:
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError as exc:
+        raise _unverified(full, exc) from exc
+
+
+def _open_listed(parent_fd: int, entry: _Entry) -> tuple[str, int]:
+    """Open the directory ``entry`` names, refusing anything but the very one lstat'ed."""
+    rel, full, info = entry
+    try:
+        fd = os.open(rel.rpartition("/")[2], _DIRECTORY, dir_fd=parent_fd)
+    except OSError as exc:
+        raise _unverified(full, exc) from exc
+    opened = os.fstat(fd)
+    if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
+        os.close(fd)
+        raise SandboxUnavailable(f"{full}: replaced while listed", reason="sandbox_unverified")
+    return rel, fd
+
+
+def _list(root: str, rel: str, fd: int, found: list[_Entry]) -> Iterator[_Entry]:
+    """Append every entry of the opened directory ``rel`` to ``found``; return its
+    subdirectories' entries, to be opened while ``fd`` is."""
+    try:
+        with os.scandir(fd) as listing:
+            entries = [
+                (
+                    f"{rel}/{item.name}",
+                    f"{root}/{rel}/{item.name}",
+                    item.stat(follow_symlinks=False),
+                )
+                for item in listing
+            ]
+    except OSError as exc:
+        raise _unverified(f"{root}/{rel}", exc) from exc
+    found.extend(entries)
+    return iter([entry for entry in entries if stat.S_ISDIR(entry[2].st_mode)])
+
+
+def _walk_below(root: str, top: tuple[str, int], found: list[_Entry]) -> None:
+    """Append every entry below the opened directory ``top`` to ``found``; closes it.
+
+    Iterative and depth-first, holding open only the descriptors of the directory being
+    listed and its ancestors (docs/ARCHITECTURE.md, "Host-side walks")."""
+    rel, fd = top
+    # A descriptor is on the stack before its directory is listed, so the finally closes
+    # it should the listing fail.
+    stack: list[tuple[int, Iterator[_Entry]]] = [(fd, iter(()))]
+    try:
+        stack[0] = (fd, _list(root, rel, fd, found))
+        while stack:
+            fd, subdirectories = stack[-1]
+            entry = next(subdirectories, None)
+            if entry is None:
+                os.close(stack.pop()[0])
+                continue
+            child, child_fd = _open_listed(fd, entry)
+            stack.append((child_fd, iter(())))
+            stack[-1] = (child_fd, _list(root, child, child_fd, found))
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
+
+
+def _fingerprint(rel: str, info: os.stat_result) -> Fingerprint:
+    """What ``verify_fingerprints`` compares of one entry (SECURITY.md, "The runtime
+    between runs"): a directory by its identity and type (its listing is compared, not its
+    times), every other entry by identity, type, mode, size, mtime and ctime."""
+    kind = stat.S_IFMT(info.st_mode)
+    if kind == stat.S_IFDIR:
+        return (rel, kind, info.st_dev, info.st_ino, 0, 0, 0, 0)
+    return (
+        rel,
+        kind,
+        info.st_dev,
+        info.st_ino,
+        info.st_mode,
+        info.st_size,
+        info.st_mtime_ns,
+        info.st_ctime_ns,
+    )
 
 
 def runtime_tree_digest(
@@ -142,17 +244,20 @@ def runtime_tree_digest(
     """
     digest = hashlib.sha256()
     prints: list[Fingerprint] = []
-    for rel, full in _walk(install_dir, own_files):
-        info = _lstat(full)
+    # Each entry's lstat is taken (by the walk) before its content is read, so a change
+    # after that either shows in the digest or moves the ctime ``verify_fingerprints`` sees.
+    for rel, full, info in _walk(install_dir, own_files):
+        prints.append(_fingerprint(rel, info))
+        if stat.S_ISDIR(info.st_mode):
+            continue
         if stat.S_ISLNK(info.st_mode):
             digest.update(b"link\0" + rel.encode() + b"\0" + os.readlink(full).encode() + b"\n")
         elif stat.S_ISREG(info.st_mode):
-            content = hashlib.sha256(full.read_bytes()).hexdigest()
+            content = hashlib.sha256(Path(full).read_bytes()).hexdigest()
             executable = b"x" if info.st_mode & 0o111 else b"-"
             digest.update(b"file\0" + rel.encode() + b"\0" + executable + content.encode() + b"\n")
         else:
             raise SandboxUnavailable(f"{full}: not a file or link", reason="sandbox_unverified")
-        prints.append((rel, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns))
     return digest.hexdigest(), tuple(prints)
 
 
@@ -300,12 +405,16 @@ def verify_fingerprints(
     fingerprints: tuple[Fingerprint, ...],
     own_files: tuple[str, ...] = _OWN_FILES,
 ) -> None:
-    """Confirm a verified tree's stat fingerprints still hold; raises ``SandboxUnavailable``."""
-    current: list[Fingerprint] = []
-    for rel, full in _walk(install_dir, own_files):
-        info = _lstat(full)
-        current.append((rel, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns))
-    if tuple(current) != fingerprints:
+    """Confirm a verified tree's stat fingerprints still hold; raises ``SandboxUnavailable``.
+
+    The same walk as the digest's, compared entry by entry: every directory's full listing
+    (an added, removed or renamed entry anywhere), and each entry's device, inode and type,
+    and for every non-directory its mode, size, mtime and ctime -- so a rewrite that keeps
+    the size and restores the mtime still moves the ctime, which no call can set back
+    (SECURITY.md, "The runtime between runs").
+    """
+    current = tuple(_fingerprint(rel, info) for rel, _, info in _walk(install_dir, own_files))
+    if current != fingerprints:
         raise SandboxUnavailable(
             f"{install_dir}: changed since it was verified", reason="sandbox_unverified"
         )

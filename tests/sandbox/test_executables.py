@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from probe_service.sandbox import canary as canary_module
+from probe_service.sandbox import helper as helper_module
 from probe_service.sandbox import runner as runner_module
 
 from .conftest import Runner, make_policy
@@ -115,3 +119,55 @@ def test_identity_and_digest_are_recorded(run: Runner) -> None:
     assert result.executable is not None
     expected = hashlib.sha256(Path(result.executable.path).read_bytes()).hexdigest()
     assert result.executable.sha256 == expected
+
+
+class TestTheLaneHoldsTheSpawnOnly:
+    """docs/ARCHITECTURE.md, "Pipelined worker": a run's set-up and its launcher's wrap
+    happen before it waits for a launch lane; the identity recheck happens after the wait."""
+
+    def test_an_executable_swapped_while_the_run_waits_for_its_lane_is_caught(
+        self, run: Runner, tmp_path: Path
+    ) -> None:
+        """The pinned file replaced during the wait for a lane ends executable_changed:
+        the recheck is never done before the wait."""
+        tool = _copy_true(tmp_path / "tools")
+
+        @contextmanager
+        def lane_that_swaps() -> Iterator[None]:
+            replacement = tmp_path / "tools" / "replacement"
+            shutil.copy2("/usr/bin/false", replacement)
+            os.replace(replacement, tool)
+            yield
+
+        policy = make_policy(allowed_executables=["mytrue"], executable_pins={"mytrue": str(tool)})
+        result = run("mytrue", policy=policy, lane=lane_that_swaps)
+        assert (result.status, result.reason) == ("inconclusive", "executable_changed")
+
+    def test_the_wrap_comes_before_the_lane_and_the_spawn_inside_it(
+        self, run: Runner, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """One lane per launch, entered after the persistent launcher wrapped the command
+        and left after the probe ended."""
+        events: list[str] = []
+        real_wrap = helper_module.LauncherHelper.wrap
+        real_bounded = canary_module.run_bounded
+
+        def wrap(self: Any, *args: Any, **kwargs: Any) -> list[str]:
+            events.append("wrap")
+            return real_wrap(self, *args, **kwargs)
+
+        def bounded(*args: Any, **kwargs: Any) -> Any:
+            events.append("spawn")
+            return real_bounded(*args, **kwargs)
+
+        @contextmanager
+        def lane() -> Iterator[None]:
+            events.append("lane")
+            yield
+            events.append("free")
+
+        monkeypatch.setattr(helper_module.LauncherHelper, "wrap", wrap)
+        monkeypatch.setattr(canary_module, "run_bounded", bounded)
+        result = run("true", lane=lane)
+        assert (result.status, result.exit_code, result.launcher) == ("ok", 0, "helper")
+        assert events == ["wrap", "lane", "spawn", "free"]

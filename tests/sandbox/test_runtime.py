@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import os
+import resource
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from probe_service.errors import SandboxUnavailable
-from probe_service.sandbox import PINNED_VERSION, SandboxRuntime, locate_runtime, run_sandboxed
+from probe_service.sandbox import (
+    PINNED_VERSION,
+    SandboxResult,
+    SandboxRuntime,
+    locate_runtime,
+    run_sandboxed,
+)
 from probe_service.sandbox import runtime as runtime_module
+from probe_service.sandbox.slots import RunSlot
 
 from .conftest import make_policy
 
@@ -143,3 +153,142 @@ class TestStaging:
         with pytest.raises(SandboxUnavailable) as caught:
             locate_runtime(private_install)
         assert caught.value.reason == "sandbox_unverified"
+
+
+GUARD = Path(runtime_module.BWRAP_GUARD)
+DIST = CLI.parent
+
+
+def _rewrite_same_size(path: Path) -> None:
+    """One byte changed in place, the size kept and the old atime and mtime restored."""
+    before = path.stat()
+    data = bytearray(path.read_bytes())
+    data[-2] = ord("x") if data[-2] != ord("x") else ord("y")
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+
+
+def _replace_by_link(path: Path) -> None:
+    """The same bytes, now behind a link to a copy beside the install."""
+    copy = path.parent.parent / f".{path.name}.copy"
+    shutil.copy2(path, copy)
+    path.unlink()
+    path.symlink_to(copy)
+
+
+def _replace_dir_by_link(path: Path) -> None:
+    """A whole directory renamed away and a link to it put in its place: same files."""
+    moved = path.with_name(f".{path.name}.moved")
+    path.rename(moved)
+    path.symlink_to(moved.name)
+
+
+#: A change to the runtime between two runs: where, and how.
+CHANGES: dict[str, tuple[Path, Callable[[Path], object]]] = {
+    "content": (CLI, lambda p: p.write_bytes(p.read_bytes() + b"\n// altered\n")),
+    "same-size-restored-mtime": (CLI, _rewrite_same_size),
+    "chmod": (GUARD, lambda p: p.chmod(p.stat().st_mode ^ 0o100)),
+    "chmod-world-writable": (CLI, lambda p: p.chmod(p.stat().st_mode | 0o002)),
+    "file-replaced-by-link": (CLI, _replace_by_link),
+    "directory-replaced-by-link": (DIST / "sandbox", _replace_dir_by_link),
+    "file-added": (DIST / "utils" / "extra.js", lambda p: p.write_text("// added\n")),
+    "file-added-at-the-top": (Path("node_modules/zz-added.js"), lambda p: p.write_text("")),
+    "file-removed": (DIST / "cli.d.ts", lambda p: p.unlink()),
+}
+
+
+class TestChangedBetweenRuns:
+    """SECURITY.md, "The runtime between runs": a runtime file changed after the runtime
+    was verified (and one run went through it) stops the next run before anything launches,
+    with the reason every other unverified runtime gets."""
+
+    @pytest.fixture
+    def verified_copy(self, runtime: SandboxRuntime, tmp_path: Path) -> SandboxRuntime:
+        return locate_runtime(_copy_install(runtime, tmp_path / "sandbox"))
+
+    def _run(
+        self, runtime: SandboxRuntime, snapshot: Path, scratch: Path, slot: RunSlot
+    ) -> SandboxResult:
+        return run_sandboxed(
+            environment=os.environ,
+            policy=make_policy(),
+            executable="true",
+            args=[],
+            snapshot_dir=snapshot,
+            scratch_dir=scratch,
+            runtime=runtime,
+            slot=slot,
+        )
+
+    @pytest.mark.parametrize("change", sorted(CHANGES))
+    def test_the_next_run_ends_sandbox_unverified(
+        self,
+        verified_copy: SandboxRuntime,
+        snapshot: Path,
+        scratch: Path,
+        slot: RunSlot,
+        change: str,
+    ) -> None:
+        """The first run passes; after the change the second ends ``sandbox_unverified``."""
+        first = self._run(verified_copy, snapshot, scratch, slot)
+        assert (first.status, first.exit_code) == ("ok", 0), first.detail
+        where, how = CHANGES[change]
+        how(verified_copy.install_dir / where)
+        second = self._run(verified_copy, snapshot, scratch, slot)
+        assert (second.status, second.reason) == ("inconclusive", "sandbox_unverified")
+        assert "changed since it was verified" in (second.detail or "")
+
+    def test_an_unchanged_runtime_keeps_running(
+        self, verified_copy: SandboxRuntime, snapshot: Path, scratch: Path, slot: RunSlot
+    ) -> None:
+        """Runs, reads and listings by the runtime itself change nothing the check compares."""
+        for _ in range(2):
+            result = self._run(verified_copy, snapshot, scratch, slot)
+            assert (result.status, result.exit_code) == ("ok", 0), result.detail
+        runtime_module.verify_unchanged(verified_copy)
+
+
+def test_a_directory_swapped_while_listed_is_refused(
+    runtime: SandboxRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A directory replaced between its lstat and its opening is never listed in its place:
+    the walk refuses it (``sandbox_unverified``) instead of reading the impostor."""
+    copy = _copy_install(runtime, tmp_path / "sandbox")
+    target = copy / DIST / "sandbox"
+    impostor = tmp_path / "impostor"
+    shutil.copytree(target, impostor, symlinks=True)
+    (impostor / "extra.js").write_text("// the impostor's\n")
+    real_open = os.open
+
+    def swapping_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if path == "sandbox" and target.is_dir() and not target.is_symlink() and impostor.exists():
+            target.rename(tmp_path / "original")
+            impostor.rename(target)
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", swapping_open)
+    with pytest.raises(SandboxUnavailable) as caught:
+        runtime_module.runtime_tree_digest(copy)
+    assert caught.value.reason == "sandbox_unverified"
+    assert "replaced while listed" in str(caught.value)
+
+
+def test_a_wide_tree_is_walked_with_few_descriptors(tmp_path: Path) -> None:
+    """Three hundred sibling packages are walked under a descriptor limit barely above what
+    the process holds: only a directory and its ancestors are open at once, so a wide
+    ``node_modules`` never ends in ``EMFILE``, and nothing is left open after the walk."""
+    modules = tmp_path / "install" / "node_modules"
+    for index in range(300):
+        (modules / f"pkg{index:03}" / "lib").mkdir(parents=True)
+        (modules / f"pkg{index:03}" / "lib" / "index.js").write_text("")
+    held = len(os.listdir("/proc/self/fd"))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (held + 16, hard))
+    try:
+        _, prints = runtime_module.runtime_tree_digest(modules.parent, ())
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert len(prints) == 1 + 300 * 3
+    assert len(os.listdir("/proc/self/fd")) == held
