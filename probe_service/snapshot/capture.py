@@ -21,7 +21,15 @@ from .links import escaping_links
 from .manifest import encode_tree
 from .reader import FileStat, ReadBlob, open_dir_beneath, read_file_blob
 from .scan import Scan, first_pass, second_pass
-from .statcache import StatCache, cache_key_for, is_racy, load_stat_cache, save_stat_cache
+from .statcache import (
+    CachedFiles,
+    StatCache,
+    cache_key_for,
+    is_racy,
+    load_stat_cache,
+    none_racy,
+    save_stat_cache,
+)
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -159,7 +167,7 @@ def _capture_once(
         cache = load_stat_cache(conn, key)
     digests, to_read = _use_cache(before, cache, start_ns, limits)
     _read_and_store(store, abs_root, before, to_read, digests, limits, exact_root)
-    after = second_pass(abs_root, before, start_ns, limits.racy_window_ns)
+    after = second_pass(abs_root, before, start_ns, limits.racy_window_ns, to_read)
     _require_stable(before, after)
     snapshot_id, manifest = _encode_manifest(key, before, digests, reuse=not to_read)
     renewed = _renewed_cache(before, digests, cache, to_read, start_ns, limits)
@@ -207,7 +215,7 @@ def store_snapshot_row(
 def _renewed_cache(
     scan: Scan,
     digests: dict[str, str],
-    cache: StatCache,
+    cache: CachedFiles,
     to_read: list[str],
     start_ns: int,
     limits: CaptureLimits,
@@ -224,16 +232,18 @@ def _renewed_cache(
 
 
 def _use_cache(
-    scan: Scan, cache: StatCache, start_ns: int, limits: CaptureLimits
+    scan: Scan, cache: CachedFiles, start_ns: int, limits: CaptureLimits
 ) -> tuple[dict[str, str], list[str]]:
     """Return ``(digests of files the cache vouches for, paths that must be read)``."""
+    if cache.stats == scan.stats and none_racy(scan.stats, start_ns, limits.racy_window_ns):
+        return dict(cache.digests), []  # every file as cached (one comparison of maps)
     digests: dict[str, str] = {}
     to_read: list[str] = []
     recent = start_ns - limits.racy_window_ns  # is_racy, inlined: one test a file
+    cached_stats, cached_digests = cache.stats, cache.digests
     for path, st in scan.stats.items():
-        cached = cache.get(path)
-        if cached is not None and cached[0] == st and max(st[1], st[2]) < recent:
-            digests[path] = cached[1]
+        if cached_stats.get(path) == st and max(st[1], st[2]) < recent:
+            digests[path] = cached_digests[path]
         else:
             to_read.append(path)
     return digests, to_read

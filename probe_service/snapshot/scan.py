@@ -15,7 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from ..relpaths import MAX_PATH_BYTES, MAX_PATH_DEPTH
 from .enumerate import SKIPPED_DIRS, find_git_dir, git_paths, gitlink_commits
 from .manifest import check_snapshot_path, check_snapshot_paths
 from .reader import FileStat, stat_key
+from .statcache import none_racy
 
 __all__ = [
     "DIR_RACY_NS",
@@ -87,26 +88,64 @@ def first_pass(abs_root: str, max_file_bytes: int, max_total_bytes: int) -> Scan
     return scan
 
 
-def second_pass(abs_root: str, first: Scan, start_ns: int, racy_window_ns: int) -> Scan:
+def second_pass(
+    abs_root: str,
+    first: Scan,
+    start_ns: int,
+    racy_window_ns: int,
+    read: Collection[str] = (),
+) -> Scan:
     """Stat the tree again as ``first`` saw it (a new name is instability anyway); a
     directory whose mtime or ctime lies within ``max(racy_window_ns, DIR_RACY_NS)`` of
     ``start_ns`` is listed again.
+
+    Outside git, when every directory's stat vouches for its listing and every file of
+    ``first`` is older than that window, only the files in ``read`` are ``lstat``ed again:
+    the others' old ctime already proves them unchanged from before ``start_ns`` to their
+    first ``lstat`` (docs/ARCHITECTURE.md, "Snapshot capture": the old-tree pass).
 
     Raises UnsafePath, UnstableWorkingTree (a directory moved), SandboxUnavailable.
     """
     if first.dirs is None:
         return _lstat_all(abs_root, sorted(git_paths(Path(abs_root))))
-    recent = start_ns - max(racy_window_ns, DIR_RACY_NS)
-    return _restat_dirs(abs_root, list(first.dirs.items()), recent)
+    window = max(racy_window_ns, DIR_RACY_NS)
+    recent = start_ns - window
+    listings: list[tuple[str, list[str]]] = []
+    vouched = True
+    for rel_dir, listing in first.dirs.items():
+        names, held = _names_now(abs_root, rel_dir, listing, recent)
+        listings.append((rel_dir, names))
+        vouched = vouched and held
+    if vouched and none_racy(first.stats, start_ns, window):
+        return _restat_read(abs_root, first, read)
+    return _restat_dirs(abs_root, listings)
 
 
-def _restat_dirs(abs_root: str, dirs: Sequence[tuple[str, _Listing]], recent_ns: int) -> Scan:
+def _restat_read(abs_root: str, first: Scan, read: Collection[str]) -> Scan:
+    """The old-tree pass: ``first`` with the files in ``read`` ``lstat``ed again."""
+    stats = dict(first.stats)
+    prefix = abs_root.rstrip("/") + "/"
+    for rel in read:
+        try:
+            st = os.lstat(prefix + rel)
+        except FileNotFoundError:
+            del stats[rel]  # gone: the comparison with the first pass names it
+            continue
+        except OSError as exc:
+            raise UnsafePath(f"{rel}: cannot stat ({exc.strerror})") from exc
+        if stat.S_ISREG(st.st_mode):
+            stats[rel] = stat_key(st)
+        else:
+            del stats[rel]  # replaced by a link or a directory: named as moved
+    return Scan(stats=stats, targets=dict(first.targets))
+
+
+def _restat_dirs(abs_root: str, dirs: Sequence[tuple[str, list[str]]]) -> Scan:
     prefix = abs_root.rstrip("/") + "/"
     stats: dict[str, FileStat] = {}
     targets: dict[str, str] = {}
     lstat, is_reg, is_lnk = os.lstat, stat.S_ISREG, stat.S_ISLNK
-    for rel_dir, listing in dirs:
-        names = _names_now(abs_root, rel_dir, listing, recent_ns)
+    for rel_dir, names in dirs:
         base = prefix + rel_dir + "/" if rel_dir else prefix
         rel_base = rel_dir + "/" if rel_dir else ""
         for name in names:
@@ -123,17 +162,19 @@ def _restat_dirs(abs_root: str, dirs: Sequence[tuple[str, _Listing]], recent_ns:
     return Scan(stats=stats, targets=targets)
 
 
-def _names_now(abs_root: str, rel_dir: str, listing: _Listing, recent_ns: int) -> list[str]:
-    """The files and links of ``rel_dir`` now: the first pass's, while the directory's
-    stat vouches for them (unchanged, and older than ``recent_ns``), else listed again
-    (raising if its subdirectories moved)."""
+def _names_now(
+    abs_root: str, rel_dir: str, listing: _Listing, recent_ns: int
+) -> tuple[list[str], bool]:
+    """The files and links of ``rel_dir`` now, and whether the directory's stat vouched
+    for the first pass's (unchanged, and older than ``recent_ns``); otherwise it is listed
+    again (raising if its subdirectories moved)."""
     st = _stat_dir(abs_root, rel_dir)
     if _dir_stat(st) == listing.stat and max(listing.stat[1], listing.stat[2]) < recent_ns:
-        return listing.names
+        return listing.names, True
     again = _list_dir(abs_root, rel_dir, st, Scan(stats={}, targets={}))
     if sorted(again.subdirs) != sorted(listing.subdirs):
         raise UnstableWorkingTree(f"{rel_dir or '.'}: directory moved while capturing")
-    return again.names
+    return again.names, False
 
 
 def _dir_stat(st: os.stat_result) -> DirStat:
@@ -180,11 +221,15 @@ def _list_dir(abs_root: str, rel_dir: str, dir_stat: os.stat_result, scan: Scan)
         raise UnsafePath(f"{rel_dir or '.'}: cannot list ({exc.strerror})") from exc
     rel_base = rel_dir + "/" if rel_dir else ""
     base = path.rstrip("/") + "/"
+    # A name holds no "/": every entry of this directory is as deep as its first, and
+    # only a name longer than what is left of the bound can make a path too long.
+    deep = rel_base.count("/") >= MAX_PATH_DEPTH
+    longest = MAX_PATH_BYTES - len(rel_base)
     lstat, is_reg, is_lnk = os.lstat, stat.S_ISREG, stat.S_ISLNK
+    stats, names = scan.stats, listing.names
     for name, is_dir in found:
-        rel = rel_base + name
-        if rel.count("/") >= MAX_PATH_DEPTH or len(rel) > MAX_PATH_BYTES:
-            check_snapshot_path(rel)  # raises: deeper or longer than a snapshot may be
+        if deep or len(name) > longest:
+            check_snapshot_path(rel_base + name)  # raises: deeper or longer than allowed
         if is_dir:
             if name not in SKIPPED_DIRS:
                 listing.subdirs.append(name)
@@ -194,13 +239,13 @@ def _list_dir(abs_root: str, rel_dir: str, dir_stat: os.stat_result, scan: Scan)
         except FileNotFoundError:
             continue  # removed while listed: the second pass's listing tells
         except OSError as exc:
-            raise UnsafePath(f"{rel}: cannot stat ({exc.strerror})") from exc
+            raise UnsafePath(f"{rel_base}{name}: cannot stat ({exc.strerror})") from exc
         if is_reg(st.st_mode):
-            scan.stats[rel] = stat_key(st)
-            listing.names.append(name)
+            stats[rel_base + name] = stat_key(st)
+            names.append(name)
         elif is_lnk(st.st_mode):
-            scan.targets[rel] = os.readlink(base + name)
-            listing.names.append(name)
+            scan.targets[rel_base + name] = os.readlink(base + name)
+            names.append(name)
     if scan.dirs is not None:
         scan.dirs[rel_dir] = listing
     return listing

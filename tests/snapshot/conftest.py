@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from probe_service.snapshot import capture as capture_module
 
 
 def write_tree(
@@ -16,6 +22,15 @@ def write_tree(
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
         path.chmod(0o755 if rel in executable else 0o644)
+
+
+def start_later(monkeypatch: pytest.MonkeyPatch, seconds: int = 10) -> int:
+    """Start captures ``seconds`` from now: every file and directory is old, not racy.
+    Returns the offset in ns (a timestamp set to ``time.time_ns() + offset`` is recent)."""
+    real = time.time_ns
+    offset = seconds * 10**9
+    monkeypatch.setattr(capture_module, "time", SimpleNamespace(time_ns=lambda: real() + offset))
+    return offset
 
 
 def describe_tree(root: Path) -> dict[str, tuple[str, object, bool]]:

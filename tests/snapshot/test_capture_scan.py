@@ -6,9 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-import time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -32,7 +30,7 @@ from probe_service.snapshot.statcache import decode_pack, encode_pack
 from probe_service.store import Store
 from probe_service.store.schema import blobs
 
-from .conftest import write_tree
+from .conftest import start_later, write_tree
 
 #: A tree with every kind of entry and name the manifest encodes: executable bit, empty
 #: and multi-chunk files, names JSON escapes (quote, tab), non-ASCII and non-BMP names,
@@ -57,14 +55,6 @@ def _pinned_tree(root: Path) -> None:
     (root / "link").symlink_to("a.txt")
     (root / "dangling").symlink_to("nowhere")
     (root / "d" / "up").symlink_to("../a.txt")
-
-
-def _later(monkeypatch: pytest.MonkeyPatch, seconds: int = 10) -> None:
-    """Start captures ``seconds`` from now: every file and directory is old, not racy."""
-    real = time.time_ns
-    monkeypatch.setattr(
-        capture_module, "time", SimpleNamespace(time_ns=lambda: real() + seconds * 10**9)
-    )
 
 
 class TestPinnedIds:
@@ -191,7 +181,7 @@ class TestStatPack:
         snapshot_capture(sqlite_store, repo, limits=no_racy)
         with sqlite_store.reading() as conn:
             cached = capture_module.load_stat_cache(conn, capture_module.cache_key_for(str(repo)))
-        assert set(cached) == {"a"}
+        assert set(cached.stats) == set(cached.digests) == {"a"}
 
 
 def _count_listings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -216,7 +206,7 @@ class TestSecondPass:
     ) -> None:
         """The shortcut is real: directories whose stat held are not listed again."""
         write_tree(repo, {"a": b"1", "d/b": b"2", "d/e/c": b"3"})
-        _later(monkeypatch)
+        start_later(monkeypatch)
         listed = _count_listings(monkeypatch)
         snapshot_capture(sqlite_store, repo)
         assert sorted(listed) == ["", "d", "d/e"]
@@ -247,7 +237,7 @@ class TestSecondPass:
     ) -> None:
         """Every attempt sees the tree move under an old directory: the capture is refused."""
         write_tree(repo, {"a": b"1", **{f"d/b{n}": b"2" for n in range(1, 6)}})
-        _later(monkeypatch)
+        start_later(monkeypatch)
         calls = {"n": 0}
         real = capture_module.read_file_blob
 
