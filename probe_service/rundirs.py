@@ -24,12 +24,14 @@ RUN_DIR_PREFIX = "byte-probe-run-"
 _OWNED = re.compile(rf"^{RUN_DIR_PREFIX}(\d+)-")
 
 
-def make_run_dir(gid: int) -> Path:
+def make_run_dir(gid: int, label: str = "") -> Path:
     """Create a run directory in the temp dir, owned by root and group ``gid`` (the run
     slot's), mode 0710: the run's own uid may pass through it to its snapshot and scratch;
     no other account may list or traverse it (docs/ARCHITECTURE.md, "Containment").
+    ``label`` (a slot's, for the directory it keeps) follows the creator's pid in the name.
     """
-    path = Path(tempfile.mkdtemp(prefix=f"{RUN_DIR_PREFIX}{os.getpid()}-"))
+    tail = f"{label}-" if label else ""
+    path = Path(tempfile.mkdtemp(prefix=f"{RUN_DIR_PREFIX}{os.getpid()}-{tail}"))
     # mkdtemp made it 0700: the group gets search only once it is the slot's.
     os.chown(path, -1, gid)
     path.chmod(0o710)
