@@ -163,7 +163,7 @@ class TestReuseAfterAKilledRun:
         assert {p.pid for p in left} <= cgroup.pids()
         after = slots.run("sh", ["-c", 'ls -A "$BYTE_PROBE_SCRATCH"'])
         assert after.status == "ok", after.detail
-        run_dir, _, found, members = handovers[-1]
+        _, _, found, members = handovers[-1]
         assert found == ["home", "tmp"]
         assert members == set()
         assert [process.poll() for process in left] == [-9, -9]
