@@ -15,13 +15,15 @@ from typing import Any
 import psutil
 import pytest
 
-from probe_service.fstree import discard_tree
+from probe_service.fstree import discard_tree, remove_tree
 from probe_service.policies import Policy
 from probe_service.sandbox import SandboxResult, SandboxRuntime, run_sandboxed
+from probe_service.sandbox import slot_resources as slot_resources_module
 from probe_service.sandbox.limits import RunCgroup
-from probe_service.sandbox.slot_resources import SlotResources
+from probe_service.sandbox.slot_resources import RUN_SUBDIRS, SlotResources
 from probe_service.sandbox.slots import RunSlot, SlotPool
 
+from ..security.test_kernel_resources import TCP_PIN
 from .conftest import make_policy
 
 pytestmark = [
@@ -48,36 +50,31 @@ ALLOCATE = "x = bytearray({size}); x[::4096] = b'y' * len(x[::4096]); print('all
 
 
 class Slots:
-    """Runs in the slots of one pool, each with a fresh scratch directory."""
+    """Runs in one held run slot, each with a fresh scratch directory (held for the whole
+    test, as a plan holds its slot, so no other process takes it between the runs)."""
 
-    def __init__(self, pool: SlotPool, runtime: SandboxRuntime, snapshot: Path, tmp: Path):
-        self.pool, self.runtime, self.snapshot, self.tmp = pool, runtime, snapshot, tmp
-        self.slot: RunSlot | None = None
+    def __init__(self, slot: RunSlot, runtime: SandboxRuntime, snapshot: Path, tmp: Path):
+        self.slot, self.runtime, self.snapshot, self.tmp = slot, runtime, snapshot, tmp
 
     def run(
         self, executable: str, args: Sequence[str] = (), policy: Policy | None = None
     ) -> SandboxResult:
-        """One run, in the slot the pool gives (its own preferred: the same slot each time)."""
+        """One run in the slot."""
         scratch = self.tmp / f"scratch-{secrets.token_hex(4)}"
         scratch.mkdir()
-        with self.pool.acquire() as slot:
-            if self.slot is not None:
-                assert slot.identity.slot == self.slot.identity.slot
-            self.slot = slot
-            return run_sandboxed(
-                environment=os.environ,
-                policy=policy or make_policy(),
-                executable=executable,
-                args=list(args),
-                runtime=self.runtime,
-                snapshot_dir=self.snapshot,
-                scratch_dir=scratch,
-                slot=slot,
-            )
+        return run_sandboxed(
+            environment=os.environ,
+            policy=policy or make_policy(),
+            executable=executable,
+            args=list(args),
+            runtime=self.runtime,
+            snapshot_dir=self.snapshot,
+            scratch_dir=scratch,
+            slot=self.slot,
+        )
 
     @property
     def resources(self) -> SlotResources:
-        assert self.slot is not None
         return self.slot.resources
 
     @property
@@ -90,7 +87,8 @@ class Slots:
 def slots(runtime: SandboxRuntime, snapshot: Path, tmp_path: Path) -> Iterator[Slots]:
     pool = SlotPool()
     try:
-        yield Slots(pool, runtime, snapshot, tmp_path)
+        with pool.acquire() as slot:
+            yield Slots(slot, runtime, snapshot, tmp_path)
     finally:
         pool.close()
 
@@ -115,13 +113,28 @@ def handovers(monkeypatch: pytest.MonkeyPatch) -> Handover:
     return seen
 
 
+def _kept(handovers: Handover) -> None:
+    """The last two runs were handed the same run directory and cgroups (reused, not made
+    again), so what they show is the reset's doing."""
+    (dir_1, cgroup_1, _, _), (dir_2, cgroup_2, _, _) = handovers[-2:]
+    assert (dir_1, cgroup_1.memory_dir, cgroup_1.pids_dir) == (
+        dir_2,
+        cgroup_2.memory_dir,
+        cgroup_2.pids_dir,
+    )
+
+
 def _without_release(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
     """Skip the slot's after-run reset, as when the worker's run was killed mid-probe; return
     the undo."""
     context = monkeypatch.context()
     patched = context.__enter__()
     patched.setattr(SlotResources, "release", lambda self: None)
-    return lambda: context.__exit__(None, None, None)
+
+    def undo() -> None:
+        context.__exit__(None, None, None)
+
+    return undo
 
 
 def _leave_files(resources: SlotResources) -> None:
@@ -167,6 +180,7 @@ class TestReuseAfterAKilledRun:
         assert found == ["home", "tmp"]
         assert members == set()
         assert [process.poll() for process in left] == [-9, -9]
+        _kept(handovers)
         assert b"left" not in after.stdout
         sleepers = psutil.process_iter(["cmdline"])
         assert not [p for p in sleepers if token in (p.info["cmdline"] or [])]
@@ -206,15 +220,20 @@ def _fails_once(kill_all: Callable[..., bool]) -> Callable[..., bool]:
 
 
 class TestCounters:
-    def test_an_earlier_runs_fork_refusals_are_not_the_next_runs(self, slots: Slots) -> None:
+    def test_an_earlier_runs_fork_refusals_are_not_the_next_runs(
+        self, slots: Slots, handovers: Handover
+    ) -> None:
         """Run 1 hits the pids limit; run 2 in the same slot does not and is not reported so."""
         policy = make_policy(max_processes=20)
         first = slots.run("sh", ["-c", FORK_STORM], policy=policy)
         assert (first.status, first.reason) == ("inconclusive", "process_limit")
         second = slots.run("sh", ["-c", "echo calm"], policy=policy)
         assert (second.status, second.reason, second.stdout) == ("ok", None, b"calm\n")
+        _kept(handovers)
 
-    def test_an_earlier_runs_memory_kill_is_not_the_next_runs(self, slots: Slots) -> None:
+    def test_an_earlier_runs_memory_kill_is_not_the_next_runs(
+        self, slots: Slots, handovers: Handover
+    ) -> None:
         """Run 1 is killed at its memory limit; run 2 in the same slot is not reported so, and
         its memory peak is its own."""
         policy = make_policy(memory_bytes=64 << 20)
@@ -225,9 +244,24 @@ class TestCounters:
         assert second.memory_peak_bytes is not None
         assert first.memory_peak_bytes is not None
         assert second.memory_peak_bytes < first.memory_peak_bytes // 2
+        _kept(handovers)
+
+    def test_an_earlier_runs_tcp_buffer_peak_is_not_the_next_runs(
+        self, slots: Slots, handovers: Handover
+    ) -> None:
+        """Run 1 pins kernel TCP buffers to its limit; run 2 in the same slot is not reported
+        as having reached it (the group's TCP high-water mark starts afresh)."""
+        memory = 16 << 20
+        policy = make_policy(memory_bytes=memory)
+        first = slots.run("python3", ["-c", TCP_PIN, str(memory)], policy=policy)
+        assert (first.status, first.reason) == ("inconclusive", "memory_limit"), first.stdout
+        assert "TCP" in first.detail
+        second = slots.run("sh", ["-c", "echo calm"], policy=policy)
+        assert (second.status, second.reason, second.stdout) == ("ok", None, b"calm\n")
+        _kept(handovers)
 
     def test_page_cache_an_earlier_run_read_is_not_charged_to_the_next(
-        self, slots: Slots, snapshot: Path
+        self, slots: Slots, snapshot: Path, handovers: Handover
     ) -> None:
         """Run 1 reads 48 MiB of the snapshot into the page cache (charged to the slot's
         group); run 2's memory peak does not include it."""
@@ -245,18 +279,24 @@ class TestCounters:
         assert second.status == "ok"
         assert second.memory_peak_bytes is not None
         assert second.memory_peak_bytes < 24 << 20
+        _kept(handovers)
 
 
 class TestLimitsPerRun:
-    def test_a_smaller_memory_limit_after_a_larger_one_is_enforced(self, slots: Slots) -> None:
-        """Run 1 may use 128 MiB; run 2 of the same slot, limited to 64 MiB, is stopped."""
+    def test_a_smaller_memory_limit_after_a_larger_one_is_enforced(
+        self, slots: Slots, handovers: Handover
+    ) -> None:
+        """Run 1 may use 512 MiB; run 2 of the same slot, limited to 64 MiB, is stopped."""
         code = ["-c", ALLOCATE.format(size=100 << 20)]
         first = slots.run("python3", code, policy=make_policy(memory_bytes=512 << 20))
         assert (first.status, first.reason, first.stdout) == ("ok", None, b"allocated\n")
         second = slots.run("python3", code, policy=make_policy(memory_bytes=64 << 20))
         assert (second.status, second.reason) == ("inconclusive", "memory_limit")
+        _kept(handovers)
 
-    def test_a_larger_memory_limit_after_a_smaller_one_is_given(self, slots: Slots) -> None:
+    def test_a_larger_memory_limit_after_a_smaller_one_is_given(
+        self, slots: Slots, handovers: Handover
+    ) -> None:
         """Run 1 limited to 64 MiB; run 2 of the same slot gets its 512 MiB (the swap limit is
         opened before the memory limit grows)."""
         code = ["-c", ALLOCATE.format(size=100 << 20)]
@@ -264,8 +304,11 @@ class TestLimitsPerRun:
         assert (first.status, first.reason) == ("inconclusive", "memory_limit")
         second = slots.run("python3", code, policy=make_policy(memory_bytes=512 << 20))
         assert (second.status, second.reason, second.stdout) == ("ok", None, b"allocated\n")
+        _kept(handovers)
 
-    def test_a_smaller_task_limit_after_a_larger_one_is_enforced(self, slots: Slots) -> None:
+    def test_a_smaller_task_limit_after_a_larger_one_is_enforced(
+        self, slots: Slots, handovers: Handover
+    ) -> None:
         """Run 1 forks 60 under a limit of 200; run 2 of the same slot, limited to 20, cannot."""
         first = slots.run("sh", ["-c", FORK_STORM], policy=make_policy(max_processes=200))
         assert (first.status, first.reason, first.stdout) == ("ok", None, b"DONE\n")
@@ -273,6 +316,7 @@ class TestLimitsPerRun:
         assert (second.status, second.reason) == ("inconclusive", "process_limit")
         assert second.limits is not None
         assert second.limits.max_processes == 20
+        _kept(handovers)
 
 
 class TestHostileLeftovers:
@@ -297,6 +341,33 @@ class TestHostileLeftovers:
         assert handovers[-1][0] == run_dir  # kept, and emptied
         assert handovers[-1][2] == ["home", "tmp"]
         assert sorted(os.listdir("/etc")) == etc_before
+
+    def test_what_the_remover_left_is_found_by_the_walk(
+        self,
+        slots: Slots,
+        handovers: Handover,
+        monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        """A removal that silently left a file of the slot uid beside home and tmp: the walk
+        after emptying finds it, and the slot's next run gets a new run directory."""
+        assert slots.run("true").status == "ok"
+        run_dir = handovers[-1][0]
+        stray = run_dir / "stray"
+        stray.write_text("left")
+        os.chown(stray, slots.resources.identity.uid, slots.resources.identity.gid)
+
+        def leaves_files(path: Path) -> None:
+            if path.name in RUN_SUBDIRS:
+                remove_tree(path)
+
+        monkeypatch.setattr(slot_resources_module, "remove_tree", leaves_files)
+        with caplog.at_level(logging.WARNING):
+            after = slots.run("true")
+        assert after.status == "ok", after.detail
+        assert handovers[-1][0] != run_dir
+        assert "after emptying" in caplog.text
+        discard_tree(run_dir)
 
     def test_a_run_directory_that_cannot_be_emptied_is_made_again(
         self, slots: Slots, handovers: Handover, caplog: pytest.LogCaptureFixture
