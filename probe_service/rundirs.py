@@ -1,12 +1,13 @@
 """Per-run host directories: where they are made, and the sweep of dead workers' leftovers.
 
-docs/ARCHITECTURE.md, "Host-side walks": a run always removes its directory, but a
-worker killed with SIGKILL runs no ``finally``. Each run directory therefore names the
-process that made it (``byte-probe-run-<pid>-…``), and a worker process sweeps the
-directories of processes that are gone before its first run. A dead worker's mounts were
-never in the host's mount namespace ("Mount namespaces"); removing a directory that is a
-mount point in another namespace detaches that mount, and the remover never crosses into
-another filesystem.
+docs/ARCHITECTURE.md, "Host-side walks": a run slot's run directory is emptied after each
+run and removed when the worker lets the slot go, but a worker killed with SIGKILL runs no
+``finally``. Each run directory therefore names the process that made it
+(``byte-probe-run-<pid>-…``, a slot's ``byte-probe-run-<pid>-slot<N>-…``), and a worker
+process sweeps the directories of processes that are gone before its first run. A dead
+worker's mounts were never in the host's mount namespace ("Mount namespaces"); removing a
+directory that is a mount point in another namespace detaches that mount, and the remover
+never crosses into another filesystem.
 """
 
 from __future__ import annotations
