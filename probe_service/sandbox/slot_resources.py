@@ -20,15 +20,18 @@ again -- never handed on dirty:
 
 A failed proof logs a warning, tears the resources down and makes new ones (new names: a
 cgroup that cannot be removed is left to the kill of its members and never reused). The
-names carry the worker's pid and the slot (``byte-probe-<pid>-slot<N>-<k>``,
-``byte-probe-run-<pid>-slot<N>-…``), so the sweeps of dead workers' leftovers find them.
+names carry the worker's pid and the slot (``byte-probe-<pid>-slot<N>-<k>``, ``k`` unique in
+the process; ``byte-probe-run-<pid>-slot<N>-…``), so the sweeps of dead workers' leftovers
+find them.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 from probe_service.errors import SandboxUnavailable
@@ -48,6 +51,9 @@ log = logging.getLogger(__name__)
 RESIDUE_BYTES = 1 << 20
 #: The run directory's subdirectories: the runtime's HOME and TMPDIR, the slot uid's.
 RUN_SUBDIRS = ("home", "tmp")
+#: Numbers the cgroup pairs this process makes, so no two are ever named alike (a pair that
+#: could not be removed keeps its name; another pool of the process may keep the same slot).
+_PAIRS = itertools.count()
 
 
 def _read_int(path: Path) -> int:
@@ -140,13 +146,14 @@ class SlotResources:
         self.identity = identity
         self.run_dir: Path | None = None
         self.cgroup: RunCgroup | None = None
-        self._made = 0
 
     def ready(self, limits: LimitsApplied) -> tuple[Path, RunCgroup]:
         """The run directory and cgroups for one run with ``limits``, proven clean (kept ones
         reset, or made again when they cannot be); raises ``SandboxUnavailable``
         (``limits_unenforceable`` when new cgroups cannot be made, ``sandbox_failed`` when
         even new resources are not clean)."""
+        if self.run_dir is not None and self.run_dir.parent != Path(tempfile.gettempdir()):
+            self.close()  # the temporary directory moved (a test's own): follow it
         if self.run_dir is not None and self.cgroup is not None:
             problem = self._prove(self.run_dir, self.cgroup, limits)
             if problem is None:
@@ -189,11 +196,10 @@ class SlotResources:
         label = f"slot{self.identity.slot}"
         self.run_dir = make_run_dir(self.identity.gid, label)
         try:
-            self.cgroup = create_run_cgroup(f"{label}-{self._made}", limits)
+            self.cgroup = create_run_cgroup(f"{label}-{next(_PAIRS)}", limits)
         except SandboxUnavailable:
             self.close()
             raise
-        self._made += 1
         return self.run_dir, self.cgroup
 
     def _prove(self, run_dir: Path, cgroup: RunCgroup, limits: LimitsApplied) -> str | None:
