@@ -111,14 +111,14 @@ def _empty_run_dir(run_dir: Path, identity: ProbeIdentity) -> str | None:
         for sub in RUN_SUBDIRS:
             (run_dir / sub).mkdir(mode=0o700)
             os.chown(run_dir / sub, identity.uid, identity.gid)
+        return _stray_entries(run_dir, identity)
     except OSError as exc:
         return f"{run_dir} cannot be emptied ({exc})"
-    return _stray_entries(run_dir, identity)
 
 
 def _stray_entries(run_dir: Path, identity: ProbeIdentity) -> str | None:
     """Walk ``run_dir``: exactly ``home`` and ``tmp``, empty directories of the slot uid, mode
-    0700 -- the reason it holds anything else, or None."""
+    0700 -- the reason it holds anything else, or None; raises ``OSError``."""
     with os.scandir(run_dir) as entries:
         names = sorted(entry.name for entry in entries)
     if names != sorted(RUN_SUBDIRS):
@@ -151,7 +151,7 @@ class SlotResources:
         """The run directory and cgroups for one run with ``limits``, proven clean (kept ones
         reset, or made again when they cannot be); raises ``SandboxUnavailable``
         (``limits_unenforceable`` when new cgroups cannot be made, ``sandbox_failed`` when
-        even new resources are not clean)."""
+        even new resources are not clean) and ``OSError`` (no run directory can be made)."""
         if self.run_dir is not None and self.run_dir.parent != Path(tempfile.gettempdir()):
             self.close()  # the temporary directory moved (a test's own): follow it
         if self.run_dir is not None and self.cgroup is not None:

@@ -11,7 +11,7 @@ kept directory, emptied after each run, is no leftover).
 from __future__ import annotations
 
 import json
-import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,6 +28,8 @@ from probe_service.store import Store
 from .. import calls as service
 
 POLICY_ID = "attack"
+#: A run slot's kept run directory, of this or another worker process (a farm's).
+_SLOT_DIR = re.compile(r"^byte-probe-run-\d+-slot\d+-")
 
 
 @pytest.fixture
@@ -52,7 +54,7 @@ def leftovers(run_tmp: Path) -> list[str]:
 
 
 def _emptied_slot_dir(path: Path) -> bool:
-    if not path.name.startswith(f"byte-probe-run-{os.getpid()}-slot"):
+    if _SLOT_DIR.match(path.name) is None:
         return False
     entries = sorted(path.iterdir())
     if [entry.name for entry in entries] != ["home", "tmp"]:
