@@ -73,17 +73,24 @@ def _settle_cgroup(group: RunCgroup) -> str | None:
     return None
 
 
-def _prove_cgroup(group: RunCgroup) -> str | None:
-    """The reason ``group`` is not clean for a run, or None; resets the high-water marks."""
+def _cgroup_problem(group: RunCgroup) -> str | None:
+    """The reason ``group`` is not clean for a run, or None (it only reads)."""
     if members := group.pids():
         return f"processes in its cgroups: {sorted(members)[:5]}"
-    memory_dir = group.probe_dirs[0]
     try:
         residue = _read_int(group.memory_dir / "memory.usage_in_bytes")
         if residue > RESIDUE_BYTES:
             return f"{residue} bytes still charged to its memory group"
-        if (tcp := _read_int(memory_dir / "memory.kmem.tcp.usage_in_bytes")) != 0:
-            return f"{tcp} bytes of TCP buffers still charged"
+        tcp = _read_int(group.probe_dirs[0] / "memory.kmem.tcp.usage_in_bytes")
+    except (OSError, ValueError) as exc:
+        return f"its memory counters are unreadable ({exc})"
+    return f"{tcp} bytes of TCP buffers still charged" if tcp else None
+
+
+def _reset_marks(group: RunCgroup) -> str | None:
+    """Start the probe group's high-water marks afresh; the reason they did not, or None."""
+    memory_dir = group.probe_dirs[0]
+    try:
         for name in ("memory.max_usage_in_bytes", "memory.kmem.tcp.max_usage_in_bytes"):
             (memory_dir / name).write_text("0", encoding="ascii")
         if _read_int(memory_dir / "memory.kmem.tcp.max_usage_in_bytes") != 0:
@@ -96,8 +103,9 @@ def _prove_cgroup(group: RunCgroup) -> str | None:
 
 
 def _empty_run_dir(run_dir: Path, identity: ProbeIdentity) -> str | None:
-    """Remove everything in ``run_dir`` (never following a link) and make fresh ``home`` and
-    ``tmp``; the reason it is not clean, or None."""
+    """Remove everything in ``run_dir`` but its ``home`` and ``tmp``, and everything in those
+    (never following a link), then give them back to the slot uid, mode 0700; the reason it
+    is not clean, or None."""
     try:
         info = os.lstat(run_dir)
         if (
@@ -107,22 +115,52 @@ def _empty_run_dir(run_dir: Path, identity: ProbeIdentity) -> str | None:
         ):
             return f"{run_dir} is no longer root's 0710 directory of the slot's group"
         for name in os.listdir(run_dir):
-            remove_tree(run_dir / name)
+            if name not in RUN_SUBDIRS or not _is_directory(run_dir / name):
+                remove_tree(run_dir / name)
         for sub in RUN_SUBDIRS:
-            (run_dir / sub).mkdir(mode=0o700)
-            os.chown(run_dir / sub, identity.uid, identity.gid)
-        return _stray_entries(run_dir, identity)
+            # Kept, not made again (a directory's removal costs more than all the rest):
+            # emptied, and its owner and mode, which the slot uid could change, set again.
+            directory = run_dir / sub
+            if _is_directory(directory):
+                for name in os.listdir(directory):
+                    remove_tree(directory / name)
+            else:
+                directory.mkdir(mode=0o700)
+            os.chown(directory, identity.uid, identity.gid, follow_symlinks=False)
+            os.chmod(directory, 0o700, follow_symlinks=False)
     except OSError as exc:
         return f"{run_dir} cannot be emptied ({exc})"
+    return None
+
+
+def _is_directory(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
 
 
 def _stray_entries(run_dir: Path, identity: ProbeIdentity) -> str | None:
     """Walk ``run_dir``: exactly ``home`` and ``tmp``, empty directories of the slot uid, mode
-    0700 -- the reason it holds anything else, or None; raises ``OSError``."""
+    0700 -- the reason it holds anything else, or None (it only reads)."""
+    try:
+        return _walk_run_dir(run_dir, identity)
+    except OSError as exc:
+        return f"{run_dir} cannot be walked ({exc})"
+
+
+def _walk_run_dir(run_dir: Path, identity: ProbeIdentity) -> str | None:
+    info = os.lstat(run_dir)
+    if (
+        not stat.S_ISDIR(info.st_mode)
+        or (info.st_uid, info.st_gid) != (0, identity.gid)
+        or stat.S_IMODE(info.st_mode) != 0o710
+    ):
+        return f"{run_dir} is no longer root's 0710 directory of the slot's group"
     with os.scandir(run_dir) as entries:
         names = sorted(entry.name for entry in entries)
     if names != sorted(RUN_SUBDIRS):
-        return f"{run_dir} holds {names[:5]} after emptying"
+        return f"{run_dir} holds {names[:5]}"
     for sub in RUN_SUBDIRS:
         info = os.lstat(run_dir / sub)
         owner = (info.st_uid, info.st_gid)
@@ -179,7 +217,7 @@ class SlotResources:
         idle slot holds nothing of its last run; tear down what cannot be."""
         if self.run_dir is None or self.cgroup is None:
             return
-        problem = _settle_cgroup(self.cgroup) or _empty_run_dir(self.run_dir, self.identity)
+        problem = self._reset(self.run_dir, self.cgroup)
         if problem is not None:
             log.warning("run slot %d: resources torn down: %s", self.identity.slot, problem)
             self.close()
@@ -203,11 +241,14 @@ class SlotResources:
         return self.run_dir, self.cgroup
 
     def _prove(self, run_dir: Path, cgroup: RunCgroup, limits: LimitsApplied) -> str | None:
-        problem = (
-            _settle_cgroup(cgroup)
-            or _prove_cgroup(cgroup)
-            or _empty_run_dir(run_dir, self.identity)
-        )
+        """Prove the resources clean (reset first when the last run's ``release`` did not
+        leave them so), start the high-water marks afresh and write the run's limits; the
+        reason they are not fit for the run, or None."""
+        problem = self._problem(run_dir, cgroup)
+        if problem is not None:
+            problem = self._reset(run_dir, cgroup) or self._problem(run_dir, cgroup)
+        if problem is None:
+            problem = _reset_marks(cgroup)
         if problem is not None:
             return problem
         try:
@@ -215,6 +256,12 @@ class SlotResources:
         except OSError as exc:
             return f"the run's limits did not take ({exc})"
         return None
+
+    def _problem(self, run_dir: Path, cgroup: RunCgroup) -> str | None:
+        return _cgroup_problem(cgroup) or _stray_entries(run_dir, self.identity)
+
+    def _reset(self, run_dir: Path, cgroup: RunCgroup) -> str | None:
+        return _settle_cgroup(cgroup) or _empty_run_dir(run_dir, self.identity)
 
     @staticmethod
     def _for_run(cgroup: RunCgroup) -> RunCgroup:

@@ -196,11 +196,13 @@ class TestReuseAfterAKilledRun:
         cgroups and a new run directory, and a warning says why."""
         assert slots.run("true").status == "ok"
         first_dir, first_cgroup, _, _ = handovers[-1]
+        left = _leave_process(first_cgroup, "probe")
         # The first kill of run 2's reset fails, as for a member that will not die.
         monkeypatch.setattr(RunCgroup, "kill_all", _fails_once(RunCgroup.kill_all))
         with caplog.at_level(logging.WARNING):
             result = slots.run("true")
         assert result.status == "ok", result.detail
+        assert left.wait() == -9  # killed when the old pair was torn down
         second_dir, second_cgroup, found, members = handovers[-1]
         assert second_cgroup.memory_dir != first_cgroup.memory_dir
         assert second_dir != first_dir
@@ -350,7 +352,7 @@ class TestHostileLeftovers:
         caplog: pytest.LogCaptureFixture,
     ) -> None:
         """A removal that silently left a file of the slot uid beside home and tmp: the walk
-        after emptying finds it, and the slot's next run gets a new run directory."""
+        after the reset finds it, and the slot's next run gets a new run directory."""
         assert slots.run("true").status == "ok"
         run_dir = handovers[-1][0]
         stray = run_dir / "stray"
@@ -366,7 +368,7 @@ class TestHostileLeftovers:
             after = slots.run("true")
         assert after.status == "ok", after.detail
         assert handovers[-1][0] != run_dir
-        assert "after emptying" in caplog.text
+        assert "holds ['home', 'stray', 'tmp']" in caplog.text
         discard_tree(run_dir)
 
     def test_a_run_directory_that_cannot_be_emptied_is_made_again(
