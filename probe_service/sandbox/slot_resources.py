@@ -3,20 +3,22 @@
 docs/ARCHITECTURE.md, "Mount namespaces" and "Limits": a worker process keeps, per run slot
 it used, the slot's private mount namespace (``slots.py``) and, beside it, the slot's cgroup
 pair (run group, probe and relay children: ``limits.py``) and its run directory
-(``rundirs.py``). Before each run they are reset and proven clean, or torn down and made
-again -- never handed on dirty:
+(``rundirs.py``). Each is reset after every run (``release``) and proven clean before the
+next (``ready``) -- reset once more first when the proof fails, as after a run whose
+``release`` never ran -- or torn down and made again, never handed on dirty:
 
-* **cgroups**: every member killed and ``cgroup.procs`` of all five directories empty; the
-  page cache the last run left reclaimed (``memory.force_empty``) and what the kernel still
-  charges at most ``RESIDUE_BYTES``; no TCP buffer charged; the high-water marks reset; the
-  kill and refusal counters, which cgroup v1 cannot reset, taken as the run's baseline
-  (``CounterBaseline``: a receipt reports the rise above it); the new run's limits written and
-  read back.
-* **run directory**: root-owned, the slot's group, mode 0710, not a link; everything in it
-  removed by the link-safe remover (``fstree.remove_tree``: a link is unlinked, never
-  followed; a mount point is never crossed), then a fresh ``home`` and ``tmp`` made; a walk
-  must find exactly those two, empty, owned by the slot uid, mode 0700 -- nothing else, of the
-  slot uid or anyone.
+* **cgroups**: reset by killing every member and reclaiming the page cache the run left
+  (``memory.force_empty``); proven by ``cgroup.procs`` of all five directories empty, at
+  most ``RESIDUE_BYTES`` still charged and no TCP buffer. Then the high-water marks are
+  reset and read back, the kill and refusal counters, which cgroup v1 cannot reset, taken
+  as the run's baseline (``CounterBaseline``: a receipt reports the rise above it), and the
+  new run's limits written and read back.
+* **run directory**: reset by removing everything in it but ``home`` and ``tmp``, and
+  everything in those, with the link-safe remover (``fstree.remove_tree``: a link is
+  unlinked, never followed; a mount point is never crossed), then giving ``home`` and
+  ``tmp`` back to the slot uid, 0700; proven by a walk: root's 0710 directory of the slot's
+  group, not a link, holding exactly ``home`` and ``tmp``, empty directories of the slot
+  uid, mode 0700 -- nothing else, of the slot uid or anyone.
 
 A failed proof logs a warning, tears the resources down and makes new ones (new names: a
 cgroup that cannot be removed is left to the kill of its members and never reused). The

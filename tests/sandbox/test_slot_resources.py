@@ -159,7 +159,11 @@ def _leave_process(cgroup: RunCgroup, group: str) -> subprocess.Popen[bytes]:
 
 class TestReuseAfterAKilledRun:
     def test_the_next_run_sees_no_file_and_no_process_of_a_killed_run(
-        self, slots: Slots, handovers: Handover, monkeypatch: pytest.MonkeyPatch
+        self,
+        slots: Slots,
+        handovers: Handover,
+        monkeypatch: pytest.MonkeyPatch,
+        request: pytest.FixtureRequest,
     ) -> None:
         """Files the killed run left in the runtime's TMPDIR and processes left in the slot's
         cgroups are gone when the slot's next run is handed them."""
@@ -174,6 +178,9 @@ class TestReuseAfterAKilledRun:
         assert cgroup is not None
         left = [_leave_process(cgroup, "run"), _leave_process(cgroup, "probe")]
         assert {p.pid for p in left} <= cgroup.pids()
+        for process in left:
+            request.addfinalizer(process.wait)
+            request.addfinalizer(process.kill)
         after = slots.run("sh", ["-c", 'ls -A "$BYTE_PROBE_SCRATCH"'])
         assert after.status == "ok", after.detail
         _, _, found, members = handovers[-1]
@@ -199,10 +206,14 @@ class TestReuseAfterAKilledRun:
         left = _leave_process(first_cgroup, "probe")
         # The first kill of run 2's reset fails, as for a member that will not die.
         monkeypatch.setattr(RunCgroup, "kill_all", _fails_once(RunCgroup.kill_all))
-        with caplog.at_level(logging.WARNING):
-            result = slots.run("true")
-        assert result.status == "ok", result.detail
-        assert left.wait() == -9  # killed when the old pair was torn down
+        try:
+            with caplog.at_level(logging.WARNING):
+                result = slots.run("true")
+            assert result.status == "ok", result.detail
+            assert left.poll() == -9  # killed when the old pair was torn down
+        finally:
+            left.kill()
+            left.wait()
         second_dir, second_cgroup, found, members = handovers[-1]
         assert second_cgroup.memory_dir != first_cgroup.memory_dir
         assert second_dir != first_dir
