@@ -109,13 +109,8 @@ def _empty_run_dir(run_dir: Path, identity: ProbeIdentity) -> str | None:
     (never following a link), then give them back to the slot uid, mode 0700; the reason it
     is not clean, or None."""
     try:
-        info = os.lstat(run_dir)
-        if (
-            not stat.S_ISDIR(info.st_mode)
-            or (info.st_uid, info.st_gid) != (0, identity.gid)
-            or stat.S_IMODE(info.st_mode) != 0o710
-        ):
-            return f"{run_dir} is no longer root's 0710 directory of the slot's group"
+        if (problem := _not_the_slots(run_dir, identity)) is not None:
+            return problem
         for name in os.listdir(run_dir):
             if name not in RUN_SUBDIRS or not _is_directory(run_dir / name):
                 remove_tree(run_dir / name)
@@ -151,7 +146,9 @@ def _stray_entries(run_dir: Path, identity: ProbeIdentity) -> str | None:
         return f"{run_dir} cannot be walked ({exc})"
 
 
-def _walk_run_dir(run_dir: Path, identity: ProbeIdentity) -> str | None:
+def _not_the_slots(run_dir: Path, identity: ProbeIdentity) -> str | None:
+    """Why ``run_dir`` is no longer root's 0710 directory of the slot's group (a link, another
+    owner or mode), or None; raises ``OSError``."""
     info = os.lstat(run_dir)
     if (
         not stat.S_ISDIR(info.st_mode)
@@ -159,6 +156,12 @@ def _walk_run_dir(run_dir: Path, identity: ProbeIdentity) -> str | None:
         or stat.S_IMODE(info.st_mode) != 0o710
     ):
         return f"{run_dir} is no longer root's 0710 directory of the slot's group"
+    return None
+
+
+def _walk_run_dir(run_dir: Path, identity: ProbeIdentity) -> str | None:
+    if (problem := _not_the_slots(run_dir, identity)) is not None:
+        return problem
     with os.scandir(run_dir) as entries:
         names = sorted(entry.name for entry in entries)
     if names != sorted(RUN_SUBDIRS):
