@@ -50,10 +50,12 @@ def leftovers(run_tmp: Path) -> list[str]:
     """Run directories under ``run_tmp`` still holding anything of a run. A run slot's kept
     directory (``byte-probe-run-<pid>-slot<N>-…``, docs/ARCHITECTURE.md "Mount namespaces")
     outlives its runs, emptied: it counts only if it holds more than an empty home and tmp."""
-    return sorted(p.name for p in run_tmp.glob("byte-probe-run-*") if not _emptied_slot_dir(p))
+    return sorted(p.name for p in run_tmp.glob("byte-probe-run-*") if not emptied_slot_dir(p))
 
 
-def _emptied_slot_dir(path: Path) -> bool:
+def emptied_slot_dir(path: Path) -> bool:
+    """Whether ``path`` is a run slot's kept run directory holding only an empty home and
+    tmp (nothing of any run)."""
     if _SLOT_DIR.match(path.name) is None:
         return False
     entries = sorted(path.iterdir())
