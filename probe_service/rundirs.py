@@ -1,12 +1,13 @@
 """Per-run host directories: where they are made, and the sweep of dead workers' leftovers.
 
-docs/ARCHITECTURE.md, "Host-side walks": a run always removes its directory, but a
-worker killed with SIGKILL runs no ``finally``. Each run directory therefore names the
-process that made it (``byte-probe-run-<pid>-…``), and a worker process sweeps the
-directories of processes that are gone before its first run. A dead worker's mounts were
-never in the host's mount namespace ("Mount namespaces"); removing a directory that is a
-mount point in another namespace detaches that mount, and the remover never crosses into
-another filesystem.
+docs/ARCHITECTURE.md, "Host-side walks": a run slot's run directory is emptied after each
+run and removed when the worker lets the slot go, but a worker killed with SIGKILL runs no
+``finally``. Each run directory therefore names the process that made it
+(``byte-probe-run-<pid>-…``, a slot's ``byte-probe-run-<pid>-slot<N>-…``), and a worker
+process sweeps the directories of processes that are gone before its first run. A dead
+worker's mounts were never in the host's mount namespace ("Mount namespaces"); removing a
+directory that is a mount point in another namespace detaches that mount, and the remover
+never crosses into another filesystem.
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ RUN_DIR_PREFIX = "byte-probe-run-"
 _OWNED = re.compile(rf"^{RUN_DIR_PREFIX}(\d+)-")
 
 
-def make_run_dir(gid: int) -> Path:
+def make_run_dir(gid: int, label: str = "") -> Path:
     """Create a run directory in the temp dir, owned by root and group ``gid`` (the run
     slot's), mode 0710: the run's own uid may pass through it to its snapshot and scratch;
     no other account may list or traverse it (docs/ARCHITECTURE.md, "Containment").
+    ``label`` (a slot's, for the directory it keeps) follows the creator's pid in the name.
     """
-    path = Path(tempfile.mkdtemp(prefix=f"{RUN_DIR_PREFIX}{os.getpid()}-"))
+    tail = f"{label}-" if label else ""
+    path = Path(tempfile.mkdtemp(prefix=f"{RUN_DIR_PREFIX}{os.getpid()}-{tail}"))
     # mkdtemp made it 0700: the group gets search only once it is the slot's.
     os.chown(path, -1, gid)
     path.chmod(0o710)

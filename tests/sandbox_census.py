@@ -4,9 +4,11 @@ Run as ``pytest -p tests.sandbox_census [--sandbox-census=FILE]``.
 
 Every launch through the real runtime makes a run directory (``byte-probe-run-…``) or a
 canary directory (``byte-probe-canary-…``) with ``tempfile.mkdtemp``, in the test's own
-process or in any process it starts (a CLI, a host, a worker farm). In this process the
-census wraps ``mkdtemp`` (a test may point ``tempfile`` elsewhere); for the processes it
-starts, an inotify watch on the temporary directory sees each one being made. A test during
+process or in any process it starts (a CLI, a host, a worker farm), or is handed its run
+slot's kept one (``SlotResources.ready``; a process's first run in a slot makes it). In
+this process the census wraps ``mkdtemp`` (a test may point ``tempfile`` elsewhere) and
+``ready``; for the processes it starts, an inotify watch on the temporary directory sees
+each one being made. A test during
 whose setup, call or
 teardown one appeared launched the real sandbox, and so does every test using a module-
 or session-wide fixture whose setup launched. Tests of the stub sandbox make none.
@@ -28,6 +30,9 @@ from pathlib import Path
 import pytest
 
 from probe_service.rundirs import RUN_DIR_PREFIX
+from probe_service.sandbox.limits import RunCgroup
+from probe_service.sandbox.results import LimitsApplied
+from probe_service.sandbox.slot_resources import SlotResources
 
 _IN_CREATE = 0x00000100
 _IN_Q_OVERFLOW = 0x00004000
@@ -80,6 +85,13 @@ class _Census:
             return original(suffix, prefix, dir)
 
         tempfile.mkdtemp = mkdtemp  # type: ignore[assignment]
+        ready = SlotResources.ready
+
+        def handed(resources: SlotResources, limits: LimitsApplied) -> tuple[Path, RunCgroup]:
+            self.made_here = True
+            return ready(resources, limits)
+
+        SlotResources.ready = handed  # type: ignore[method-assign,assignment]
         self.out = out
         self.launched: list[str] = []
         self.unknown: list[str] = []

@@ -29,7 +29,7 @@ import contextlib
 import os
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from probe_service.errors import SandboxUnavailable
@@ -49,11 +49,13 @@ __all__ = [
     "LAUNCHER_MEMORY_BYTES",
     "LAUNCHER_TASKS",
     "RELAY_TASKS",
+    "CounterBaseline",
     "RunCgroup",
     "create_run_cgroup",
     "plan_limits",
     "prlimit_argv",
     "scratch_limits",
+    "set_run_limits",
     "sweep_stale_cgroups",
 ]
 
@@ -100,11 +102,26 @@ def _counter(path: Path, name: str) -> int:
 
 
 @dataclass(frozen=True)
+class CounterBaseline:
+    """The kill and refusal counters of a run's groups when the run was given them.
+
+    cgroup v1 cannot reset ``oom_kill`` or ``pids.events``, so a slot's kept groups
+    (docs/ARCHITECTURE.md, "Limits") are read as the rise above these: each run's own.
+    """
+
+    memory_kills: int = 0
+    forks_refused: int = 0
+    relay_forks_refused: int = 0
+
+
+@dataclass(frozen=True)
 class RunCgroup:
-    """One run's cgroup v1 directories: the run group and its probe child, per controller."""
+    """One run's cgroup v1 directories: the run group and its probe child, per controller;
+    ``baseline`` holds the counters as the run found them."""
 
     memory_dir: Path
     pids_dir: Path
+    baseline: CounterBaseline = field(default_factory=CounterBaseline)
 
     @property
     def probe_dirs(self) -> tuple[Path, Path]:
@@ -155,9 +172,19 @@ class RunCgroup:
                 found.update(int(pid) for pid in text.split())
         return found
 
+    def counters(self) -> CounterBaseline:
+        """The kill and refusal counters as the kernel reports them now (not deltas)."""
+        memory_dir, pids_dir = self.probe_dirs
+        return CounterBaseline(
+            memory_kills=_counter(memory_dir / "memory.oom_control", "oom_kill"),
+            forks_refused=_counter(pids_dir / "pids.events", "max"),
+            relay_forks_refused=_counter(self.relay_dir / "pids.events", "max"),
+        )
+
     def memory_kills(self) -> int:
-        """How many probe processes the kernel killed at the memory limit."""
-        return _counter(self.probe_dirs[0] / "memory.oom_control", "oom_kill")
+        """How many probe processes the kernel killed at the memory limit in this run."""
+        now = _counter(self.probe_dirs[0] / "memory.oom_control", "oom_kill")
+        return now - self.baseline.memory_kills
 
     def reset_memory_peak(self) -> None:
         """Start the probe group's memory high-water mark afresh (cgroup v1 takes a write of
@@ -175,8 +202,8 @@ class RunCgroup:
             return None
 
     def forks_refused(self) -> int:
-        """How many forks of the probe the kernel refused at the task limit."""
-        return _counter(self.probe_dirs[1] / "pids.events", "max")
+        """How many forks of the probe the kernel refused at the task limit in this run."""
+        return _counter(self.probe_dirs[1] / "pids.events", "max") - self.baseline.forks_refused
 
     def tcp_limit_reached(self) -> bool:
         """Whether the probe's kernel TCP buffers reached their limit (the kernel then refuses
@@ -190,8 +217,10 @@ class RunCgroup:
         return peak >= limit
 
     def relay_forks_refused(self) -> int:
-        """How many forks of the runtime's relays the kernel refused at their budget."""
-        return _counter(self.relay_dir / "pids.events", "max")
+        """How many forks of the runtime's relays the kernel refused at their budget in this
+        run."""
+        refused = _counter(self.relay_dir / "pids.events", "max")
+        return refused - self.baseline.relay_forks_refused
 
     def limit_hit(self) -> str | None:
         """Return the limit the kernel had to enforce (``memory``, ``tcp``, ``processes`` or
@@ -273,16 +302,35 @@ def _make_groups(name: str, created: list[Path]) -> RunCgroup:
     return group
 
 
-def _set_limits(group: RunCgroup, limits: LimitsApplied) -> None:
+def _write_checked(path: Path, value: int) -> None:
+    """Write a limit and read it back (memory limits round down to a page); raises OSError."""
+    _write(path, str(value))
+    if path.name == "pids.max":
+        wanted = value
+    else:
+        page = os.sysconf("SC_PAGE_SIZE")
+        wanted = value // page * page
+    if int(path.read_text(encoding="ascii")) != wanted:
+        raise OSError(f"{path.name} did not take the run's limit {value}")
+
+
+def set_run_limits(group: RunCgroup, limits: LimitsApplied) -> None:
+    """Write the run's limits into ``group`` (new, or a slot's kept one holding an earlier
+    run's limits) and read each back; raises ``OSError``."""
     memory_dir, pids_dir = group.probe_dirs
     memory = limits.memory_bytes or DEFAULT_MEMORY_BYTES
     tasks = limits.max_processes or DEFAULT_MAX_PROCESSES
     relays = limits.relay_tasks or RELAY_TASKS
-    _write(group.memory_dir / "memory.limit_in_bytes", str(memory + LAUNCHER_MEMORY_BYTES))
-    _write(group.pids_dir / "pids.max", str(tasks + LAUNCHER_TASKS + relays))
-    _write(memory_dir / "memory.limit_in_bytes", str(memory))
+    _write_checked(group.memory_dir / "memory.limit_in_bytes", memory + LAUNCHER_MEMORY_BYTES)
+    _write_checked(group.pids_dir / "pids.max", tasks + LAUNCHER_TASKS + relays)
+    # The kernel keeps memory.limit <= memsw.limit: open memsw first, so a kept group's
+    # earlier, smaller limit cannot refuse a larger one.
+    memsw = memory_dir / "memory.memsw.limit_in_bytes"
     with contextlib.suppress(OSError):  # swap accounting may be disabled
-        _write(memory_dir / "memory.memsw.limit_in_bytes", str(memory))
+        _write(memsw, "-1")
+    _write_checked(memory_dir / "memory.limit_in_bytes", memory)
+    if memsw.exists():
+        _write_checked(memsw, memory)
     # cgroup v1 charges socket buffers to a group only once this is set; the kernel counts
     # them apart from memory.usage_in_bytes. (memory.kmem.limit_in_bytes is never written:
     # this kernel accepts and ignores it.)
@@ -290,8 +338,8 @@ def _set_limits(group: RunCgroup, limits: LimitsApplied) -> None:
     _write(memory_dir / "memory.kmem.tcp.limit_in_bytes", str(tcp))
     if int((memory_dir / "memory.kmem.tcp.limit_in_bytes").read_text(encoding="ascii")) > tcp:
         raise OSError("memory.kmem.tcp.limit_in_bytes did not take the run's limit")
-    _write(pids_dir / "pids.max", str(tasks))
-    _write(group.relay_dir / "pids.max", str(relays))
+    _write_checked(pids_dir / "pids.max", tasks)
+    _write_checked(group.relay_dir / "pids.max", relays)
 
 
 def create_run_cgroup(name: str, limits: LimitsApplied) -> RunCgroup:
@@ -299,7 +347,7 @@ def create_run_cgroup(name: str, limits: LimitsApplied) -> RunCgroup:
     created: list[Path] = []
     try:
         group = _make_groups(name, created)
-        _set_limits(group, limits)
+        set_run_limits(group, limits)
     except OSError as exc:
         for directory in reversed(created):
             with contextlib.suppress(OSError):

@@ -22,7 +22,6 @@ from typing import Any
 
 from probe_service.envnames import PLAN_MODULE_PATHS
 from probe_service.errors import SandboxUnavailable
-from probe_service.fstree import remove_tree
 from probe_service.policies.executables import (
     ExecutableChanged,
     recheck_identity,
@@ -32,7 +31,6 @@ from probe_service.policies.model import (
     plan_environment_refusal,
     probe_environment,
 )
-from probe_service.rundirs import make_run_dir
 from probe_service.sandbox.canary import Canaried, launch_canaried, run_canary
 from probe_service.sandbox.gate import StartGate, create_gate
 from probe_service.sandbox.helper import (
@@ -48,7 +46,6 @@ from probe_service.sandbox.limits import (
     LAUNCHER_TASKS,
     RELAY_TASKS,
     RunCgroup,
-    create_run_cgroup,
     plan_limits,
     prlimit_argv,
     scratch_limits,
@@ -195,7 +192,8 @@ def _make_launch(
         pass_proxy_env=bool(policy.allowed_domains),
         allowed_ports=policy.allowed_ports,
         nonce=secrets.token_hex(16),
-        marker=res.run_dir.name,
+        # The slot's run directory serves many runs: the marker names this one.
+        marker=f"{res.run_dir.name}-{secrets.token_hex(4)}",
         host_prefix=host_prefix,
         gate_path=gate,
         seccomp_filter=seccomp_filter,
@@ -233,22 +231,18 @@ def _run_resources(
             verify_limits(runtime)
         except SandboxUnavailable as exc:
             raise Refused(exc.reason, str(exc)) from exc
-        identity = slot.identity
-        run_dir = make_run_dir(identity.gid)
-        stack.callback(remove_tree, run_dir)
+        # docs/ARCHITECTURE.md, "Limits": the slot's kept cgroups and run directory, reset
+        # and proven clean for this run (or made again), with this run's limits.
         try:
-            cgroup = create_run_cgroup(run_dir.name, limits)
+            run_dir, cgroup = slot.resources.ready(limits)
         except SandboxUnavailable as exc:
             raise Refused(exc.reason, str(exc)) from exc
-        stack.callback(cgroup.remove)
+        stack.callback(slot.resources.release)
         scratch = canonical_dir(scratch_dir, "scratch")
         try:
             stack.enter_context(run_scratch(scratch, scratch_limits(policy), slot.namespace))
         except SandboxUnavailable as exc:
             raise Refused(exc.reason, str(exc)) from exc
-        for sub in ("home", "tmp"):
-            (run_dir / sub).mkdir(mode=0o700)
-            os.chown(run_dir / sub, identity.uid, identity.gid)
         yield _Resources(run_dir, slot, cgroup, limits, scratch)
 
 

@@ -7,6 +7,8 @@ process keeps the namespace of each slot it used between runs (made once, entere
 run of the slot) and prefers its own slots when it takes one, so it keeps about as many
 namespaces as it runs at once. A namespace that still holds a mount after its run, or lost
 its holder, is dropped and the slot's next run gets a new one: a slot is reused only clean.
+Beside the namespace a slot keeps its cgroup pair and run directory (``slot_resources.py``),
+reset and proven clean before each run, and let go with the namespace.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from probe_service.sandbox.mounts import NAMESPACE_REASON
 from probe_service.sandbox.namespace import SlotNamespace
 from probe_service.sandbox.runtime import find_system_tool
 from probe_service.sandbox.selfcheck import verify_limits
+from probe_service.sandbox.slot_resources import SlotResources
 
 __all__ = ["MAX_KEPT", "RunSlot", "SlotPool", "close_default_slots", "default_slots"]
 
@@ -38,10 +41,12 @@ MAX_KEPT = 16
 
 @dataclass(frozen=True)
 class RunSlot:
-    """What one run holds: its uid/gid and its slot's mount namespace."""
+    """What one run holds: its uid/gid, its slot's mount namespace, cgroups and run
+    directory."""
 
     identity: ProbeIdentity
     namespace: SlotNamespace
+    resources: SlotResources
 
     def view(self, path: Path) -> Path:
         """Where the worker reaches ``path`` as the run's namespace shows it."""
@@ -64,6 +69,7 @@ class SlotPool:
         self.pid = os.getpid()
         self._lock = threading.Lock()
         self._namespaces: dict[int, SlotNamespace] = {}
+        self._resources: dict[int, SlotResources] = {}
 
     @contextlib.contextmanager
     def acquire(self) -> Iterator[RunSlot]:
@@ -73,8 +79,10 @@ class SlotPool:
             known = sorted(self._namespaces)
         with acquire_identity(prefer=known) as identity:
             namespace = self._namespace_for(identity.slot)
+            with self._lock:
+                resources = self._resources.setdefault(identity.slot, SlotResources(identity))
             try:
-                yield RunSlot(identity, namespace)
+                yield RunSlot(identity, namespace, resources)
             finally:
                 self._settle(identity.slot, namespace)
 
@@ -110,17 +118,24 @@ class SlotPool:
             keep = left == [] and len(self._namespaces) <= MAX_KEPT
             if not keep:
                 self._namespaces.pop(slot, None)
+            resources = None if keep else self._resources.pop(slot, None)
         if left:
             log.warning("run slot %d: namespace dropped, mounts left in it: %s", slot, left[:5])
         if not keep:
             namespace.close()
+        if resources is not None:
+            resources.close()
 
     def close(self) -> None:
-        """Let every namespace go (each ends with its last process)."""
+        """Let every namespace go (each ends with its last process) and remove every slot's
+        cgroups and run directory."""
         with self._lock:
             namespaces, self._namespaces = list(self._namespaces.values()), {}
+            kept, self._resources = list(self._resources.values()), {}
         for namespace in namespaces:
             namespace.close()
+        for resources in kept:
+            resources.close()
 
 
 _default: SlotPool | None = None

@@ -25,6 +25,7 @@ from probe_service.sandbox import SANDBOX_DIR_ENV, SandboxRuntime
 from probe_service.store import Store, open_store, read_events
 
 from .. import calls as service
+from ..security.attacks import emptied_slot_dir
 from ..stubsandbox import StubSandbox
 from .conftest import oracle_doc, plan_doc
 
@@ -441,7 +442,7 @@ class TestCleanup:
         )
         result = run(make_plan(code, oracle=contains("ok")))
         assert result.outcome == "supports", result.receipt.operational.to_json()["detail"]
-        assert os.listdir(fresh_tmpdir) == []
+        assert _left_in(fresh_tmpdir) == []
 
     def test_removed_after_overlay_failure(
         self, make_plan: PlanMaker, run: Runner, fresh_tmpdir: Path
@@ -449,7 +450,13 @@ class TestCleanup:
         """A run refused at the overlay also leaves no temporary entry behind."""
         plan_id = make_plan(interventions=[{"path": "data.txt/x", "content": "x"}])
         assert run(plan_id).reason == "overlay_failed"
-        assert os.listdir(fresh_tmpdir) == []
+        assert _left_in(fresh_tmpdir) == []
+
+
+def _left_in(tmpdir: Path) -> list[str]:
+    """Every entry in ``tmpdir`` but a run slot's kept run directory, emptied after its run
+    (docs/ARCHITECTURE.md, "Mount namespaces")."""
+    return sorted(name for name in os.listdir(tmpdir) if not emptied_slot_dir(tmpdir / name))
 
 
 def test_retention_bounds_the_warm_cache(

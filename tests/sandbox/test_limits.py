@@ -11,9 +11,10 @@ import pytest
 
 from probe_service.errors import SandboxUnavailable
 from probe_service.plans.run import RUNNER_GENERATED
-from probe_service.sandbox import runner as runner_module
+from probe_service.sandbox import slot_resources as slot_resources_module
 from probe_service.sandbox.identity import PROBE_UID_BASE
 from probe_service.sandbox.limits import create_run_cgroup, plan_limits
+from probe_service.sandbox.slots import RunSlot
 
 from .conftest import Runner, make_policy
 
@@ -41,13 +42,16 @@ class TestProcesses:
         assert "pids.max" in result.limits.enforced_by["max_processes"]
         assert b"fork" in result.stderr.lower()
 
-    def test_no_cgroup_refuses_the_run(self, run: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_no_cgroup_refuses_the_run(
+        self, run: Runner, slot: RunSlot, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         """Without a usable cgroup the run is refused, never run with weaker limits."""
 
         def no_cgroup(*_: object) -> None:
             raise SandboxUnavailable("no cgroup here", reason="limits_unenforceable")
 
-        monkeypatch.setattr(runner_module, "create_run_cgroup", no_cgroup)
+        slot.resources.close()  # the slot's kept cgroups are gone: the run must make new ones
+        monkeypatch.setattr(slot_resources_module, "create_run_cgroup", no_cgroup)
         result = run("true")
         assert (result.status, result.reason) == ("inconclusive", "limits_unenforceable")
 

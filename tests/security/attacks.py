@@ -4,12 +4,14 @@ The fixtures are registered by ``conftest.py`` importing them.
 
 Every attack here is a real probe through the real sandbox. Run directories are made in a
 temp dir of the test's own (``tempfile.tempdir``), so "no leftover ``byte-probe-run-*``"
-is exact even while other suites create and remove their own under ``/tmp``.
+is exact even while other suites create and remove their own under ``/tmp`` (a run slot's
+kept directory, emptied after each run, is no leftover).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,6 +28,8 @@ from probe_service.store import Store
 from .. import calls as service
 
 POLICY_ID = "attack"
+#: A run slot's kept run directory, of this or another worker process (a farm's).
+_SLOT_DIR = re.compile(r"^byte-probe-run-\d+-slot\d+-")
 
 
 @pytest.fixture
@@ -43,8 +47,21 @@ def run_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 def leftovers(run_tmp: Path) -> list[str]:
-    """Run directories still on the host under ``run_tmp``."""
-    return sorted(p.name for p in run_tmp.glob("byte-probe-run-*"))
+    """Run directories under ``run_tmp`` still holding anything of a run. A run slot's kept
+    directory (``byte-probe-run-<pid>-slot<N>-…``, docs/ARCHITECTURE.md "Mount namespaces")
+    outlives its runs, emptied: it counts only if it holds more than an empty home and tmp."""
+    return sorted(p.name for p in run_tmp.glob("byte-probe-run-*") if not emptied_slot_dir(p))
+
+
+def emptied_slot_dir(path: Path) -> bool:
+    """Whether ``path`` is a run slot's kept run directory holding only an empty home and
+    tmp (nothing of any run)."""
+    if _SLOT_DIR.match(path.name) is None:
+        return False
+    entries = sorted(path.iterdir())
+    if [entry.name for entry in entries] != ["home", "tmp"]:
+        return False
+    return all(entry.is_dir() and not any(entry.iterdir()) for entry in entries)
 
 
 def policy_document(**overrides: Any) -> dict[str, Any]:

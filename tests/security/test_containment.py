@@ -26,6 +26,7 @@ from probe_service.policies import POLICY_FILE_ENV
 from probe_service.sandbox import SandboxRuntime
 from probe_service.sandbox import runner as runner_module
 from probe_service.sandbox.identity import PROBE_UID_BASE
+from probe_service.sandbox.slots import SlotPool
 from probe_service.store import Store
 
 from .. import calls as service
@@ -273,11 +274,40 @@ class TestNoLeftovers:
 
     @pytest.mark.usefixtures("leftovers")
     def test_no_scratch_mount_or_cgroup_survives_a_run(self, attack: Any) -> None:
-        """After a run, no scratch tmpfs and no run cgroup of ours is left on the host."""
-        attack("sh", 'mkdir -p "$BYTE_PROBE_SCRATCH/a/b/c"; sleep 300 & echo started')
-        mounts = Path("/proc/self/mountinfo").read_text()
-        assert f"byte-probe-scratch-{os.getpid()}" not in mounts
-        assert not glob.glob("/sys/fs/cgroup/pids/**/byte-probe-run-*", recursive=True)
+        """After a run, no scratch tmpfs of ours is left, no process is left in any cgroup of
+        ours, and the slot's kept run directory holds nothing of the run; once the process
+        lets its slots go, no cgroup or run directory of ours is left on the host."""
+        others = set(_our_cgroups())  # the slots other pools of this process keep
+        pool = SlotPool()
+        try:
+            with pool.acquire() as slot:
+                result = attack(
+                    "sh",
+                    'mkdir -p "$BYTE_PROBE_SCRATCH/a/b/c"; sleep 300 & echo started',
+                    slot=slot,
+                )
+                assert (result.status, result.stdout) == ("ok", b"started\n"), result.detail
+                mounts = Path("/proc/self/mountinfo").read_text()
+                assert f"byte-probe-scratch-{os.getpid()}" not in mounts
+                groups = set(_our_cgroups()) - others
+                assert groups  # the slot keeps its pair ...
+                procs = [path for group in groups for path in group.rglob("cgroup.procs")]
+                assert all(path.read_text() == "" for path in procs)
+                run_dir = slot.resources.run_dir
+                assert run_dir is not None
+                assert sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*")) == [
+                    "home",
+                    "tmp",
+                ]
+        finally:
+            pool.close()
+        assert set(_our_cgroups()) - others == set()  # ... until its pool lets the slot go
+
+
+def _our_cgroups() -> list[Path]:
+    """Every cgroup directory this process made (``byte-probe-<pid>-…``), at any depth."""
+    pattern = f"/sys/fs/cgroup/*/**/byte-probe-{os.getpid()}-*"
+    return [Path(found) for found in glob.glob(pattern, recursive=True)]
 
 
 class TestLimitKillIsNeverARefutation:
