@@ -125,7 +125,9 @@ def _empty_run_dir(run_dir: Path, identity: ProbeIdentity) -> str | None:
                 directory.mkdir(mode=0o700)
             os.chown(directory, identity.uid, identity.gid, follow_symlinks=False)
             os.chmod(directory, 0o700, follow_symlinks=False)
-    except OSError as exc:
+    except (OSError, NotImplementedError) as exc:
+        # NotImplementedError: Linux cannot chmod a link without following it, so a
+        # directory swapped for a link here is a failed reset (the slot is made again).
         return f"{run_dir} cannot be emptied ({exc})"
     return None
 
