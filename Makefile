@@ -6,6 +6,10 @@ STAMP       := $(VENV)/.installed-stamp
 
 export PROBE_TEST_DATABASE_URL ?= postgresql+psycopg://postgres@127.0.0.1:5432/test
 export PROBE_TEST_REDIS_URL    ?= redis://127.0.0.1:6379/0
+# Bytecode is cached (in the ignored __pycache__ directories) even where the shell turns it off:
+# without it every face, CLI and worker subprocess a test starts compiles the whole package
+# again, about 0.5 s of CPU each, and pytest rewrites every test module once per worker.
+unexport PYTHONDONTWRITEBYTECODE
 # 1,000 sandboxed probes take ~6 minutes on 2 cores; `make bench QUEUE_BENCH_PROBES=200` is quicker.
 QUEUE_BENCH_PROBES ?= 1000
 BENCH_ARGS ?=
@@ -16,6 +20,7 @@ EXPLORE_TESTS ?= tests/claims/test_state_machine.py tests/claims/test_globs.py \
 .PHONY: setup system-packages sandbox-runtime demo test quick security explore lint imports typecheck check bench bench-detail clean
 
 setup: system-packages $(STAMP) sandbox-runtime
+	@$(PY) -m compileall -q probe_service
 	@$(PY) -m probe_service.sandbox
 
 system-packages:

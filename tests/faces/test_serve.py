@@ -71,22 +71,28 @@ def _wait_for_socket(path: Path, process: subprocess.Popen[bytes]) -> None:
     raise AssertionError("serve never listened")
 
 
-@pytest.fixture
-def served(migrated_sqlite_file: Path) -> Iterator[Served]:
-    """``byte-probe serve`` as root, its socket and a project under a directory every
-    user may traverse (the tests' own temporary directories are root's only)."""
+@dataclass
+class _Service:
+    """The module's one ``byte-probe serve``: its process, socket, state and base."""
+
+    process: subprocess.Popen[bytes]
+    socket: Path
+    base: Path
+    state: Path
+
+
+@pytest.fixture(scope="module")
+def service(migrated_sqlite_file: Path) -> Iterator[_Service]:
+    """``byte-probe serve`` as root, started once for the module: one process serving many
+    clients one after another is how it runs, and each start costs about a second of CPU.
+    Its directories sit under one every user may traverse (the tests' own temporary
+    directories are root's only)."""
     base = Path(tempfile.mkdtemp(prefix="serve-test-", dir="/tmp"))
     base.chmod(0o755)
     try:
-        for name in ("run", "home", "client-home"):
+        for name in ("run", "home"):
             (base / name).mkdir(mode=0o755)
         state = seed_state(base / "state", migrated_sqlite_file)
-        project = base / "project"
-        (project / "src").mkdir(parents=True)
-        (project / "src/parse.py").write_text("def parse(text):\n    return text\n")
-        for path in (project, project / "src"):
-            path.chmod(0o755)
-        (project / "src/parse.py").chmod(0o644)
         path = base / "run" / "serve.sock"
         env = {"PATH": os.environ["PATH"], "HOME": str(base / "home")}
         with (base / "serve.log").open("wb") as log:
@@ -98,11 +104,31 @@ def served(migrated_sqlite_file: Path) -> Iterator[Served]:
             )
         try:
             _wait_for_socket(path, process)
-            yield Served(process, path, base, state)
+            yield _Service(process, path, base, state)
         finally:
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=60)
         assert not path.exists(), "serve left its socket behind"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def served(service: _Service) -> Iterator[Served]:
+    """The module's serve with this test's own project and client home beside it, so no
+    test sees another's files (the store is shared; each test names what it made)."""
+    assert service.process.poll() is None, f"serve exited {service.process.returncode}"
+    base = Path(tempfile.mkdtemp(prefix="test-", dir=service.base))
+    base.chmod(0o755)
+    try:
+        (base / "client-home").mkdir(mode=0o755)
+        project = base / "project"
+        (project / "src").mkdir(parents=True)
+        (project / "src/parse.py").write_text("def parse(text):\n    return text\n")
+        for path in (project, project / "src"):
+            path.chmod(0o755)
+        (project / "src/parse.py").chmod(0o644)
+        yield Served(service.process, service.socket, base, service.state)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -310,7 +336,7 @@ class TestHookThroughTheService:
         # The turn is the peer's, as the kernel named it (docs/ARCHITECTURE.md, "Principals
         # and clearing"), not the service's root.
         with ProbeService.open(served.state) as svc:
-            (turn,) = svc.turn_list().turns
+            (turn,) = [t for t in svc.turn_list().turns if t.root == str(project)]
         assert turn.actor == user_name(NOBODY)
 
     def test_the_hook_command_answers_through_a_real_serve(self, served: Served) -> None:
