@@ -165,6 +165,17 @@ def _leave_process(cgroup: RunCgroup, group: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(["sleep", "3600"], preexec_fn=join)
 
 
+def _uncached_big_file(snapshot: Path) -> None:
+    """48 MiB at ``src/big.bin`` in the snapshot, not in the page cache yet, so a run that
+    reads it is charged for it."""
+    big = snapshot / "src" / "big.bin"
+    with big.open("wb") as handle:
+        handle.write(os.urandom(48 << 20))
+        handle.flush()
+        os.fsync(handle.fileno())
+        os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+
+
 class TestReuseAfterAKilledRun:
     def test_the_next_run_sees_no_file_and_no_process_of_a_killed_run(
         self,
@@ -239,12 +250,7 @@ class TestReuseAfterAKilledRun:
         """Run 1 reads 48 MiB of the snapshot into the page cache and its reset reclaims
         nothing (``memory.force_empty`` skipped): the kept group is over ``RESIDUE_BYTES``, so
         run 2 gets new cgroups, and a warning names what was still charged."""
-        big = snapshot / "src" / "big.bin"
-        with big.open("wb") as handle:
-            handle.write(os.urandom(48 << 20))
-            handle.flush()
-            os.fsync(handle.fileno())
-            os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        _uncached_big_file(snapshot)
 
         def kill_only(group: RunCgroup) -> str | None:
             return None if group.kill_all() else "processes left"
@@ -319,12 +325,7 @@ class TestCounters:
     ) -> None:
         """Run 1 reads 48 MiB of the snapshot into the page cache (charged to the slot's
         group); run 2's memory peak does not include it."""
-        big = snapshot / "src" / "big.bin"
-        with big.open("wb") as handle:
-            handle.write(os.urandom(48 << 20))
-            handle.flush()
-            os.fsync(handle.fileno())
-            os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        _uncached_big_file(snapshot)
         first = slots.run("sh", ["-c", "cat src/big.bin > /dev/null; echo read"])
         assert (first.status, first.stdout) == ("ok", b"read\n"), first.detail
         assert first.memory_peak_bytes is not None
