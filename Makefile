@@ -38,12 +38,20 @@ sandbox-runtime:
 demo: setup
 	$(VENV)/bin/byte-probe demo
 
+# Everything, in two passes: the tests that may share the machine on TEST_WORKERS processes
+# (pytest-xdist; each owns its store, namespace, slot and run directory), then the `exclusive`
+# ones -- the attacks that fill or read host-wide kernel tables, the test-host network -- one
+# at a time with nothing beside them. Both passes always run; the status is the first failure's.
+TEST_WORKERS ?= 3
 test: setup
-	$(PY) -m pytest
+	@status=0; \
+	$(PY) -m pytest -m "not exclusive" -n $(TEST_WORKERS) || status=$$?; \
+	$(PY) -m pytest -m exclusive || status=$$?; \
+	exit $$status
 
 # The quick loop: everything but the tests marked `slow` (attacks, farms, state machines, crashes),
 # on three processes (pytest-xdist; a third fills the cores while the others wait on runs and
-# subprocesses): every test owns its store, namespace, slot and run directory.
+# subprocesses). Every `exclusive` test is also `slow`, so the quick loop never meets one.
 QUICK_WORKERS ?= 3
 quick: setup
 	$(PY) -m pytest -m "not slow" -n $(QUICK_WORKERS)

@@ -504,6 +504,14 @@ SLOW_PATHS = (
 #: 8-13 s a test on an idle machine.
 SLOW_FIXTURES = frozenset({"start_farm"})
 
+#: Tests that must run with no other test beside them, marked ``exclusive``: the attacks
+#: fill host-wide kernel tables (``fs.aio-max-nr``, the pseudo-terminal pool, ...) that any
+#: concurrent run would meet full, and read those tables to tell ``host_resource`` from a
+#: refutation; the network tests own the fixed test-host address (198.51.100.2) and remove
+#: every other test host they find. `make test` runs the rest on several processes first,
+#: then these one at a time; beside other xdist workers they fail (`pytest_runtest_setup`).
+EXCLUSIVE_PATHS = ("tests/security/",)
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark each test by the services its fixtures reach and, by path, whether it is slow."""
@@ -519,3 +527,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         relative = Path(str(item.path)).relative_to(root).as_posix()
         if relative.startswith(SLOW_PATHS) or fixtures & SLOW_FIXTURES:
             item.add_marker("slow")
+        if relative.startswith(EXCLUSIVE_PATHS):
+            item.add_marker("exclusive")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Fail an ``exclusive`` test that would run beside other xdist workers' tests: it would
+    fill the host-wide tables their runs need, or meet theirs full, and pass or fail by luck."""
+    workers = int(getattr(item.config, "workerinput", {}).get("workercount", 1))
+    if workers > 1 and item.get_closest_marker("exclusive") is not None:
+        pytest.fail(
+            f"{item.nodeid} is marked exclusive and must run alone, not beside {workers - 1} "
+            "other xdist workers: `make test` runs it after the rest; or run "
+            "`pytest -m exclusive` without -n",
+            pytrace=False,
+        )
