@@ -22,6 +22,7 @@ from hypothesis import settings
 from sqlalchemy import create_engine, make_url, text
 
 from probe_service.errors import SandboxUnavailable
+from probe_service.fstree import remove_tree
 from probe_service.plans.warm import close_default_snapshot_cache
 from probe_service.sandbox import SandboxRuntime, locate_runtime
 from probe_service.sandbox import helper as launcher_helper
@@ -102,6 +103,25 @@ def pg_url(postgres_base_url: str) -> Iterator[str]:
     """A URL whose search_path is a fresh schema, dropped after the test."""
     with fresh_schema(postgres_base_url) as url:
         yield url
+
+
+@pytest.fixture
+def short_tmp_path() -> Iterator[Path]:
+    """A fresh directory right below the temporary directory, removed after the test.
+
+    For a launch whose runtime TMPDIR the test makes itself: the runtime puts its bridge
+    sockets there (``claude-socks-<16 hex>.sock``), a socket's path holds at most 107 bytes,
+    and below an xdist worker's ``tmp_path``
+    (``/tmp/pytest-of-root/pytest-N/popen-gwK/<test name>/rt-tmp/``) there is too little
+    left: the bridge never starts and the canary reports ``sandbox_failed``. Searchable by
+    the probe uids, as ``make_searchable`` leaves a ``tmp_path``.
+    """
+    path = Path(tempfile.mkdtemp(prefix="bp-t-"))
+    make_searchable(path)
+    try:
+        yield path
+    finally:
+        remove_tree(path)
 
 
 @contextmanager

@@ -135,7 +135,9 @@ def canary_launch(
         pass_proxy_env=False,
         allowed_ports=(80, 443),
         nonce=secrets.token_hex(16),
-        marker="canary-test",
+        # Unique, as the runner's: a launch without a cgroup is cleaned up by this marker,
+        # and a shared one let one test's clean-up kill another worker's canary.
+        marker=f"canary-test-{secrets.token_hex(8)}",
         host_prefix=prefix,
         seccomp_filter=_seccomp_filter(tmp_path),
         shm_dir=tmp_path / "scratch",

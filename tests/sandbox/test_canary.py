@@ -27,17 +27,17 @@ def identity() -> Iterator[ProbeIdentity]:
 
 @pytest.mark.parametrize("mode", ["helper", "cli"])
 def test_canary_holds_with_generated_settings(
-    runtime: SandboxRuntime, tmp_path: Path, identity: ProbeIdentity, mode: str
+    runtime: SandboxRuntime, short_tmp_path: Path, identity: ProbeIdentity, mode: str
 ) -> None:
     """With our settings and the slot identity, the secret stays hidden and the identity
     holds, through the persistent launcher and through the CLI."""
-    launch = canary_launch(runtime, tmp_path, tmp_path / "settings.json", identity)
-    settings = write_canary_settings(runtime, tmp_path, launch)
+    launch = canary_launch(runtime, short_tmp_path, short_tmp_path / "settings.json", identity)
+    settings = write_canary_settings(runtime, short_tmp_path, launch)
     with contextlib.ExitStack() as stack:
         if mode == "helper":
             helper = LauncherHelper(runtime, settings, "80,443")
             stack.callback(helper.close)
-            launch, _ = helper_launch(launch, settings, canary_paths(tmp_path), helper)
+            launch, _ = helper_launch(launch, settings, canary_paths(short_tmp_path), helper)
         assert launch.mode == mode
         verdict = run_canary(launch, expected_uid=identity.uid)
     assert (verdict.held, verdict.reason, verdict.detail) == (True, None, "")
@@ -45,11 +45,11 @@ def test_canary_holds_with_generated_settings(
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the attack is a root worker launching as root")
 def test_canary_refuses_a_probe_that_would_be_host_root(
-    runtime: SandboxRuntime, tmp_path: Path
+    runtime: SandboxRuntime, short_tmp_path: Path
 ) -> None:
     """Launched as the root worker itself (the old way), the canary names every identity flaw."""
-    launch = canary_launch(runtime, tmp_path, tmp_path / "settings.json", None)
-    write_canary_settings(runtime, tmp_path, launch)
+    launch = canary_launch(runtime, short_tmp_path, short_tmp_path / "settings.json", None)
+    write_canary_settings(runtime, short_tmp_path, launch)
     verdict = run_canary(launch)
     assert (verdict.held, verdict.reason) == (False, "identity_unverified")
     for flaw in ("uid map", "ipc namespace", "uts namespace", "core_pattern is writable"):
@@ -58,15 +58,15 @@ def test_canary_refuses_a_probe_that_would_be_host_root(
 
 @pytest.mark.parametrize("forged", [False, True])
 def test_canary_catches_a_broken_settings_file(
-    runtime: SandboxRuntime, tmp_path: Path, identity: ProbeIdentity, forged: bool
+    runtime: SandboxRuntime, short_tmp_path: Path, identity: ProbeIdentity, forged: bool
 ) -> None:
     """An invalid settings file (srt then runs unrestricted, without our bubblewrap guard)
     makes the canary fail: the guard's proof is missing; and were it forged into the
     runtime's environment, the secret would be read."""
-    settings = tmp_path / "settings.json"
+    settings = short_tmp_path / "settings.json"
     settings.write_text('{"filesystem": {"denyRead": "not-a-list"}}')
     settings.chmod(0o644)
-    launch = canary_launch(runtime, tmp_path, settings, identity)
+    launch = canary_launch(runtime, short_tmp_path, settings, identity)
     verdict = run_canary(forge_guard_proof(launch) if forged else launch)
     expected = "canary_readable" if forged else "limits_unverified"
     assert (verdict.held, verdict.reason) == (False, expected)
@@ -74,11 +74,11 @@ def test_canary_catches_a_broken_settings_file(
 
 @pytest.mark.parametrize("forged", [False, True])
 def test_canary_catches_a_missing_settings_file(
-    runtime: SandboxRuntime, tmp_path: Path, identity: ProbeIdentity, forged: bool
+    runtime: SandboxRuntime, short_tmp_path: Path, identity: ProbeIdentity, forged: bool
 ) -> None:
     """A missing settings file (srt then uses its permissive default) makes the canary fail,
     by the guard's missing proof and, with the proof forged, by the secret."""
-    launch = canary_launch(runtime, tmp_path, tmp_path / "absent.json", identity)
+    launch = canary_launch(runtime, short_tmp_path, short_tmp_path / "absent.json", identity)
     verdict = run_canary(forge_guard_proof(launch) if forged else launch)
     expected = "canary_readable" if forged else "limits_unverified"
     assert (verdict.held, verdict.reason) == (False, expected)

@@ -59,16 +59,16 @@ def _plant_tools(snapshot: Path, scratch: Path) -> Path:
 
 @pytest.mark.parametrize("mode", ["settings", "fallback"])
 def test_repository_tools_never_answer_the_canary(
-    runtime: SandboxRuntime, tmp_path: Path, identity: ProbeIdentity, mode: str
+    runtime: SandboxRuntime, short_tmp_path: Path, identity: ProbeIdentity, mode: str
 ) -> None:
     """With the probe's PATH reaching the snapshot, no repository file runs in the canary,
     and under the permissive fallback (a broken settings file) the canary still refuses."""
-    settings = tmp_path / "settings.json"
+    settings = short_tmp_path / "settings.json"
     env = {"PATH": EMPTY_ENTRY_PATH}
-    launch = canary_launch(runtime, tmp_path, settings, identity, probe_env=env)
-    marker = _plant_tools(tmp_path / "snap", tmp_path / "scratch")
+    launch = canary_launch(runtime, short_tmp_path, settings, identity, probe_env=env)
+    marker = _plant_tools(short_tmp_path / "snap", short_tmp_path / "scratch")
     if mode == "settings":
-        write_canary_settings(runtime, tmp_path, launch)
+        write_canary_settings(runtime, short_tmp_path, launch)
     else:
         settings.write_text('{"filesystem": {"denyRead": "not-a-list"}}')
         settings.chmod(0o644)
