@@ -517,6 +517,8 @@ SLOW_PATHS = (
     "tests/faces/test_parity.py",
     "tests/faces/test_bad_input.py",
     "tests/faces/test_recheck_faces.py",
+    # Starts pytest sessions of its own to check `make test`'s two passes.
+    "tests/test_exclusive.py",
 )
 
 #: Fixtures that make a test slow wherever it lives: ``start_farm`` starts real worker
