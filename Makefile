@@ -41,7 +41,7 @@ demo: setup
 # Everything, in two passes: the tests that may share the machine on TEST_WORKERS processes
 # (pytest-xdist; each owns its store, namespace, slot and run directory), then the `exclusive`
 # ones -- the attacks that fill or read host-wide kernel tables, the test-host network -- one
-# at a time with nothing beside them. Both passes always run; the status is the first failure's.
+# at a time with nothing beside them. Both passes always run; the status is non-zero if either failed.
 TEST_WORKERS ?= 3
 test: setup
 	@status=0; \
