@@ -20,7 +20,8 @@ from contextlib import contextmanager
 from typing import IO, Any
 
 from ..errors import LimitExceeded, ProbeServiceError
-from ..service import ProbeService, operations
+from ..service import ProbeService
+from ..service.catalog import listings
 from .frames import (
     MAX_LINE_BYTES,
     HostRequest,
@@ -84,7 +85,7 @@ class NdjsonHost:
         self._slots = threading.BoundedSemaphore(long_running + long_waiting)
         self._limit = long_running + long_waiting
         self._out_broken = False
-        self._long_ops = frozenset(op.name for op in operations(svc.interface) if op.long_running)
+        self._long_ops = frozenset(op.name for op in listings(svc.interface) if op.long_running)
 
     def serve(self, stream: IO[bytes]) -> None:
         """Answer every line of ``stream`` until EOF, then wait for the long operations."""

@@ -26,7 +26,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from .. import ENGINE_VERSION
 from ..errors import InternalError, InvalidInput, ProbeServiceError
-from ..service import Operation, operations
+from ..service.catalog import Listing, listings
 from .serve_client import ServiceCalls
 
 __all__ = [
@@ -70,9 +70,9 @@ def tools() -> list[types.Tool]:
         types.Tool(
             name=op.mcp_tool,
             description=op.description,
-            input_schema=op.request.model_json_schema(),
+            input_schema=op.schemas()["request"],
         )
-        for op in operations("mcp")
+        for op in listings("mcp")
     ]
 
 
@@ -110,7 +110,7 @@ def build_server(svc: ServiceCalls) -> Server[Any]:
     """The low-level MCP server over ``svc`` (an ``interface="mcp"`` session, or the local
     service's client for that face)."""
     listed = tools()
-    table: dict[str, Operation] = {op.mcp_tool: op for op in operations("mcp")}
+    table: dict[str, Listing] = {op.mcp_tool: op for op in listings("mcp")}
     long_slots = anyio.CapacityLimiter(MAX_LONG_RUNNING)
 
     async def list_tools(

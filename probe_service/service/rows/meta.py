@@ -11,7 +11,8 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 from ... import ENGINE_VERSION
 from ...errors import InvalidInput, KeyFileError, ProbeServiceError
 from ...settings import Settings
-from ..registry import Operation, Request, operation, operations
+from ..catalog import Listing, listings
+from ..registry import Request, operation
 from ..session import ProbeService
 from .common import Frozen
 
@@ -88,7 +89,7 @@ def _summary(description: str) -> str:
     return text if end < 0 else text[: end + 1]
 
 
-def _operation_info(op: Operation, full: bool) -> OperationInfo:
+def _operation_info(op: Listing, full: bool) -> OperationInfo:
     schemas = op.schemas() if full else None
     return OperationInfo(
         name=op.name,
@@ -134,7 +135,7 @@ def capabilities(svc: ProbeService, req: CapabilitiesRequest) -> Capabilities:
     from ...policies.model import NEWEST_POLICY_SCHEMA
     from ...store.migrate import schema_head
 
-    offered = list(operations(svc.interface))
+    offered = listings(svc.interface)
     unknown = sorted(set(req.operations) - {op.name for op in offered})
     if unknown:
         raise InvalidInput(f"operations: {', '.join(unknown)[:300]} not offered on this face")
