@@ -37,6 +37,7 @@ __all__ = [
     "SANDBOX_DIR_ENV",
     "Fingerprint",
     "SandboxRuntime",
+    "check_pinned_package",
     "default_install_dir",
     "find_system_tool",
     "locate_runtime",
@@ -271,20 +272,28 @@ def _recorded_digest(install_dir: Path, digest_file: str, what: str) -> str:
     return text.split()[0] if text.split() else ""
 
 
-def _check_version(install_dir: Path) -> Path:
-    package_dir = install_dir / "node_modules" / PACKAGE
+def check_pinned_package(manifest: Path, pinned: str, what: str, *, named: Path) -> None:
+    """Refuse unless the npm ``manifest`` (a ``package.json``) says version ``pinned``:
+    ``sandbox_prerequisite_missing`` when it cannot be read, ``sandbox_unverified`` for
+    another version; each message starts with ``named``."""
     try:
-        manifest = json.loads((package_dir / "package.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        version = json.loads(manifest.read_text(encoding="utf-8")).get("version")
+    except (OSError, ValueError, AttributeError) as exc:
         raise SandboxUnavailable(
-            f"{package_dir}: Sandbox Runtime not installed (run `make setup`)",
+            f"{named}: {what} not installed (run `make setup`)",
             reason="sandbox_prerequisite_missing",
         ) from exc
-    if manifest.get("version") != PINNED_VERSION:
+    if version != pinned:
         raise SandboxUnavailable(
-            f"{package_dir}: version {manifest.get('version')!r} is not {PINNED_VERSION}",
-            reason="sandbox_unverified",
+            f"{named}: version {version!r} is not {pinned}", reason="sandbox_unverified"
         )
+
+
+def _check_version(install_dir: Path) -> Path:
+    package_dir = install_dir / "node_modules" / PACKAGE
+    check_pinned_package(
+        package_dir / "package.json", PINNED_VERSION, "Sandbox Runtime", named=package_dir
+    )
     return package_dir
 
 

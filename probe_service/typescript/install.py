@@ -10,14 +10,13 @@ gets a staged, root-owned, world-readable copy, verified again.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from probe_service.errors import SandboxUnavailable
 from probe_service.sandbox.runtime import (
     Fingerprint,
+    check_pinned_package,
     runtime_tree_digest,
     verified_install,
     verify_fingerprints,
@@ -71,19 +70,8 @@ def worker_tree_digest(install_dir: Path) -> tuple[str, tuple[Fingerprint, ...]]
 
 
 def _check_version(install_dir: Path) -> None:
-    manifest_path = install_dir / "node_modules" / "typescript" / "package.json"
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise SandboxUnavailable(
-            f"{manifest_path}: TypeScript not installed (run `make setup`)",
-            reason="sandbox_prerequisite_missing",
-        ) from exc
-    if manifest.get("version") != PINNED_TYPESCRIPT:
-        raise SandboxUnavailable(
-            f"{manifest_path}: version {manifest.get('version')!r} is not {PINNED_TYPESCRIPT}",
-            reason="sandbox_unverified",
-        )
+    manifest = install_dir / "node_modules" / "typescript" / "package.json"
+    check_pinned_package(manifest, PINNED_TYPESCRIPT, "TypeScript", named=manifest)
 
 
 def locate_worker(install_dir: Path | None = None) -> WorkerInstall:

@@ -20,6 +20,7 @@ from probe_service.sandbox import (
     run_sandboxed,
 )
 from probe_service.sandbox import runtime as runtime_module
+from probe_service.sandbox.runtime import check_pinned_package
 from probe_service.sandbox.slots import RunSlot
 
 from .conftest import make_policy
@@ -292,3 +293,32 @@ def test_a_wide_tree_is_walked_with_few_descriptors(tmp_path: Path) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert len(prints) == 1 + 300 * 3
     assert len(os.listdir("/proc/self/fd")) == held
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ('{"version": "1.2.3"}', None),
+        ('{"version": "1.2.4"}', "sandbox_unverified"),
+        ("{}", "sandbox_unverified"),
+        ('["1.2.3"]', "sandbox_prerequisite_missing"),
+        ("{not json", "sandbox_prerequisite_missing"),
+        (None, "sandbox_prerequisite_missing"),
+    ],
+)
+def test_a_pinned_package_is_its_pinned_version_or_refused(
+    tmp_path: Path, text: str | None, reason: str | None
+) -> None:
+    """The one check the runtime and the TypeScript worker share: a manifest that says
+    the pinned version passes; another version, none, a non-object, bad JSON or no file
+    is refused with its reason, naming the place given."""
+    manifest = tmp_path / "package.json"
+    if text is not None:
+        manifest.write_text(text, encoding="utf-8")
+    if reason is None:
+        check_pinned_package(manifest, "1.2.3", "Thing", named=tmp_path)
+        return
+    with pytest.raises(SandboxUnavailable) as caught:
+        check_pinned_package(manifest, "1.2.3", "Thing", named=tmp_path)
+    assert caught.value.reason == reason
+    assert str(caught.value).startswith(f"{tmp_path}: ")
