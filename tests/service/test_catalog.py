@@ -82,3 +82,27 @@ def test_a_catalog_out_of_step_with_the_index_is_an_internal_error(
             catalog.listings()
     finally:
         catalog._all.cache_clear()
+
+
+def test_the_catalog_cannot_widen_a_face(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """What a face may call comes from the row, never the listing: with a catalog that
+    lists an admin operation on the MCP face, calling it there is still refused."""
+    from probe_service.errors import InvalidInput
+    from probe_service.service import ProbeService, catalog
+
+    widened = [
+        catalog.Listing(
+            name=entry.name,
+            description=entry.description,
+            faces=entry.faces | {"mcp"},
+            long_running=entry.long_running,
+            _schemas_json=entry._schemas_json,
+        )
+        for entry in catalog.listings()
+    ]
+    monkeypatch.setattr(catalog, "_all", lambda: tuple(widened))
+    with (
+        ProbeService.open(tmp_path, interface="mcp") as svc,
+        pytest.raises(InvalidInput, match="unknown operation 'key_create'"),
+    ):
+        svc.call("key_create", {"out": str(tmp_path / "keys")})
